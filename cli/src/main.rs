@@ -1,0 +1,54 @@
+//! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
+
+mod env_explain;
+mod rings;
+mod topo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// NCCL's collectives and diagnostics in one tool.
+#[derive(Debug, Parser)]
+#[command(name = "rnccl", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalOpts,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalOpts {
+    /// YAML config with NCCL_* knob values (also RNCCL_CONFIG).
+    #[arg(long, global = true, value_name = "FILE", env = "RNCCL_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Explain the NCCL_* settings in effect, or any knob.
+    EnvExplain(env_explain::Args),
+    /// Show this host's (or a topology file's) GPUs, NICs, PCI tree and paths.
+    Topo(topo::Args),
+    /// Show the rings and trees NCCL would build, and the tuning model.
+    Rings(rings::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::EnvExplain(a) => env_explain::run(a, &cli.global),
+        Command::Topo(a) => topo::run(a, &cli.global),
+        Command::Rings(a) => rings::run(a, &cli.global),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rnccl: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

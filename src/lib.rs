@@ -1,0 +1,18 @@
+//! rnccl: NCCL's collective communications and its diagnostics, in Rust.
+//!
+//! The engine (this crate) runs NCCL's collectives — all_reduce, broadcast, reduce, all_gather,
+//! reduce_scatter, all_to_all, gather, scatter, send/recv and group calls — with ring and
+//! latency-oriented algorithms over channels, on transports chosen per peer (same process,
+//! shared memory, TCP sockets). The `rnccl` command (package `rnccl-cli`) renders what the engine
+//! knows. See DESIGN.md for the map of modules.
+
+pub mod config;
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod redop;
+pub mod topo;
+
+pub use dtype::{DataType, Element};
+pub use error::{Error, Result, ResultCode};
+pub use redop::{RedOp, Scalar};
