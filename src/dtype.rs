@@ -59,7 +59,10 @@ impl DataType {
 
     /// True for the floating-point types.
     pub const fn is_float(self) -> bool {
-        matches!(self, DataType::Float16 | DataType::Bfloat16 | DataType::Float32 | DataType::Float64)
+        matches!(
+            self,
+            DataType::Float16 | DataType::Bfloat16 | DataType::Float32 | DataType::Float64
+        )
     }
 
     /// The name nccl-tests prints in its `type` column (`int8`, `half`, `float`, `double`, `bfloat16`…).

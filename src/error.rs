@@ -83,7 +83,10 @@ impl Error {
 
     /// A [`Error::System`] from an I/O error and what rnccl was doing.
     pub fn system(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::System { context: context.into(), source }
+        Error::System {
+            context: context.into(),
+            source,
+        }
     }
 
     /// Shorthand for [`Error::InvalidArgument`].

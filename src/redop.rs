@@ -89,8 +89,16 @@ impl RedOp {
                 combine: Combine::Sum,
                 post_div: None,
             },
-            RedOp::Avg => Lowered { pre: None, combine: Combine::Sum, post_div: Some(nranks as u64) },
-            RedOp::PreMulSum(s) => Lowered { pre: Some(s), combine: Combine::Sum, post_div: None },
+            RedOp::Avg => Lowered {
+                pre: None,
+                combine: Combine::Sum,
+                post_div: Some(nranks as u64),
+            },
+            RedOp::PreMulSum(s) => Lowered {
+                pre: Some(s),
+                combine: Combine::Sum,
+                post_div: None,
+            },
         }
     }
 }
@@ -149,7 +157,11 @@ pub struct Lowered {
 
 impl Lowered {
     fn plain(combine: Combine) -> Lowered {
-        Lowered { pre: None, combine, post_div: None }
+        Lowered {
+            pre: None,
+            combine,
+            post_div: None,
+        }
     }
 }
 
@@ -172,6 +184,12 @@ mod tests {
         for op in RedOp::BUILTIN {
             assert_eq!(op.name().parse::<RedOp>().unwrap(), op);
         }
-        assert!("xor".parse::<RedOp>().unwrap_err().to_string().contains("xor"));
+        assert!(
+            "xor"
+                .parse::<RedOp>()
+                .unwrap_err()
+                .to_string()
+                .contains("xor")
+        );
     }
 }

@@ -7,6 +7,7 @@
 
 mod parse;
 mod registry;
+pub mod syntax;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,7 +129,13 @@ impl Config {
         let mut values = BTreeMap::new();
         for (k, v) in &env {
             if k.starts_with("NCCL_") || k.starts_with("RNCCL_") {
-                values.insert(k.clone(), Setting { raw: v.clone(), source: Source::Env });
+                values.insert(
+                    k.clone(),
+                    Setting {
+                        raw: v.clone(),
+                        source: Source::Env,
+                    },
+                );
             }
         }
         let user_file = match env.get("NCCL_CONF_FILE").filter(|v| !v.is_empty()) {
@@ -139,7 +146,10 @@ impl Config {
                 .or_else(|| env.get("HOME").map(PathBuf::from))
                 .map(|h| h.join(".nccl.conf")),
         };
-        let system = opts.system_conf.clone().unwrap_or_else(|| PathBuf::from("/etc/nccl.conf"));
+        let system = opts
+            .system_conf
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/etc/nccl.conf"));
         for file in user_file.iter().chain(std::iter::once(&system)) {
             read_conf_file(file, &mut values)?;
         }
@@ -148,7 +158,13 @@ impl Config {
 
     /// Sets `name` with the highest precedence (used for CLI flags that map to knobs).
     pub fn set(&mut self, name: &str, value: impl Into<String>, source: Source) {
-        self.values.insert(name.to_string(), Setting { raw: value.into(), source });
+        self.values.insert(
+            name.to_string(),
+            Setting {
+                raw: value.into(),
+                source,
+            },
+        );
     }
 
     /// The effective setting of `name`, if it is set anywhere.
@@ -164,7 +180,10 @@ impl Config {
     /// The raw string value of `name` if set and non-empty (NCCL treats empty as unset).
     pub fn string(&self, name: &str) -> Option<&str> {
         debug_assert!(lookup(name).is_some(), "knob {name} is not in the registry");
-        self.values.get(name).map(|s| s.raw.as_str()).filter(|s| !s.is_empty())
+        self.values
+            .get(name)
+            .map(|s| s.raw.as_str())
+            .filter(|s| !s.is_empty())
     }
 
     /// The integer value of `name`, parsed as NCCL does (C `strtoll(s, NULL, 0)`: `0x` hex,
@@ -205,19 +224,32 @@ fn read_conf_file(path: &Path, values: &mut BTreeMap<String, Setting>) -> Result
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
-            return Err(ConfigError::File { path: path.to_path_buf(), message: "is a directory".into() });
+            return Err(ConfigError::File {
+                path: path.to_path_buf(),
+                message: "is a directory".into(),
+            });
         }
-        Err(e) => return Err(ConfigError::File { path: path.to_path_buf(), message: e.to_string() }),
+        Err(e) => {
+            return Err(ConfigError::File {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            });
+        }
     };
     for (i, line) in text.split('\n').enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.starts_with('#') {
             continue;
         }
-        let Some((key, value)) = line.split_once('=') else { continue };
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
         values.entry(key.to_string()).or_insert_with(|| Setting {
             raw: value.to_string(),
-            source: Source::ConfFile { path: path.to_path_buf(), line: i + 1 },
+            source: Source::ConfFile {
+                path: path.to_path_buf(),
+                line: i + 1,
+            },
         });
     }
     Ok(())
@@ -228,7 +260,12 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
-        Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -236,19 +273,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("user.conf");
         let system = dir.path().join("system.conf");
-        std::fs::write(&user, "NCCL_BUFFSIZE=0x100\n# NCCL_MIN_NCHANNELS=9\nNCCL_MAX_NCHANNELS=4\n").unwrap();
+        std::fs::write(
+            &user,
+            "NCCL_BUFFSIZE=0x100\n# NCCL_MIN_NCHANNELS=9\nNCCL_MAX_NCHANNELS=4\n",
+        )
+        .unwrap();
         std::fs::write(&system, "NCCL_MAX_NCHANNELS=8\nNCCL_SHM_DISABLE=1\r\n").unwrap();
         let opts = LoadOptions {
-            env: env(&[("NCCL_BUFFSIZE", "1024"), ("NCCL_CONF_FILE", user.to_str().unwrap())]),
+            env: env(&[
+                ("NCCL_BUFFSIZE", "1024"),
+                ("NCCL_CONF_FILE", user.to_str().unwrap()),
+            ]),
             home: None,
             system_conf: Some(system.clone()),
         };
         let c = Config::load(&opts).unwrap();
         assert_eq!(c.int("NCCL_BUFFSIZE").unwrap(), 1024);
         assert_eq!(c.int("NCCL_MAX_NCHANNELS").unwrap(), 4);
-        assert_eq!(c.setting("NCCL_MAX_NCHANNELS").unwrap().source, Source::ConfFile { path: user, line: 3 });
+        assert_eq!(
+            c.setting("NCCL_MAX_NCHANNELS").unwrap().source,
+            Source::ConfFile {
+                path: user,
+                line: 3
+            }
+        );
         assert!(c.flag("NCCL_SHM_DISABLE").unwrap());
-        assert_eq!(c.int("NCCL_MIN_NCHANNELS").unwrap(), -2, "commented line ignored, default used");
+        assert_eq!(
+            c.int("NCCL_MIN_NCHANNELS").unwrap(),
+            -2,
+            "commented line ignored, default used"
+        );
     }
 
     #[test]
@@ -260,6 +314,9 @@ mod tests {
         })
         .unwrap();
         let e = c.int("NCCL_MAX_NCHANNELS").unwrap_err().to_string();
-        assert!(e.contains("NCCL_MAX_NCHANNELS") && e.contains("lots") && e.contains("environment"), "{e}");
+        assert!(
+            e.contains("NCCL_MAX_NCHANNELS") && e.contains("lots") && e.contains("environment"),
+            "{e}"
+        );
     }
 }
