@@ -6,12 +6,15 @@
 //! shared memory, TCP sockets). The `rnccl` command (package `rnccl-cli`) renders what the engine
 //! knows. See DESIGN.md for the map of modules.
 
+pub mod bootstrap;
 pub mod config;
+pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod graph;
 pub mod redop;
 pub mod topo;
+pub mod transport;
 
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};

@@ -1,0 +1,186 @@
+//! The bootstrap root: collects every rank's check-in for one rendezvous, then sends each rank
+//! the whole peer table (or, at its deadline, the list of ranks that never arrived).
+//!
+//! Each accepted connection is read by its own short-lived thread with a read timeout, so a
+//! client that sends garbage or nothing delays no one: a wrong magic, an unknown frame or a
+//! malformed body drops that connection and the rendezvous goes on.
+
+use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use super::PeerInfo;
+use super::wire::{HelloKind, MAX_HELLO, read_hello, write_hello};
+use crate::error::{Error, Result};
+
+/// A rank's check-in.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct CheckIn {
+    /// The rank checking in.
+    pub rank: u32,
+    /// The communicator size it was given.
+    pub nranks: u32,
+    /// Its addresses and identity.
+    pub info: PeerInfo,
+}
+
+/// The root's answer.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub enum RootReply {
+    /// Every rank's info, indexed by rank.
+    Peers(Vec<PeerInfo>),
+    /// The rendezvous failed for this rank; the text says why.
+    Refused(String),
+    /// The deadline passed: these ranks never arrived.
+    Missing {
+        /// Ranks that never checked in.
+        missing: Vec<u32>,
+        /// How many checked in.
+        joined: u32,
+        /// The communicator size.
+        nranks: u32,
+        /// Seconds the root waited.
+        waited_s: f64,
+    },
+}
+
+/// Starts the root on `listener` in a detached thread that serves one rendezvous.
+///
+/// Errors: [`Error::System`] when the listener cannot be made non-blocking or the thread fails
+/// to start.
+pub fn spawn(listener: TcpListener, magic: u64, timeout: Duration) -> Result<()> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::system("configuring the bootstrap root socket", e))?;
+    std::thread::Builder::new()
+        .name("rnccl-root".into())
+        .spawn(move || serve(listener, magic, timeout))
+        .map_err(|e| Error::system("starting the bootstrap root thread", e))?;
+    Ok(())
+}
+
+fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let (tx, rx) = mpsc::channel::<(TcpStream, CheckIn)>();
+    let mut joined: BTreeMap<u32, (TcpStream, PeerInfo)> = BTreeMap::new();
+    let mut nranks: Option<u32> = None;
+    loop {
+        while let Ok((stream, peer)) = listener.accept() {
+            let tx = tx.clone();
+            let read_for = deadline
+                .saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(100), Duration::from_secs(30));
+            let _ = std::thread::Builder::new().name("rnccl-root-in".into()).spawn(move || {
+                let mut stream = stream;
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_read_timeout(Some(read_for));
+                match read_hello::<CheckIn>(&mut stream, magic, HelloKind::RootCheckIn, MAX_HELLO) {
+                    Ok(c) => {
+                        let _ = tx.send((stream, c));
+                    }
+                    Err(e) => tracing::debug!(target: "rnccl::bootstrap", "root dropped a connection from {peer}: {e}"),
+                }
+            });
+        }
+        while let Ok((mut stream, c)) = rx.try_recv() {
+            let n = *nranks.get_or_insert(c.nranks);
+            let refuse = if c.nranks != n {
+                Some(format!(
+                    "rank {} says nranks={} but earlier ranks said nranks={n}",
+                    c.rank, c.nranks
+                ))
+            } else if c.rank >= n {
+                Some(format!(
+                    "rank {} is out of range for nranks={n} (ranks are 0..{})",
+                    c.rank,
+                    n.saturating_sub(1)
+                ))
+            } else if let Some((_, first)) = joined.get(&c.rank) {
+                Some(format!(
+                    "rank {} already joined from host {} pid {}; this process (host {} pid {}) claims the same rank",
+                    c.rank, first.hostname, first.pid, c.info.hostname, c.info.pid
+                ))
+            } else {
+                None
+            };
+            match refuse {
+                Some(msg) => {
+                    let _ = write_hello(
+                        &mut stream,
+                        magic,
+                        HelloKind::RootReply,
+                        &RootReply::Refused(msg),
+                    );
+                }
+                None => {
+                    joined.insert(c.rank, (stream, c.info));
+                }
+            }
+        }
+        if let Some(n) = nranks
+            && joined.len() == n as usize
+        {
+            let table: Vec<PeerInfo> = joined.values().map(|(_, i)| i.clone()).collect();
+            let reply = RootReply::Peers(table);
+            for (_, (mut s, _)) in joined {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
+                let _ = write_hello(&mut s, magic, HelloKind::RootReply, &reply);
+            }
+            return;
+        }
+        if Instant::now() >= deadline {
+            let n = nranks.unwrap_or(0);
+            let missing: Vec<u32> = (0..n).filter(|r| !joined.contains_key(r)).collect();
+            let reply = RootReply::Missing {
+                missing,
+                joined: joined.len() as u32,
+                nranks: n,
+                waited_s: start.elapsed().as_secs_f64(),
+            };
+            for (_, (mut s, _)) in joined {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                let _ = write_hello(&mut s, magic, HelloKind::RootReply, &reply);
+            }
+            return;
+        }
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(20u16));
+    }
+}
+
+/// Names a list of ranks compactly ("rank 3", "ranks 2, 5 and 7", "ranks 4-9").
+pub fn name_ranks(ranks: &[u32]) -> String {
+    match ranks {
+        [] => "no rank".into(),
+        [r] => format!("rank {r}"),
+        _ if ranks.windows(2).all(|w| w[1] == w[0] + 1) && ranks.len() > 3 => {
+            format!("ranks {}-{}", ranks[0], ranks[ranks.len() - 1])
+        }
+        _ => {
+            let shown: Vec<String> = ranks.iter().take(16).map(u32::to_string).collect();
+            let more = if ranks.len() > 16 {
+                format!(" and {} more", ranks.len() - 16)
+            } else {
+                String::new()
+            };
+            format!("ranks {}{more}", shown.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_ranks;
+
+    #[test]
+    fn rank_lists_read_well() {
+        assert_eq!(name_ranks(&[3]), "rank 3");
+        assert_eq!(name_ranks(&[2, 5, 7]), "ranks 2, 5, 7");
+        assert_eq!(name_ranks(&[4, 5, 6, 7, 8, 9]), "ranks 4-9");
+    }
+}

@@ -1,0 +1,3 @@
+//! The CPU backend: vectorised reductions and copies on host buffers.
+
+pub mod reduce;

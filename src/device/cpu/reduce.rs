@@ -1,0 +1,630 @@
+//! Element-wise reduction and copy kernels on host memory.
+//!
+//! One kernel shape serves every primitive of the collectives: `dst = post(a ⊕ pre(b))`, written to
+//! one or two destinations in a single pass (a reduce that also feeds the next send slot reads its
+//! inputs once). Loops are monomorphised per data type, combine operation and pre/post transform,
+//! and compiled twice — baseline x86-64 and AVX2 — with the AVX2 copy chosen at run time.
+//! Half-precision types are widened to f32 in blocks, combined, and rounded back (round to nearest
+//! even, `half` crate), so every reduction step rounds once, as NCCL's `__hadd` does.
+
+use half::{bf16, f16};
+
+use crate::dtype::DataType;
+use crate::redop::{Combine, Lowered, Scalar};
+
+/// What a kernel computes, resolved for one data type (see [`crate::RedOp::lower`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReduceSpec {
+    /// Element type.
+    pub dtype: DataType,
+    /// The binary operation.
+    pub combine: Combine,
+    /// Scalar multiplied into the `b` operand (the local input) before combining.
+    pub pre: Option<Scalar>,
+    /// Divisor applied to the result (integer average).
+    pub post_div: Option<u64>,
+}
+
+impl ReduceSpec {
+    /// The spec for `dtype` and a lowered operation.
+    pub fn new(dtype: DataType, lowered: Lowered) -> ReduceSpec {
+        ReduceSpec {
+            dtype,
+            combine: lowered.combine,
+            pre: lowered.pre,
+            post_div: lowered.post_div,
+        }
+    }
+
+    /// A spec that only moves data (sum with no transforms, used for plain copies).
+    pub fn copy(dtype: DataType) -> ReduceSpec {
+        ReduceSpec {
+            dtype,
+            combine: Combine::Sum,
+            pre: None,
+            post_div: None,
+        }
+    }
+}
+
+/// Which transforms a kernel call applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Transforms {
+    /// Apply the spec's `pre` scalar to the `b`/source operand.
+    pub pre: bool,
+    /// Apply the spec's `post_div` to the result.
+    pub post: bool,
+}
+
+/// `d0[i] = post(a[i] ⊕ pre(b[i]))` for `n` elements, and the same into `d1` when given.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) must be valid for `n` elements of `spec.dtype`. A destination may be
+/// the same address as `a` or `b` (in-place); partial overlaps are not allowed. Pointers need no
+/// alignment.
+pub unsafe fn reduce(
+    spec: &ReduceSpec,
+    t: Transforms,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    a: *const u8,
+    b: *const u8,
+    n: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    let pre = if t.pre { spec.pre } else { None };
+    let post = if t.post { spec.post_div } else { None };
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        match spec.dtype {
+            DataType::Int8 => int_kernel::<i8>(spec.combine, pre, post, d0, d1, a, b, n),
+            DataType::Uint8 => int_kernel::<u8>(spec.combine, pre, post, d0, d1, a, b, n),
+            DataType::Int32 => int_kernel::<i32>(spec.combine, pre, post, d0, d1, a, b, n),
+            DataType::Uint32 => int_kernel::<u32>(spec.combine, pre, post, d0, d1, a, b, n),
+            DataType::Int64 => int_kernel::<i64>(spec.combine, pre, post, d0, d1, a, b, n),
+            DataType::Uint64 => int_kernel::<u64>(spec.combine, pre, post, d0, d1, a, b, n),
+            DataType::Float32 => float_kernel::<f32>(spec.combine, pre, d0, d1, a, b, n),
+            DataType::Float64 => float_kernel::<f64>(spec.combine, pre, d0, d1, a, b, n),
+            DataType::Float16 => half_kernel::<f16>(spec.combine, pre, d0, d1, a, b, n),
+            DataType::Bfloat16 => half_kernel::<bf16>(spec.combine, pre, d0, d1, a, b, n),
+        }
+    }
+}
+
+/// `d0[i] = post(pre(src[i]))` for `n` elements (and into `d1` when given); a plain move when
+/// neither transform applies. A destination equal to `src` is skipped when nothing changes.
+///
+/// # Safety
+/// As [`reduce`]: pointers valid for `n` elements; destinations equal to `src` or disjoint.
+pub unsafe fn copy(
+    spec: &ReduceSpec,
+    t: Transforms,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    src: *const u8,
+    n: usize,
+) {
+    let pre = t.pre && spec.pre.is_some();
+    let post = t.post && spec.post_div.is_some();
+    if !pre && !post {
+        let bytes = n * spec.dtype.size();
+        for d in std::iter::once(d0).chain(d1) {
+            if d.cast_const() != src {
+                // SAFETY: caller guarantees validity; `copy` tolerates any overlap.
+                unsafe { std::ptr::copy(src, d, bytes) };
+            }
+        }
+        return;
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { transform(spec, pre, post, d0, d1, src, n) }
+}
+
+unsafe fn transform(
+    spec: &ReduceSpec,
+    pre: bool,
+    post: bool,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    src: *const u8,
+    n: usize,
+) {
+    let scalar = if pre { spec.pre } else { None };
+    let div = if post { spec.post_div } else { None };
+    macro_rules! int {
+        ($t:ty) => {{
+            let s = scalar.map(|s| s.as_i64() as $t);
+            let q = div.map(|d| d as $t);
+            // SAFETY: caller contract.
+            unsafe {
+                map_unary::<$t>(d0, d1, src, n, |x| {
+                    let x = match s {
+                        Some(s) => x.wrapping_mul(s),
+                        None => x,
+                    };
+                    match q {
+                        Some(q) => x / q,
+                        None => x,
+                    }
+                })
+            }
+        }};
+    }
+    match spec.dtype {
+        DataType::Int8 => int!(i8),
+        DataType::Uint8 => int!(u8),
+        DataType::Int32 => int!(i32),
+        DataType::Uint32 => int!(u32),
+        DataType::Int64 => int!(i64),
+        DataType::Uint64 => int!(u64),
+        DataType::Float32 => {
+            let s = scalar.map_or(1.0, |s| s.as_f64() as f32);
+            // SAFETY: caller contract.
+            unsafe { map_unary::<f32>(d0, d1, src, n, |x| x * s) }
+        }
+        DataType::Float64 => {
+            let s = scalar.map_or(1.0, |s| s.as_f64());
+            // SAFETY: caller contract.
+            unsafe { map_unary::<f64>(d0, d1, src, n, |x| x * s) }
+        }
+        DataType::Float16 | DataType::Bfloat16 => {
+            // Scale through the reduce kernel: 0 + pre(x) rounds once, like the GPU's half multiply.
+            let zeros = vec![0u8; n * spec.dtype.size()];
+            let combine = ReduceSpec {
+                combine: Combine::Sum,
+                ..*spec
+            };
+            let t = Transforms { pre, post: false };
+            // SAFETY: caller contract; `zeros` holds n elements.
+            unsafe { reduce(&combine, t, d0, d1, zeros.as_ptr(), src, n) }
+        }
+    }
+}
+
+/// Integer element operations with NCCL's wrapping semantics.
+trait Int: Copy + PartialOrd + Send + Sync + 'static {
+    fn wadd(self, o: Self) -> Self;
+    fn wmul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    fn from_i64(v: i64) -> Self;
+}
+
+macro_rules! int_impl {
+    ($($t:ty),*) => {$(
+        impl Int for $t {
+            #[inline(always)] fn wadd(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)] fn wmul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)] fn div(self, o: Self) -> Self { self / o }
+            #[inline(always)] fn from_i64(v: i64) -> Self { v as $t }
+        }
+    )*};
+}
+int_impl!(i8, u8, i32, u32, i64, u64);
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn int_kernel<T: Int>(
+    c: Combine,
+    pre: Option<Scalar>,
+    post: Option<u64>,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    a: *const u8,
+    b: *const u8,
+    n: usize,
+) {
+    let (d0, d1, a, b) = (
+        d0.cast::<T>(),
+        d1.map(|p| p.cast::<T>()),
+        a.cast::<T>(),
+        b.cast::<T>(),
+    );
+    macro_rules! go {
+        ($f:expr) => {
+            // SAFETY: caller contract.
+            unsafe { map_binary::<T>(d0, d1, a, b, n, $f) }
+        };
+    }
+    macro_rules! with_post {
+        ($comb:expr) => {
+            match (pre, post) {
+                (None, None) => go!(|x: T, y: T| $comb(x, y)),
+                (Some(s), None) => {
+                    let s = T::from_i64(s.as_i64());
+                    go!(move |x: T, y: T| $comb(x, y.wmul(s)))
+                }
+                (None, Some(q)) => {
+                    let q = T::from_i64(q as i64);
+                    go!(move |x: T, y: T| $comb(x, y).div(q))
+                }
+                (Some(s), Some(q)) => {
+                    let (s, q) = (T::from_i64(s.as_i64()), T::from_i64(q as i64));
+                    go!(move |x: T, y: T| $comb(x, y.wmul(s)).div(q))
+                }
+            }
+        };
+    }
+    match c {
+        Combine::Sum => with_post!(|x: T, y: T| x.wadd(y)),
+        Combine::Prod => with_post!(|x: T, y: T| x.wmul(y)),
+        Combine::Max => with_post!(|x: T, y: T| if x > y { x } else { y }),
+        Combine::Min => with_post!(|x: T, y: T| if x < y { x } else { y }),
+    }
+}
+
+/// Float operations for f32/f64.
+trait Float:
+    Copy
+    + PartialOrd
+    + Send
+    + Sync
+    + 'static
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+{
+    fn from_f64(v: f64) -> Self;
+}
+impl Float for f32 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+impl Float for f64 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+unsafe fn float_kernel<T: Float>(
+    c: Combine,
+    pre: Option<Scalar>,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    a: *const u8,
+    b: *const u8,
+    n: usize,
+) {
+    let (d0, d1, a, b) = (
+        d0.cast::<T>(),
+        d1.map(|p| p.cast::<T>()),
+        a.cast::<T>(),
+        b.cast::<T>(),
+    );
+    macro_rules! go {
+        ($comb:expr) => {
+            match pre {
+                // SAFETY: caller contract.
+                None => unsafe { map_binary::<T>(d0, d1, a, b, n, |x: T, y: T| $comb(x, y)) },
+                Some(s) => {
+                    let s = T::from_f64(s.as_f64());
+                    // SAFETY: caller contract.
+                    unsafe { map_binary::<T>(d0, d1, a, b, n, move |x: T, y: T| $comb(x, y * s)) }
+                }
+            }
+        };
+    }
+    match c {
+        Combine::Sum => go!(|x: T, y: T| x + y),
+        Combine::Prod => go!(|x: T, y: T| x * y),
+        Combine::Max => go!(|x: T, y: T| if x > y { x } else { y }),
+        Combine::Min => go!(|x: T, y: T| if x < y { x } else { y }),
+    }
+}
+
+/// The two 16-bit float types, widened to f32 for arithmetic.
+trait Half: Copy + Default + Send + Sync + 'static {
+    fn to_f32_slice(src: &[Self], dst: &mut [f32]);
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]);
+}
+impl Half for f16 {
+    fn to_f32_slice(src: &[Self], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst)
+    }
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
+        half::slice::HalfFloatSliceExt::convert_from_f32_slice(dst, src)
+    }
+}
+impl Half for bf16 {
+    fn to_f32_slice(src: &[Self], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst)
+    }
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
+        half::slice::HalfFloatSliceExt::convert_from_f32_slice(dst, src)
+    }
+}
+
+unsafe fn half_kernel<H: Half>(
+    c: Combine,
+    pre: Option<Scalar>,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    a: *const u8,
+    b: *const u8,
+    n: usize,
+) {
+    const BLOCK: usize = 256;
+    let mut fa = [0f32; BLOCK];
+    let mut fb = [0f32; BLOCK];
+    let mut out = [H::default(); BLOCK];
+    let spec = ReduceSpec {
+        dtype: DataType::Float32,
+        combine: c,
+        pre,
+        post_div: None,
+    };
+    let t = Transforms {
+        pre: pre.is_some(),
+        post: false,
+    };
+    let (a, b) = (a.cast::<H>(), b.cast::<H>());
+    let mut i = 0;
+    while i < n {
+        let m = BLOCK.min(n - i);
+        // SAFETY: caller contract: a and b are valid for n elements; reads may alias the
+        // destinations, so copy the block out before writing.
+        let (sa, sb) = unsafe {
+            (
+                std::slice::from_raw_parts(a.add(i), m),
+                std::slice::from_raw_parts(b.add(i), m),
+            )
+        };
+        H::to_f32_slice(sa, &mut fa[..m]);
+        H::to_f32_slice(sb, &mut fb[..m]);
+        let fa_ptr = fa.as_mut_ptr().cast::<u8>();
+        // SAFETY: both blocks hold m f32s; the result overwrites `fa` in place.
+        unsafe { reduce(&spec, t, fa_ptr, None, fa_ptr, fb.as_ptr().cast(), m) };
+        H::from_f32_slice(&fa[..m], &mut out[..m]);
+        for d in std::iter::once(d0).chain(d1) {
+            // SAFETY: destination valid for n elements; `out` is a separate buffer.
+            unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d.cast::<H>().add(i), m) };
+        }
+        i += m;
+    }
+}
+
+/// Applies `f` element-wise to `a` and `b` into `d0` (and `d1`), choosing the AVX2 build when
+/// the CPU has it.
+#[inline(always)]
+unsafe fn map_binary<T: Copy>(
+    d0: *mut T,
+    d1: Option<*mut T>,
+    a: *const T,
+    b: *const T,
+    n: usize,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2; pointer validity is the caller's contract.
+        return unsafe { binary_avx2(d0, d1, a, b, n, f) };
+    }
+    // SAFETY: caller contract.
+    unsafe { binary_loop(d0, d1, a, b, n, f) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn binary_avx2<T: Copy>(
+    d0: *mut T,
+    d1: Option<*mut T>,
+    a: *const T,
+    b: *const T,
+    n: usize,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    // SAFETY: caller contract.
+    unsafe { binary_loop(d0, d1, a, b, n, f) }
+}
+
+#[inline(always)]
+unsafe fn binary_loop<T: Copy>(
+    d0: *mut T,
+    d1: Option<*mut T>,
+    a: *const T,
+    b: *const T,
+    n: usize,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    // SAFETY (whole body): the caller guarantees every pointer is valid for n elements and that
+    // destinations either equal an input or do not overlap it, so each element is read before
+    // the same index is written.
+    unsafe {
+        match d1 {
+            None => {
+                for i in 0..n {
+                    d0.add(i)
+                        .write_unaligned(f(a.add(i).read_unaligned(), b.add(i).read_unaligned()));
+                }
+            }
+            Some(d1) => {
+                for i in 0..n {
+                    let v = f(a.add(i).read_unaligned(), b.add(i).read_unaligned());
+                    d0.add(i).write_unaligned(v);
+                    d1.add(i).write_unaligned(v);
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn map_unary<T: Copy>(
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    s: *const u8,
+    n: usize,
+    f: impl Fn(T) -> T + Copy,
+) {
+    let (d0, d1, s) = (d0.cast::<T>(), d1.map(|p| p.cast::<T>()), s.cast::<T>());
+    // SAFETY: as `map_binary`, with the source passed twice and the second operand ignored.
+    unsafe { map_binary(d0, d1, s, s, n, move |x, _| f(x)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RedOp;
+
+    fn run<T: Copy + Default>(spec: &ReduceSpec, t: Transforms, a: &[T], b: &[T]) -> Vec<T> {
+        let mut d = vec![T::default(); a.len()];
+        unsafe {
+            reduce(
+                spec,
+                t,
+                d.as_mut_ptr().cast(),
+                None,
+                a.as_ptr().cast(),
+                b.as_ptr().cast(),
+                a.len(),
+            )
+        };
+        d
+    }
+
+    #[test]
+    fn integer_ops_wrap_and_divide() {
+        let sum = ReduceSpec::new(DataType::Int8, RedOp::Sum.lower(DataType::Int8, 2));
+        assert_eq!(
+            run(&sum, Transforms::default(), &[100i8, -5], &[100, 3]),
+            vec![-56, -2]
+        );
+        let avg = ReduceSpec::new(DataType::Int32, RedOp::Avg.lower(DataType::Int32, 3));
+        let t = Transforms {
+            pre: true,
+            post: true,
+        };
+        assert_eq!(
+            run(&avg, t, &[10i32, -7], &[2, 0]),
+            vec![4, -2],
+            "truncating division like C"
+        );
+        let max = ReduceSpec::new(DataType::Uint64, RedOp::Max.lower(DataType::Uint64, 2));
+        assert_eq!(run(&max, t, &[1u64, u64::MAX], &[2, 3]), vec![2, u64::MAX]);
+        let pms = ReduceSpec::new(
+            DataType::Uint8,
+            RedOp::PreMulSum(Scalar::Int(3)).lower(DataType::Uint8, 2),
+        );
+        assert_eq!(
+            run(&pms, t, &[1u8], &[100]),
+            vec![45],
+            "1 + 100*3 wraps mod 256"
+        );
+    }
+
+    #[test]
+    fn float_ops_and_pre_scaling() {
+        let avg = ReduceSpec::new(DataType::Float32, RedOp::Avg.lower(DataType::Float32, 4));
+        let t = Transforms {
+            pre: true,
+            post: true,
+        };
+        assert_eq!(run(&avg, t, &[1.0f32], &[8.0]), vec![3.0]);
+        let min = ReduceSpec::new(DataType::Float64, RedOp::Min.lower(DataType::Float64, 2));
+        assert_eq!(run(&min, t, &[1.5f64, -2.0], &[0.5, 7.0]), vec![0.5, -2.0]);
+        let n = 1000;
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..n).map(|i| 2.0 * i as f32).collect();
+        let sum = ReduceSpec::new(DataType::Float32, RedOp::Sum.lower(DataType::Float32, 2));
+        let d = run(&sum, t, &a, &b);
+        assert!(d.iter().enumerate().all(|(i, &v)| v == 3.0 * i as f32));
+    }
+
+    #[test]
+    fn half_types_round_once_per_step() {
+        let spec = ReduceSpec::new(DataType::Float16, RedOp::Sum.lower(DataType::Float16, 2));
+        let a: Vec<f16> = (0..700).map(|i| f16::from_f32(i as f32 * 0.5)).collect();
+        let b: Vec<f16> = (0..700).map(|_| f16::from_f32(0.25)).collect();
+        let d = run(&spec, Transforms::default(), &a, &b);
+        for i in 0..700 {
+            assert_eq!(d[i], f16::from_f32(a[i].to_f32() + 0.25), "element {i}");
+        }
+        let spec = ReduceSpec::new(DataType::Bfloat16, RedOp::Prod.lower(DataType::Bfloat16, 2));
+        let d = run(
+            &spec,
+            Transforms::default(),
+            &[bf16::from_f32(3.0)],
+            &[bf16::from_f32(-2.0)],
+        );
+        assert_eq!(d, vec![bf16::from_f32(-6.0)]);
+    }
+
+    #[test]
+    fn two_destinations_and_in_place() {
+        let spec = ReduceSpec::new(DataType::Uint32, RedOp::Sum.lower(DataType::Uint32, 2));
+        let mut acc = vec![1u32, 2, 3];
+        let b = vec![10u32, 20, 30];
+        let mut d1 = vec![0u32; 3];
+        let p = acc.as_mut_ptr().cast::<u8>();
+        unsafe {
+            reduce(
+                &spec,
+                Transforms::default(),
+                p,
+                Some(d1.as_mut_ptr().cast()),
+                p,
+                b.as_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(acc, vec![11, 22, 33]);
+        assert_eq!(d1, acc);
+    }
+
+    #[test]
+    fn copy_with_and_without_transforms() {
+        let spec = ReduceSpec::new(
+            DataType::Int64,
+            RedOp::PreMulSum(Scalar::Int(-2)).lower(DataType::Int64, 2),
+        );
+        let src = vec![1i64, 2, 3];
+        let mut d = vec![0i64; 3];
+        unsafe {
+            copy(
+                &spec,
+                Transforms {
+                    pre: true,
+                    post: false,
+                },
+                d.as_mut_ptr().cast(),
+                None,
+                src.as_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(d, vec![-2, -4, -6]);
+        unsafe {
+            copy(
+                &spec,
+                Transforms::default(),
+                d.as_mut_ptr().cast(),
+                None,
+                src.as_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(d, src);
+        let h = ReduceSpec::new(
+            DataType::Bfloat16,
+            RedOp::PreMulSum(Scalar::Float(0.5)).lower(DataType::Bfloat16, 2),
+        );
+        let hs = vec![bf16::from_f32(3.0)];
+        let mut hd = vec![bf16::ZERO];
+        unsafe {
+            copy(
+                &h,
+                Transforms {
+                    pre: true,
+                    post: false,
+                },
+                hd.as_mut_ptr().cast(),
+                None,
+                hs.as_ptr().cast(),
+                1,
+            )
+        };
+        assert_eq!(hd[0], bf16::from_f32(1.5));
+    }
+}

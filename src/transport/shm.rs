@@ -1,0 +1,167 @@
+//! POSIX shared-memory segments that hold FIFOs between processes of one host (NCCL's SHM
+//! transport, internals §7.2).
+//!
+//! The receiving end creates the segment (`shm_open` with `O_CREAT|O_EXCL`, mode 0600) and maps
+//! it; the sending end opens and maps it by name and says so over the bootstrap; the creator then
+//! unlinks the name. Once both ends are mapped nothing is left in `/dev/shm`, even if a process is
+//! killed later; a creator dropped before the handshake finishes unlinks on drop.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+
+use memmap2::MmapMut;
+use nix::fcntl::OFlag;
+use nix::sys::mman::{shm_open, shm_unlink};
+use nix::sys::stat::Mode;
+
+use super::fifo::FifoMemory;
+use crate::error::{Error, Result};
+
+/// A mapped shared-memory segment.
+pub struct ShmSegment {
+    name: String,
+    map: MmapMut,
+    base: *mut u8,
+    linked: bool,
+}
+
+// SAFETY: the mapping is plain shared memory accessed through the FIFO protocol's atomics.
+unsafe impl Send for ShmSegment {}
+// SAFETY: as above.
+unsafe impl Sync for ShmSegment {}
+
+impl ShmSegment {
+    /// Creates and maps a new zero-filled segment of `len` bytes with a fresh unique name.
+    ///
+    /// Errors: [`Error::System`] naming the segment when `/dev/shm` refuses it (full, missing).
+    pub fn create(len: usize) -> Result<ShmSegment> {
+        let mut rnd = [0u8; 8];
+        getrandom::fill(&mut rnd).map_err(|e| {
+            Error::Internal(format!("random name for a shared-memory segment: {e}"))
+        })?;
+        let name = format!(
+            "/rnccl-{}-{:016x}",
+            std::process::id(),
+            u64::from_le_bytes(rnd)
+        );
+        let fd = shm_open(
+            name.as_str(),
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
+            Mode::S_IRUSR | Mode::S_IWUSR,
+        )
+        .map_err(|e| Error::system(format!("creating shared-memory segment {name}"), e.into()))?;
+        Self::map(name.clone(), fd, len, true).inspect_err(|_| {
+            let _ = shm_unlink(name.as_str());
+        })
+    }
+
+    /// Opens and maps an existing segment by name; its length is read from the segment.
+    ///
+    /// Errors: [`Error::System`] naming the segment when it does not exist or cannot be mapped.
+    pub fn open(name: &str) -> Result<ShmSegment> {
+        let fd = shm_open(name, OFlag::O_RDWR, Mode::empty()).map_err(|e| {
+            Error::system(format!("opening shared-memory segment {name}"), e.into())
+        })?;
+        let len = nix::sys::stat::fstat(&fd)
+            .map_err(|e| Error::system(format!("sizing shared-memory segment {name}"), e.into()))?
+            .st_size as usize;
+        Self::map(name.to_string(), fd, len, false)
+    }
+
+    fn map(name: String, fd: OwnedFd, len: usize, create: bool) -> Result<ShmSegment> {
+        let file = File::from(fd);
+        if create {
+            file.set_len(len as u64).map_err(|e| {
+                Error::system(
+                    format!("sizing shared-memory segment {name} to {len} bytes"),
+                    e,
+                )
+            })?;
+        }
+        // SAFETY: the segment is private to rnccl ranks, which access it through atomics.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| {
+            Error::system(
+                format!("mapping shared-memory segment {name} ({len} bytes)"),
+                e,
+            )
+        })?;
+        let base = map.as_mut_ptr();
+        Ok(ShmSegment {
+            name,
+            map,
+            base,
+            linked: create,
+        })
+    }
+
+    /// The segment's name in `/dev/shm` terms (leading `/`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Mapped length in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when the mapping is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Removes the name from `/dev/shm` (mappings stay valid). Idempotent.
+    pub fn unlink(&mut self) {
+        if self.linked {
+            let _ = shm_unlink(self.name.as_str());
+            self.linked = false;
+        }
+    }
+}
+
+impl Drop for ShmSegment {
+    fn drop(&mut self) {
+        self.unlink();
+    }
+}
+
+impl FifoMemory for ShmSegment {
+    fn base(&self) -> *mut u8 {
+        self.base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_open_unlink() {
+        let mut a = ShmSegment::create(8192).unwrap();
+        let path = format!("/dev/shm{}", a.name());
+        assert!(std::path::Path::new(&path).exists());
+        let meta = std::fs::metadata(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        unsafe { *a.base() = 42 };
+        let b = ShmSegment::open(a.name()).unwrap();
+        assert_eq!(b.len(), 8192);
+        assert_eq!(unsafe { *b.base() }, 42);
+        a.unlink();
+        assert!(!std::path::Path::new(&path).exists());
+        drop(b);
+        drop(a);
+    }
+
+    #[test]
+    fn dropping_creator_removes_name() {
+        let a = ShmSegment::create(4096).unwrap();
+        let path = format!("/dev/shm{}", a.name());
+        drop(a);
+        assert!(!std::path::Path::new(&path).exists());
+        let e = ShmSegment::open("/rnccl-does-not-exist")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("/rnccl-does-not-exist"), "{e}");
+    }
+}
