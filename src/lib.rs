@@ -7,12 +7,15 @@
 //! knows. See DESIGN.md for the map of modules.
 
 pub mod bootstrap;
+pub mod coll;
 pub mod config;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod exec;
 pub mod graph;
 pub mod redop;
+pub mod stats;
 pub mod topo;
 pub mod transport;
 

@@ -1,0 +1,306 @@
+//! A simulated fabric: every rank's plan runs in one thread over heap FIFOs, interleaved round
+//! robin, so plans are checked for correctness and deadlock freedom deterministically, without
+//! sockets or threads.
+
+use std::sync::Arc;
+
+use super::{Algo, CollArgs, Func, Geometry, Rings, plan};
+use crate::device::cpu::reduce::ReduceSpec;
+use crate::dtype::DataType;
+use crate::exec::{Connections, Execution, LaneStep, OpBuffers};
+use crate::redop::RedOp;
+use crate::transport::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_region};
+use crate::transport::setup::ConnKey;
+use crate::transport::{RecvConn, SendConn, TransportKind};
+
+/// Runs `args` on `n` simulated ranks with u32 inputs; returns every rank's output.
+fn run(
+    args: CollArgs,
+    n: usize,
+    rings: &Rings,
+    geo: Geometry,
+    algo: Algo,
+    inputs: &[Vec<u32>],
+    outputs: &mut [Vec<u32>],
+) {
+    let plans: Vec<_> = (0..n)
+        .map(|r| plan(&args, r, n, rings, geo, algo).expect("plan"))
+        .collect();
+    let mut conns: Vec<Connections> = (0..n).map(|_| Connections::default()).collect();
+    for (r, p) in plans.iter().enumerate() {
+        for (_, steps) in &p.lanes {
+            for s in steps {
+                if let Some(k) = s.send {
+                    let back = ConnKey { peer: r, ..k };
+                    if !conns[r].has_send(&k) {
+                        let mem: Arc<dyn FifoMemory> = Arc::new(HeapMemory::new(geo.slot_bytes));
+                        unsafe { init_region(&*mem, geo.slot_bytes) };
+                        conns[r].add_send(
+                            k,
+                            SendConn::Mem(MemSender::new(mem.clone(), geo.slot_bytes)),
+                            TransportKind::SameProcess,
+                        );
+                        conns[k.peer].add_recv(
+                            back,
+                            RecvConn::Mem(MemReceiver::new(mem, geo.slot_bytes)),
+                            TransportKind::SameProcess,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let spec = ReduceSpec::new(args.dtype, args.op.lower(args.dtype, n));
+    let mut execs: Vec<Execution> = plans
+        .iter()
+        .enumerate()
+        .map(|(r, p)| {
+            let (input, input_len, output, output_len) = if args.in_place {
+                // The single buffer is `outputs[r]` (sized to the larger of input and output).
+                let l = args.in_place_layout(r, n).expect("in-place layout");
+                let base = outputs[r].as_mut_ptr().cast::<u8>();
+                unsafe {
+                    (
+                        base.add(l.input.0).cast_const(),
+                        l.input.1,
+                        base.add(l.output.0),
+                        l.output.1,
+                    )
+                }
+            } else {
+                (
+                    inputs[r].as_ptr().cast::<u8>(),
+                    inputs[r].len() * 4,
+                    outputs[r].as_mut_ptr().cast::<u8>(),
+                    outputs[r].len() * 4,
+                )
+            };
+            let ops = vec![OpBuffers {
+                input,
+                input_len,
+                output,
+                output_len,
+                scratch: vec![0; p.scratch_bytes],
+                spec,
+            }];
+            let lanes = p
+                .lanes
+                .iter()
+                .map(|(k, s)| (*k, s.iter().map(|&step| LaneStep { op: 0, step }).collect()))
+                .collect();
+            Execution::new(ops, lanes, &conns[r]).expect("execution")
+        })
+        .collect();
+    let mut idle_rounds = 0;
+    loop {
+        let mut all_done = true;
+        let mut moved = false;
+        for r in 0..n {
+            if !execs[r].done(&conns[r]) {
+                all_done = false;
+                moved |= execs[r].progress(&mut conns[r]).expect("progress");
+            }
+        }
+        if all_done {
+            break;
+        }
+        idle_rounds = if moved { 0 } else { idle_rounds + 1 };
+        assert!(
+            idle_rounds < 3,
+            "deadlock: {:?} n={n} algo={algo:?}",
+            args.func
+        );
+    }
+    for c in &mut conns {
+        c.finish_all();
+    }
+}
+
+fn combine(op: RedOp, vals: &[u32]) -> u32 {
+    let n = vals.len() as u32;
+    match op {
+        RedOp::Sum => vals.iter().fold(0u32, |a, &b| a.wrapping_add(b)),
+        RedOp::Prod => vals.iter().fold(1u32, |a, &b| a.wrapping_mul(b)),
+        RedOp::Max => *vals.iter().max().expect("values"),
+        RedOp::Min => *vals.iter().min().expect("values"),
+        RedOp::Avg => vals.iter().fold(0u32, |a, &b| a.wrapping_add(b)) / n,
+        RedOp::PreMulSum(s) => vals.iter().fold(0u32, |a, &b| {
+            a.wrapping_add(b.wrapping_mul(s.as_i64() as u32))
+        }),
+    }
+}
+
+/// The expected output of every rank, computed sequentially from the inputs.
+fn reference(args: &CollArgs, n: usize, inputs: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    let m = args.count;
+    let out_len = args.func.output_elems(m, n).unwrap();
+    (0..n)
+        .map(|r| match args.func {
+            Func::AllReduce => (0..m)
+                .map(|i| combine(args.op, &inputs.iter().map(|v| v[i]).collect::<Vec<_>>()))
+                .collect(),
+            Func::Reduce if r == args.root => (0..m)
+                .map(|i| combine(args.op, &inputs.iter().map(|v| v[i]).collect::<Vec<_>>()))
+                .collect(),
+            Func::Reduce => vec![0; out_len],
+            Func::Broadcast => inputs[args.root].clone(),
+            Func::AllGather => inputs.iter().flat_map(|v| v[..m].iter().copied()).collect(),
+            Func::ReduceScatter => (0..m)
+                .map(|i| {
+                    combine(
+                        args.op,
+                        &inputs.iter().map(|v| v[r * m + i]).collect::<Vec<_>>(),
+                    )
+                })
+                .collect(),
+            Func::AllToAll => (0..n)
+                .flat_map(|p| inputs[p][r * m..(r + 1) * m].to_vec())
+                .collect(),
+            Func::Gather if r == args.root => {
+                inputs.iter().flat_map(|v| v[..m].iter().copied()).collect()
+            }
+            Func::Gather => vec![0; out_len],
+            Func::Scatter => inputs[args.root][r * m..(r + 1) * m].to_vec(),
+            Func::Send | Func::Recv => unreachable!("point-to-point checked separately"),
+        })
+        .collect()
+}
+
+fn check(func: Func, n: usize, count: usize, op: RedOp, algo: Algo, nch: usize, in_place: bool) {
+    let args = CollArgs {
+        func,
+        count,
+        dtype: DataType::Uint32,
+        op,
+        root: n / 2,
+        in_place,
+    };
+    let in_len = func.input_elems(count, n).unwrap();
+    let out_len = func.output_elems(count, n).unwrap();
+    let inputs: Vec<Vec<u32>> = (0..n)
+        .map(|r| {
+            (0..in_len)
+                .map(|i| (r * 1_000_003 + i * 7919 + 1) as u32 % 1000 + 1)
+                .collect()
+        })
+        .collect();
+    let mut outputs: Vec<Vec<u32>> = vec![vec![0; out_len]; n];
+    if in_place {
+        for r in 0..n {
+            let l = args.in_place_layout(r, n).unwrap();
+            let mut buf = vec![0u32; l.buf_bytes / 4];
+            let (io, il) = (l.input.0 / 4, l.input.1 / 4);
+            buf[io..io + il].copy_from_slice(&inputs[r][..il]);
+            outputs[r] = buf;
+        }
+    }
+    let rings = Rings {
+        order: (0..nch)
+            .map(|c| (0..n).map(|i| (i + c) % n).collect())
+            .collect(),
+    };
+    let geo = Geometry { slot_bytes: 256 };
+    run(args, n, &rings, geo, algo, &inputs, &mut outputs);
+    let want = reference(&args, n, &inputs);
+    for r in 0..n {
+        if matches!(func, Func::Reduce | Func::Gather) && r != args.root {
+            continue;
+        }
+        let got = if in_place {
+            let l = args.in_place_layout(r, n).unwrap();
+            outputs[r][l.output.0 / 4..(l.output.0 + l.output.1) / 4].to_vec()
+        } else {
+            outputs[r].clone()
+        };
+        assert_eq!(
+            got, want[r],
+            "{func:?} n={n} count={count} {op:?} {algo:?} nch={nch} in_place={in_place} rank {r}"
+        );
+    }
+}
+
+#[test]
+fn every_function_every_size_on_simulated_ranks() {
+    let funcs = [
+        Func::AllReduce,
+        Func::Broadcast,
+        Func::Reduce,
+        Func::AllGather,
+        Func::ReduceScatter,
+        Func::AllToAll,
+        Func::Gather,
+        Func::Scatter,
+    ];
+    for n in [1, 2, 3, 4, 5, 7, 8] {
+        for count in [0, 1, 2, 7, 64, 191, 1000, 4099] {
+            for func in funcs {
+                let algos: &[Algo] = match func {
+                    Func::AllReduce | Func::Broadcast | Func::Reduce => &[Algo::Ring, Algo::Tree],
+                    _ => &[Algo::Ring],
+                };
+                for &algo in algos {
+                    for nch in [1, 3] {
+                        check(func, n, count, RedOp::Sum, algo, nch, false);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_op_and_in_place() {
+    for n in [2, 3, 5] {
+        for op in [
+            RedOp::Sum,
+            RedOp::Prod,
+            RedOp::Max,
+            RedOp::Min,
+            RedOp::Avg,
+            RedOp::PreMulSum(crate::Scalar::Int(3)),
+        ] {
+            for func in [Func::AllReduce, Func::Reduce, Func::ReduceScatter] {
+                for algo in [Algo::Ring, Algo::Tree] {
+                    if func == Func::ReduceScatter && algo == Algo::Tree {
+                        continue;
+                    }
+                    check(func, n, 333, op, algo, 2, false);
+                }
+            }
+        }
+        for func in [
+            Func::AllReduce,
+            Func::Broadcast,
+            Func::Reduce,
+            Func::AllGather,
+            Func::ReduceScatter,
+            Func::Gather,
+            Func::Scatter,
+        ] {
+            check(func, n, 517, RedOp::Sum, Algo::Ring, 2, true);
+        }
+    }
+}
+
+#[test]
+fn large_ring_allreduce_streams_many_chunks() {
+    check(
+        Func::AllReduce,
+        4,
+        100_003,
+        RedOp::Sum,
+        Algo::Ring,
+        2,
+        false,
+    );
+    check(Func::AllGather, 3, 20_011, RedOp::Sum, Algo::Ring, 2, false);
+    check(
+        Func::ReduceScatter,
+        3,
+        20_011,
+        RedOp::Max,
+        Algo::Ring,
+        2,
+        false,
+    );
+}

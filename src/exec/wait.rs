@@ -1,0 +1,150 @@
+//! Waiting without burning the CPU others need: spin briefly (the fastest hand-off when each
+//! rank has a core), then yield, then sleep in growing steps; check peers' liveness now and then
+//! and give up at the timeout.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// How a rank waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Idle polls spent spinning before yielding (0 when ranks outnumber cores).
+    pub spins: u32,
+    /// Idle time after which the waiter sleeps between polls.
+    pub yield_for: Duration,
+    /// Stall after which the wait fails.
+    pub timeout: Duration,
+}
+
+impl WaitPolicy {
+    /// The policy for a rank sharing the host with `local_ranks` ranks on `cores` cores.
+    pub fn new(local_ranks: usize, cores: usize, timeout: Duration) -> WaitPolicy {
+        let spins = if local_ranks <= cores { 20_000 } else { 0 };
+        WaitPolicy {
+            spins,
+            yield_for: Duration::from_millis(5),
+            timeout,
+        }
+    }
+}
+
+/// Tracks one stall.
+#[derive(Debug)]
+pub struct Waiter {
+    policy: WaitPolicy,
+    idle: u32,
+    since: Option<Instant>,
+    next_check: Option<Instant>,
+}
+
+impl Waiter {
+    /// A waiter with `policy`.
+    pub fn new(policy: WaitPolicy) -> Waiter {
+        Waiter {
+            policy,
+            idle: 0,
+            since: None,
+            next_check: None,
+        }
+    }
+
+    /// The stall timeout.
+    pub fn timeout(&self) -> Duration {
+        self.policy.timeout
+    }
+
+    /// Something moved: the stall is over.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.idle = 0;
+        self.since = None;
+        self.next_check = None;
+    }
+
+    /// Nothing moved: wait a little. `check` runs every 50 ms of stall (peer liveness);
+    /// `on_timeout` builds the error once the stall reaches the timeout.
+    ///
+    /// Errors: whatever `check` returns, or `on_timeout`'s error.
+    #[inline]
+    pub fn idle(
+        &mut self,
+        check: impl FnOnce() -> Result<()>,
+        on_timeout: impl FnOnce() -> Error,
+    ) -> Result<()> {
+        self.idle = self.idle.saturating_add(1);
+        if self.idle <= self.policy.spins {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let stalled = now - since;
+        match self.next_check {
+            None => self.next_check = Some(now + Duration::from_millis(50)),
+            Some(t) if now >= t => {
+                self.next_check = Some(now + Duration::from_millis(50));
+                check()?;
+            }
+            Some(_) => {}
+        }
+        if stalled >= self.policy.timeout {
+            return Err(on_timeout());
+        }
+        if stalled < self.policy.yield_for {
+            std::thread::yield_now();
+        } else {
+            let nap = (stalled / 64).clamp(Duration::from_micros(50), Duration::from_millis(2));
+            std::thread::sleep(nap);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_out_with_the_callers_error() {
+        let mut w = Waiter::new(WaitPolicy {
+            spins: 10,
+            yield_for: Duration::from_millis(1),
+            timeout: Duration::from_millis(30),
+        });
+        let start = Instant::now();
+        let err = loop {
+            if let Err(e) = w.idle(|| Ok(()), || Error::invalid_usage("stalled")) {
+                break e;
+            }
+        };
+        assert!(err.to_string().contains("stalled"));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn liveness_check_fails_fast() {
+        let mut w = Waiter::new(WaitPolicy {
+            spins: 0,
+            yield_for: Duration::from_millis(1),
+            timeout: Duration::from_secs(60),
+        });
+        let mut calls = 0;
+        let err = loop {
+            calls += 1;
+            if let Err(e) = w.idle(
+                || {
+                    if calls > 3 {
+                        Err(Error::Remote("peer died".into()))
+                    } else {
+                        Ok(())
+                    }
+                },
+                || Error::invalid_usage("t"),
+            ) {
+                break e;
+            }
+        };
+        assert!(err.to_string().contains("peer died"));
+    }
+}
