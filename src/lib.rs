@@ -8,6 +8,7 @@
 
 pub mod bootstrap;
 pub mod coll;
+pub mod comm;
 pub mod config;
 pub mod device;
 pub mod dtype;
@@ -19,6 +20,10 @@ pub mod stats;
 pub mod topo;
 pub mod transport;
 
+pub use bootstrap::unique_id::UniqueId;
+pub use comm::{
+    AbortHandle, CommConfig, Communicator, Group, SPLIT_NOCOLOR, group_end, group_start,
+};
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
 pub use redop::{RedOp, Scalar};

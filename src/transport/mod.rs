@@ -147,11 +147,11 @@ impl RecvConn {
         }
     }
 
-    /// The far end's state (memory FIFOs only).
+    /// The far end's state.
     pub fn peer_state(&self) -> PeerState {
         match self {
             RecvConn::Mem(m) => m.peer_state(),
-            RecvConn::Tcp(_) => PeerState::Alive,
+            RecvConn::Tcp(t) => t.peer_state(),
         }
     }
 

@@ -154,214 +154,250 @@ enum Pending {
     },
 }
 
+/// Connections that have been offered and are being attached (see [`connect`]).
+pub struct ConnectJob {
+    pending: Vec<(ConnKey, Pending, TransportKind)>,
+    sends: Vec<ConnKey>,
+    attached: Vec<(ConnKey, SendConn, TransportKind)>,
+}
+
+/// Sending ends and receiving ends made by a [`ConnectJob`].
+pub type Made = (
+    Vec<(ConnKey, SendConn, TransportKind)>,
+    Vec<(ConnKey, RecvConn, TransportKind)>,
+);
+
 /// Connects every listed connection: `sends` where this rank sends to `key.peer`, `recvs` where
-/// it receives from it. Every rank that appears as a peer must call `connect` with the mirror
-/// keys at about the same time.
+/// it receives from it. Every rank that appears as a peer must do the same with the mirror keys
+/// at about the same time.
 ///
 /// Errors: [`Error::Timeout`] / [`Error::Remote`] naming the peer that did not answer;
 /// [`Error::System`] when a segment or socket cannot be created.
-pub fn connect(
-    ep: &Endpoints<'_>,
-    sends: &[ConnKey],
-    recvs: &[ConnKey],
-) -> Result<(
-    Vec<(ConnKey, SendConn, TransportKind)>,
-    Vec<(ConnKey, RecvConn, TransportKind)>,
-)> {
-    let me = ep.info(ep.rank).clone();
-    let mut pending = Vec::with_capacity(recvs.len());
-    for key in recvs {
-        let kind = ep.params.select(&me, ep.info(key.peer));
-        let (offer, p) = match kind {
-            TransportKind::SameProcess => {
-                let mem = Arc::new(HeapMemory::new(ep.slot_bytes));
-                // SAFETY: freshly allocated and zeroed, large enough for the slots.
-                unsafe { init_region(&*mem, ep.slot_bytes) };
-                let token = crate::bootstrap::unique_id::random_magic()?;
-                same_process_fifos()
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(token, mem.clone());
-                (
-                    Offer::SameProcess {
+pub fn connect(ep: &Endpoints<'_>, sends: &[ConnKey], recvs: &[ConnKey]) -> Result<Made> {
+    let mut job = ConnectJob::start(ep, sends, recvs)?;
+    job.attach(ep)?;
+    job.finish(ep)
+}
+
+impl ConnectJob {
+    /// Phase 1: creates the receiving ends and sends their offers (never waits on a peer).
+    ///
+    /// Errors: [`Error::System`] when a segment cannot be created, [`Error::Remote`] when an
+    /// offer cannot be delivered.
+    pub fn start(ep: &Endpoints<'_>, sends: &[ConnKey], recvs: &[ConnKey]) -> Result<ConnectJob> {
+        let me = ep.info(ep.rank).clone();
+        let mut pending = Vec::with_capacity(recvs.len());
+        for key in recvs {
+            let kind = ep.params.select(&me, ep.info(key.peer));
+            let (offer, p) = match kind {
+                TransportKind::SameProcess => {
+                    let mem = Arc::new(HeapMemory::new(ep.slot_bytes));
+                    // SAFETY: freshly allocated and zeroed, large enough for the slots.
+                    unsafe { init_region(&*mem, ep.slot_bytes) };
+                    let token = crate::bootstrap::unique_id::random_magic()?;
+                    same_process_fifos()
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(token, mem.clone());
+                    (
+                        Offer::SameProcess {
+                            token,
+                            slot_bytes: ep.slot_bytes as u64,
+                        },
+                        Pending::SameProcess(token, mem),
+                    )
+                }
+                TransportKind::Shm => {
+                    let seg = ShmSegment::create(region_bytes(ep.slot_bytes))?;
+                    // SAFETY: the new segment is zero-filled and sized for the slots.
+                    unsafe { init_region(&seg, ep.slot_bytes) };
+                    (
+                        Offer::Shm {
+                            name: seg.name().to_string(),
+                            slot_bytes: ep.slot_bytes as u64,
+                        },
+                        Pending::Shm(seg),
+                    )
+                }
+                TransportKind::Tcp => {
+                    let token = crate::bootstrap::unique_id::random_magic()?;
+                    let (sockets, threads) = (ep.params.sockets, ep.params.socket_threads);
+                    let offer = Offer::Tcp {
                         token,
+                        sockets: sockets as u32,
+                        threads: threads as u32,
                         slot_bytes: ep.slot_bytes as u64,
-                    },
-                    Pending::SameProcess(token, mem),
-                )
-            }
-            TransportKind::Shm => {
-                let seg = ShmSegment::create(region_bytes(ep.slot_bytes))?;
-                // SAFETY: the new segment is zero-filled and sized for the slots.
-                unsafe { init_region(&seg, ep.slot_bytes) };
-                (
-                    Offer::Shm {
-                        name: seg.name().to_string(),
-                        slot_bytes: ep.slot_bytes as u64,
-                    },
-                    Pending::Shm(seg),
-                )
-            }
-            TransportKind::Tcp => {
-                let token = crate::bootstrap::unique_id::random_magic()?;
-                let (sockets, threads) = (ep.params.sockets, ep.params.socket_threads);
-                let offer = Offer::Tcp {
-                    token,
-                    sockets: sockets as u32,
-                    threads: threads as u32,
-                    slot_bytes: ep.slot_bytes as u64,
-                };
-                (
-                    offer,
-                    Pending::Tcp {
-                        token,
-                        sockets,
-                        threads,
-                    },
-                )
-            }
-        };
-        let body = serde_json::to_vec(&offer).expect("offer serialises");
-        ep.net.send(
-            ep.net_rank[key.peer],
-            ep.comm_tag,
-            tag(OFFER, key),
-            &body,
-            ep.deadline,
-        )?;
-        pending.push((*key, p, kind));
+                    };
+                    (
+                        offer,
+                        Pending::Tcp {
+                            token,
+                            sockets,
+                            threads,
+                        },
+                    )
+                }
+            };
+            let body = serde_json::to_vec(&offer).expect("offer serialises");
+            ep.net.send(
+                ep.net_rank[key.peer],
+                ep.comm_tag,
+                tag(OFFER, key),
+                &body,
+                ep.deadline,
+            )?;
+            pending.push((*key, p, kind));
+        }
+        Ok(ConnectJob {
+            pending,
+            sends: sends.to_vec(),
+            attached: Vec::new(),
+        })
     }
 
-    let mut send_conns = Vec::with_capacity(sends.len());
-    for key in sends {
-        let from = ep.net_rank[key.peer];
-        let what = format!(
-            "connecting channel {} to {}",
-            key.channel,
-            ep.describe(key.peer)
-        );
-        let body = ep
-            .net
-            .recv(from, ep.comm_tag, tag(OFFER, key), ep.deadline, &what)?;
-        let offer: Offer = serde_json::from_slice(&body).map_err(|e| {
-            Error::Remote(format!(
-                "malformed connection offer from {}: {e}",
+    /// Phase 2: waits for the peers' offers and attaches the sending ends.
+    ///
+    /// Errors: [`Error::Timeout`] naming a peer whose offer never came; [`Error::Remote`] for a
+    /// malformed offer or an unreachable data listener.
+    pub fn attach(&mut self, ep: &Endpoints<'_>) -> Result<()> {
+        for key in std::mem::take(&mut self.sends) {
+            let from = ep.net_rank[key.peer];
+            let what = format!(
+                "connecting channel {} to {}",
+                key.channel,
                 ep.describe(key.peer)
-            ))
-        })?;
-        let (conn, kind) = match offer {
-            Offer::SameProcess { token, slot_bytes } => {
-                let mem = same_process_fifos()
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&token)
-                    .ok_or_else(|| {
-                        Error::Internal(format!(
-                            "same-process FIFO {token:x} from {} not registered",
+            );
+            let body = ep
+                .net
+                .recv(from, ep.comm_tag, tag(OFFER, &key), ep.deadline, &what)?;
+            let offer: Offer = serde_json::from_slice(&body).map_err(|e| {
+                Error::Remote(format!(
+                    "malformed connection offer from {}: {e}",
+                    ep.describe(key.peer)
+                ))
+            })?;
+            let (conn, kind) = match offer {
+                Offer::SameProcess { token, slot_bytes } => {
+                    let mem = same_process_fifos()
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&token)
+                        .ok_or_else(|| {
+                            Error::Internal(format!(
+                                "same-process FIFO {token:x} from {} not registered",
+                                ep.describe(key.peer)
+                            ))
+                        })?;
+                    let mem: Arc<dyn FifoMemory> = mem;
+                    ep.net
+                        .send(from, ep.comm_tag, tag(ACK, &key), b"", ep.deadline)?;
+                    (
+                        SendConn::Mem(MemSender::new(mem, slot_bytes as usize)),
+                        TransportKind::SameProcess,
+                    )
+                }
+                Offer::Shm { name, slot_bytes } => {
+                    let seg = ShmSegment::open(&name)?;
+                    // SAFETY: the segment is mapped for its full length.
+                    let slot = unsafe { check_region(&seg, seg.len()) }.map_err(|e| {
+                        Error::Remote(format!(
+                            "segment {name} from {}: {e}",
                             ep.describe(key.peer)
                         ))
                     })?;
-                let mem: Arc<dyn FifoMemory> = mem;
-                ep.net
-                    .send(from, ep.comm_tag, tag(ACK, key), b"", ep.deadline)?;
-                (
-                    SendConn::Mem(MemSender::new(mem, slot_bytes as usize)),
-                    TransportKind::SameProcess,
-                )
-            }
-            Offer::Shm { name, slot_bytes } => {
-                let seg = ShmSegment::open(&name)?;
-                // SAFETY: the segment is mapped for its full length.
-                let slot = unsafe { check_region(&seg, seg.len()) }.map_err(|e| {
-                    Error::Remote(format!(
-                        "segment {name} from {}: {e}",
-                        ep.describe(key.peer)
-                    ))
-                })?;
-                if slot != slot_bytes as usize {
-                    return Err(Error::Remote(format!(
-                        "segment {name} from {} has {slot}-byte slots, offer said {slot_bytes}",
-                        ep.describe(key.peer)
-                    )));
+                    if slot != slot_bytes as usize {
+                        return Err(Error::Remote(format!(
+                            "segment {name} from {} has {slot}-byte slots, offer said {slot_bytes}",
+                            ep.describe(key.peer)
+                        )));
+                    }
+                    let seg: Arc<dyn FifoMemory> = Arc::new(seg);
+                    ep.net
+                        .send(from, ep.comm_tag, tag(ACK, &key), b"", ep.deadline)?;
+                    (SendConn::Mem(MemSender::new(seg, slot)), TransportKind::Shm)
                 }
-                let seg: Arc<dyn FifoMemory> = Arc::new(seg);
-                ep.net
-                    .send(from, ep.comm_tag, tag(ACK, key), b"", ep.deadline)?;
-                (SendConn::Mem(MemSender::new(seg, slot)), TransportKind::Shm)
-            }
-            Offer::Tcp {
-                token,
-                sockets,
-                threads,
-                slot_bytes,
-            } => {
-                let socks = ep
-                    .net
-                    .connect_data(from, token, sockets as usize, ep.deadline)?;
-                for s in &socks {
-                    prepare_socket(s).map_err(|e| Error::system("configuring a data socket", e))?;
+                Offer::Tcp {
+                    token,
+                    sockets,
+                    threads,
+                    slot_bytes,
+                } => {
+                    let socks = ep
+                        .net
+                        .connect_data(from, token, sockets as usize, ep.deadline)?;
+                    for s in &socks {
+                        prepare_socket(s)
+                            .map_err(|e| Error::system("configuring a data socket", e))?;
+                    }
+                    let peer = ep.describe(key.peer);
+                    (
+                        SendConn::Tcp(TcpSender::new(
+                            socks,
+                            slot_bytes as usize,
+                            threads as usize,
+                            &peer,
+                        )),
+                        TransportKind::Tcp,
+                    )
                 }
-                let peer = ep.describe(key.peer);
-                (
-                    SendConn::Tcp(TcpSender::new(
-                        socks,
-                        slot_bytes as usize,
-                        threads as usize,
-                        &peer,
-                    )),
-                    TransportKind::Tcp,
-                )
-            }
-        };
-        log_connection(ep, ep.rank, key.peer, key, kind);
-        send_conns.push((*key, conn, kind));
+            };
+            log_connection(ep, ep.rank, key.peer, &key, kind);
+            self.attached.push((key, conn, kind));
+        }
+        Ok(())
     }
 
-    let mut recv_conns = Vec::with_capacity(pending.len());
-    for (key, p, kind) in pending {
-        let from = ep.net_rank[key.peer];
-        let what = format!(
-            "waiting for {} to attach channel {}",
-            ep.describe(key.peer),
-            key.channel
-        );
-        let conn = match p {
-            Pending::SameProcess(token, mem) => {
-                let acked = ep
-                    .net
-                    .recv(from, ep.comm_tag, tag(ACK, &key), ep.deadline, &what);
-                // Normally the sender took the entry; after a failure, do not leave it behind.
-                same_process_fifos()
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&token);
-                acked?;
-                let mem: Arc<dyn FifoMemory> = mem;
-                RecvConn::Mem(MemReceiver::new(mem, ep.slot_bytes))
-            }
-            Pending::Shm(mut seg) => {
-                ep.net
-                    .recv(from, ep.comm_tag, tag(ACK, &key), ep.deadline, &what)?;
-                seg.unlink();
-                let seg: Arc<dyn FifoMemory> = Arc::new(seg);
-                RecvConn::Mem(MemReceiver::new(seg, ep.slot_bytes))
-            }
-            Pending::Tcp {
-                token,
-                sockets,
-                threads,
-            } => {
-                let peer = ep.describe(key.peer);
-                let socks = ep.net.accept_data(token, sockets, &peer, ep.deadline)?;
-                for s in &socks {
-                    prepare_socket(s).map_err(|e| Error::system("configuring a data socket", e))?;
+    /// Phase 3: waits for the peers to attach to this rank's receiving ends.
+    ///
+    /// Errors: [`Error::Timeout`] naming a peer that never attached.
+    pub fn finish(self, ep: &Endpoints<'_>) -> Result<Made> {
+        let mut recv_conns = Vec::with_capacity(self.pending.len());
+        for (key, p, kind) in self.pending {
+            let from = ep.net_rank[key.peer];
+            let what = format!(
+                "waiting for {} to attach channel {}",
+                ep.describe(key.peer),
+                key.channel
+            );
+            let conn = match p {
+                Pending::SameProcess(token, mem) => {
+                    let acked = ep
+                        .net
+                        .recv(from, ep.comm_tag, tag(ACK, &key), ep.deadline, &what);
+                    // Normally the sender took the entry; after a failure, do not leave it behind.
+                    same_process_fifos()
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&token);
+                    acked?;
+                    let mem: Arc<dyn FifoMemory> = mem;
+                    RecvConn::Mem(MemReceiver::new(mem, ep.slot_bytes))
                 }
-                RecvConn::Tcp(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer))
-            }
-        };
-        recv_conns.push((key, conn, kind));
+                Pending::Shm(mut seg) => {
+                    ep.net
+                        .recv(from, ep.comm_tag, tag(ACK, &key), ep.deadline, &what)?;
+                    seg.unlink();
+                    let seg: Arc<dyn FifoMemory> = Arc::new(seg);
+                    RecvConn::Mem(MemReceiver::new(seg, ep.slot_bytes))
+                }
+                Pending::Tcp {
+                    token,
+                    sockets,
+                    threads,
+                } => {
+                    let peer = ep.describe(key.peer);
+                    let socks = ep.net.accept_data(token, sockets, &peer, ep.deadline)?;
+                    for s in &socks {
+                        prepare_socket(s)
+                            .map_err(|e| Error::system("configuring a data socket", e))?;
+                    }
+                    RecvConn::Tcp(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer))
+                }
+            };
+            recv_conns.push((key, conn, kind));
+        }
+        Ok((self.attached, recv_conns))
     }
-    Ok((send_conns, recv_conns))
 }
 
 fn log_connection(ep: &Endpoints<'_>, from: usize, to: usize, key: &ConnKey, kind: TransportKind) {

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use super::fifo::NSLOTS;
+use super::fifo::{NSLOTS, PeerState};
 
 const FRAME_HEADER: usize = 8;
 
@@ -64,6 +64,8 @@ struct Shared {
     error: std::sync::Mutex<Option<String>>,
     failed: AtomicBool,
     shutdown: AtomicBool,
+    /// Receiver: a socket reached a clean end of stream.
+    closed: AtomicBool,
 }
 
 impl Shared {
@@ -77,6 +79,7 @@ impl Shared {
             error: std::sync::Mutex::new(None),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -140,7 +143,7 @@ impl Stream {
             let data = unsafe { std::slice::from_raw_parts(sh.mem.slot(self.seq), size) };
             let r = if self.done < FRAME_HEADER {
                 let bufs = [IoSlice::new(&self.header[self.done..]), IoSlice::new(data)];
-                self.sock.write_vectored(&bufs)
+                send_vectored(&self.sock, &bufs)
             } else {
                 self.sock.write(&data[self.done - FRAME_HEADER..])
             };
@@ -164,6 +167,9 @@ impl Stream {
 
     fn progress_recv(&mut self, sh: &Shared) -> Result<bool, String> {
         let mut moved = false;
+        if sh.closed.load(Ordering::Acquire) {
+            return Ok(false);
+        }
         loop {
             if self.seq >= sh.counter.load(Ordering::Acquire) + NSLOTS as u64 {
                 return Ok(moved); // every slot this socket could fill is still full
@@ -180,9 +186,15 @@ impl Stream {
                 self.sock.read(&mut buf[self.done - FRAME_HEADER..])
             };
             match r {
+                Ok(0) if self.done == 0 => {
+                    // A clean close between frames: fine unless more data is wanted later,
+                    // which the receiver's peer_state reports.
+                    sh.closed.store(true, Ordering::Release);
+                    return Ok(moved);
+                }
                 Ok(0) => {
                     return Err(format!(
-                        "{} closed the connection (it exited or aborted)",
+                        "{} closed the connection in the middle of a slot (it exited or aborted)",
                         self.peer
                     ));
                 }
@@ -223,6 +235,20 @@ impl Stream {
             _ => None,
         }
     }
+}
+
+/// `sendmsg(2)` with `MSG_NOSIGNAL`: a peer that closed yields `EPIPE`, never a SIGPIPE that
+/// would kill a host program that did not ignore the signal.
+fn send_vectored(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    nix::sys::socket::sendmsg::<()>(
+        sock.as_raw_fd(),
+        bufs,
+        &[],
+        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(std::io::Error::from)
 }
 
 /// Who drives a connection's sockets.
@@ -509,9 +535,23 @@ impl TcpReceiver {
         }
     }
 
-    /// Drives the sockets. Errors: the socket failed, the peer closed, or a frame was malformed.
+    /// Drives the sockets. Errors: the socket failed, the peer closed mid-slot, or a frame was
+    /// malformed.
     pub fn progress(&mut self) -> Result<bool, String> {
         self.driver.progress(&self.shared)
+    }
+
+    /// Whether the sender is still there: gone once its side closed and no filled slot remains.
+    pub fn peer_state(&self) -> PeerState {
+        if self.shared.closed.load(Ordering::Acquire) && self.peek_state() == 0 {
+            PeerState::Gone
+        } else {
+            PeerState::Alive
+        }
+    }
+
+    fn peek_state(&self) -> u64 {
+        self.shared.state[(self.released % NSLOTS as u64) as usize].load(Ordering::Acquire)
     }
 }
 
@@ -589,9 +629,47 @@ mod tests {
     }
 
     #[test]
-    fn peer_close_is_an_error_naming_the_peer() {
+    fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
         let (tx, rx) = socket_pairs(1);
+        let mut s = TcpSender::new(tx, 1024, 0, "rank 1");
+        let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0");
+        let p = s.acquire().unwrap();
+        unsafe { *p = 9 };
+        s.post(1);
+        while s.pending() {
+            s.progress().unwrap();
+        }
+        drop(s);
+        let start = std::time::Instant::now();
+        while r.peer_state() == PeerState::Alive || r.peek().is_none() {
+            r.progress().unwrap();
+            assert!(start.elapsed().as_secs() < 10);
+            if r.peek().is_some() {
+                break;
+            }
+        }
+        assert_eq!(r.peek().map(|(p, n)| (unsafe { *p }, n)), Some((9, 1)));
+        assert_eq!(
+            r.peer_state(),
+            PeerState::Alive,
+            "a filled slot is still there"
+        );
+        r.release();
+        while r.peer_state() == PeerState::Alive {
+            r.progress().unwrap();
+            assert!(start.elapsed().as_secs() < 10);
+        }
+        assert_eq!(r.peer_state(), PeerState::Gone);
+    }
+
+    #[test]
+    fn close_mid_slot_is_an_error_naming_the_peer() {
+        let (mut tx, rx) = socket_pairs(1);
         let mut r = TcpReceiver::new(rx, 1024, 0, "rank 7 (host x)");
+        tx[0].set_nonblocking(false).unwrap();
+        tx[0]
+            .write_all(&[100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3])
+            .unwrap();
         drop(tx);
         let err = loop {
             match r.progress() {
@@ -599,7 +677,10 @@ mod tests {
                 Ok(_) => std::thread::yield_now(),
             }
         };
-        assert!(err.contains("rank 7 (host x)"), "{err}");
+        assert!(
+            err.contains("rank 7 (host x)") && err.contains("middle of a slot"),
+            "{err}"
+        );
     }
 
     #[test]

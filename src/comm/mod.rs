@@ -1,0 +1,317 @@
+//! Communicators: the public API mirroring nccl.h (init, split, abort, collectives, groups).
+
+mod api;
+pub mod config;
+mod group;
+pub mod layout;
+mod run;
+mod split;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use config::CommConfig;
+pub use group::{Group, group_end, group_start};
+pub use split::SPLIT_NOCOLOR;
+
+use crate::bootstrap::host::fnv1a;
+use crate::bootstrap::unique_id::UniqueId;
+use crate::bootstrap::{BootstrapNet, Deadline};
+use crate::coll::{Geometry, Rings};
+use crate::config::Config;
+use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
+use crate::error::{Error, Result};
+use crate::exec::{Connections, WaitPolicy};
+use crate::stats::LinkSnapshot;
+use crate::transport::setup::TransportParams;
+
+/// What every rank of a communicator shares and never changes.
+pub(crate) struct Core {
+    pub net: Arc<BootstrapNet>,
+    pub tag: u64,
+    pub rank: usize,
+    pub nranks: usize,
+    pub net_rank: Vec<usize>,
+    pub rings: Rings,
+    pub geo: Geometry,
+    pub params: TransportParams,
+    pub algo: Option<(String, AlgoProtoList)>,
+    pub timeout: Duration,
+    pub policy: WaitPolicy,
+    pub abort: Arc<AtomicBool>,
+    pub knobs: Arc<Config>,
+}
+
+impl Core {
+    /// "rank 3 (host b, pid 812)" for a communicator rank.
+    pub fn describe(&self, rank: usize) -> String {
+        let p = &self.net.peers()[self.net_rank[rank]];
+        format!("rank {rank} (host {}, pid {})", p.hostname, p.pid)
+    }
+
+    pub fn deadline(&self) -> Deadline {
+        Deadline::after(self.timeout)
+    }
+}
+
+/// Mutable per-rank state.
+pub(crate) struct State {
+    pub conns: Connections,
+    /// Set after an error: the communicator can only be dropped.
+    pub failed: Option<String>,
+    pub splits: u64,
+    pub ops: u64,
+}
+
+/// One rank's handle on a communicator.
+///
+/// A communicator is driven by one thread at a time (it is `Send`, not `Sync`), as in NCCL.
+/// Dropping it releases everything: connections close cleanly, shared-memory names were already
+/// unlinked when both ends mapped them, sockets close.
+pub struct Communicator {
+    pub(crate) core: Arc<Core>,
+    pub(crate) state: RefCell<State>,
+}
+
+/// Aborts a communicator from any thread (`ncclCommAbort` used as a watchdog): the operation
+/// in progress returns [`Error::Aborted`], the communicator becomes unusable, and peers waiting
+/// on it fail fast.
+#[derive(Debug, Clone)]
+pub struct AbortHandle(Arc<AtomicBool>);
+
+impl AbortHandle {
+    /// Raises the abort flag.
+    pub fn abort(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Communicator {
+    /// Joins the communicator `id` as `rank` of `nranks` (`ncclCommInitRankConfig`). Blocks until
+    /// every rank has joined or the timeout passes.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a bad rank/nranks; [`Error::Timeout`] naming the
+    /// ranks that never arrived; [`Error::InvalidUsage`] for bad knob values;
+    /// [`Error::Remote`] / [`Error::System`] for network failures.
+    pub fn init_rank(
+        nranks: usize,
+        id: &UniqueId,
+        rank: usize,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        if nranks == 0 {
+            return Err(Error::invalid_arg("nranks must be at least 1"));
+        }
+        if rank >= nranks {
+            return Err(Error::invalid_arg(format!(
+                "rank {rank} is out of range for nranks={nranks} (ranks are 0..{})",
+                nranks - 1
+            )));
+        }
+        let (knobs, timeout) = config.resolve()?;
+        let params = TransportParams::from_config(&knobs)?;
+        let slot = layout::slot_bytes(&knobs)?;
+        let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout, slot)?;
+        let tag = fnv1a(&id.magic.to_le_bytes());
+        let net_rank: Vec<usize> = (0..nranks).collect();
+        let deadline = Deadline::after(timeout);
+        let mine = if rank == 0 {
+            Some(layout::decide(&knobs, net.peers())?)
+        } else {
+            None
+        };
+        let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
+        Communicator::assemble(net, tag, rank, net_rank, lay, knobs, params, timeout)
+    }
+
+    /// Creates `nranks` communicators whose ranks are threads of this process
+    /// (`ncclCommInitAll`). Rank `i` is element `i`; move each into the thread that drives it,
+    /// or drive them all from one thread through a [`Group`].
+    ///
+    /// Errors: as [`Communicator::init_rank`].
+    pub fn init_all(nranks: usize) -> Result<Vec<Communicator>> {
+        Communicator::init_all_with(nranks, CommConfig::default())
+    }
+
+    /// [`Communicator::init_all`] with explicit settings.
+    ///
+    /// Errors: as [`Communicator::init_rank`].
+    pub fn init_all_with(nranks: usize, config: CommConfig) -> Result<Vec<Communicator>> {
+        if nranks == 0 {
+            return Err(Error::invalid_arg("nranks must be at least 1"));
+        }
+        let (knobs, timeout) = config.resolve()?;
+        let id = UniqueId::with_config(&knobs)?;
+        let config = CommConfig {
+            knobs: Some(knobs),
+            timeout: Some(timeout),
+        };
+        let handles: Vec<_> = (0..nranks)
+            .map(|r| {
+                let (id, config) = (id.clone(), config.clone());
+                std::thread::Builder::new()
+                    .name(format!("rnccl-init-{r}"))
+                    .spawn(move || Communicator::init_rank(nranks, &id, r, config))
+                    .map_err(|e| Error::system("starting a rank's init thread", e))
+            })
+            .collect::<Result<_>>()?;
+        let mut comms = Vec::with_capacity(nranks);
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(c)) => comms.push(c),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err
+                        .get_or_insert(Error::Internal("a rank's init thread panicked".into()));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(comms),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        net: Arc<BootstrapNet>,
+        tag: u64,
+        rank: usize,
+        net_rank: Vec<usize>,
+        lay: layout::Layout,
+        knobs: Arc<Config>,
+        params: TransportParams,
+        timeout: Duration,
+    ) -> Result<Communicator> {
+        let nranks = net_rank.len();
+        let algo = match &lay.algo {
+            Some(raw) => Some((
+                raw.clone(),
+                AlgoProtoList::parse(raw, &ALGORITHMS).map_err(|e| {
+                    Error::invalid_usage(format!("NCCL_ALGO={raw:?} (rank 0's value): {e}"))
+                })?,
+            )),
+            None => None,
+        };
+        let me = &net.peers()[net_rank[rank]];
+        let local = net_rank
+            .iter()
+            .filter(|&&r| net.peers()[r].host_hash == me.host_hash)
+            .count();
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        tracing::info!(
+            target: "rnccl::init",
+            "comm rank {rank} nRanks {nranks} localRanks {local} nChannels {} slot {} B rings from {}",
+            lay.rings.len(),
+            lay.slot_bytes,
+            lay.source
+        );
+        let core = Core {
+            net,
+            tag,
+            rank,
+            nranks,
+            net_rank,
+            rings: Rings { order: lay.rings },
+            geo: Geometry {
+                slot_bytes: lay.slot_bytes,
+            },
+            params,
+            algo,
+            timeout,
+            policy: WaitPolicy::new(local, cores, timeout),
+            abort: Arc::new(AtomicBool::new(false)),
+            knobs,
+        };
+        Ok(Communicator {
+            core: Arc::new(core),
+            state: RefCell::new(State {
+                conns: Connections::default(),
+                failed: None,
+                splits: 0,
+                ops: 0,
+            }),
+        })
+    }
+
+    /// This rank (`ncclCommUserRank`).
+    pub fn rank(&self) -> usize {
+        self.core.rank
+    }
+
+    /// Number of ranks (`ncclCommCount`).
+    pub fn nranks(&self) -> usize {
+        self.core.nranks
+    }
+
+    /// Channels collectives are spread over.
+    pub fn nchannels(&self) -> usize {
+        self.core.rings.nchannels()
+    }
+
+    /// Ring order of every channel.
+    pub fn rings(&self) -> &[Vec<usize>] {
+        &self.core.rings.order
+    }
+
+    /// Bytes per transport FIFO slot (`NCCL_BUFFSIZE / 8`).
+    pub fn slot_bytes(&self) -> usize {
+        self.core.geo.slot_bytes
+    }
+
+    /// The knobs this communicator was created with.
+    pub fn knobs(&self) -> &Config {
+        &self.core.knobs
+    }
+
+    /// "rank 3 (host b, pid 812)".
+    pub fn describe(&self, rank: usize) -> String {
+        self.core.describe(rank)
+    }
+
+    /// Traffic so far on every connection this rank opened.
+    pub fn traffic(&self) -> Vec<LinkSnapshot> {
+        self.state.borrow().conns.snapshot()
+    }
+
+    /// A handle that aborts this communicator from another thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle(self.core.abort.clone())
+    }
+
+    /// Aborts and destroys the communicator (`ncclCommAbort`): connections are dropped without a
+    /// clean shutdown, so peers blocked on this rank fail fast instead of waiting out their
+    /// timeout.
+    pub fn abort(self) {
+        self.core.abort.store(true, Ordering::SeqCst);
+        let mut st = self.state.borrow_mut();
+        st.failed = Some("aborted".into());
+        st.conns = Connections::default();
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        let st = self.state.get_mut();
+        if st.failed.is_none() && !self.core.abort.load(Ordering::SeqCst) {
+            st.conns.finish_all();
+        }
+    }
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("rank", &self.core.rank)
+            .field("nranks", &self.core.nranks)
+            .field("nchannels", &self.nchannels())
+            .finish()
+    }
+}

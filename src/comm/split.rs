@@ -1,0 +1,121 @@
+//! `ncclCommSplit`: ranks with the same color form a new communicator, ordered by key (ties by
+//! old rank). The child shares the parent's bootstrap network under a new message namespace, so
+//! no new rendezvous is needed; its connections are new.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use super::{Communicator, Core, State};
+use crate::bootstrap::host::fnv1a;
+use crate::coll::Rings;
+use crate::error::{Error, Result};
+use crate::exec::Connections;
+
+/// `NCCL_SPLIT_NOCOLOR`: a rank passing this color gets no communicator.
+pub const SPLIT_NOCOLOR: i32 = -1;
+
+impl Communicator {
+    /// Splits this communicator (`ncclCommSplit`). Every rank must call it. Ranks passing the same
+    /// `color` (≥ 0) form a child communicator, ranked by `key` then by parent rank; a rank
+    /// passing [`SPLIT_NOCOLOR`] (or any negative color) gets `None`. Rings of the child follow
+    /// the parent's ring order restricted to the child's ranks.
+    ///
+    /// Errors: [`Error::InvalidUsage`] on a failed communicator; bootstrap [`Error::Timeout`] or
+    /// [`Error::Remote`] naming a rank that did not take part.
+    pub fn split(&self, color: i32, key: i32) -> Result<Option<Communicator>> {
+        const SPLIT: u64 = 4 << 60;
+        let core = &self.core;
+        let seq = {
+            let mut st = self.state.borrow_mut();
+            if let Some(why) = &st.failed {
+                return Err(Error::invalid_usage(format!(
+                    "cannot split a communicator that failed earlier ({why})"
+                )));
+            }
+            st.splits += 1;
+            st.splits
+        };
+        let tag = SPLIT | seq;
+        let deadline = core.deadline();
+        let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
+        for r in 0..core.nranks {
+            core.net
+                .send(core.net_rank[r], core.tag, tag, &mine, deadline)?;
+        }
+        let mut all = Vec::with_capacity(core.nranks);
+        for r in 0..core.nranks {
+            let b = core.net.recv(
+                core.net_rank[r],
+                core.tag,
+                tag,
+                deadline,
+                "in split, exchanging colors and keys",
+            )?;
+            if b.len() != 8 {
+                return Err(Error::Remote(format!(
+                    "malformed split message from {}",
+                    core.describe(r)
+                )));
+            }
+            let c = i32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+            let k = i32::from_le_bytes(b[4..].try_into().expect("4 bytes"));
+            all.push((c, k, r));
+        }
+        if color < 0 {
+            return Ok(None);
+        }
+        let mut members: Vec<(i32, usize)> = all
+            .iter()
+            .filter(|(c, _, _)| *c == color)
+            .map(|&(_, k, r)| (k, r))
+            .collect();
+        members.sort_unstable();
+        let parent: Vec<usize> = members.iter().map(|&(_, r)| r).collect();
+        let rank = parent
+            .iter()
+            .position(|&r| r == core.rank)
+            .expect("this rank is a member");
+        let child_of = |p: usize| parent.iter().position(|&r| r == p);
+        let rings = Rings {
+            order: core
+                .rings
+                .order
+                .iter()
+                .map(|ring| ring.iter().filter_map(|&p| child_of(p)).collect())
+                .collect(),
+        };
+        let child_tag = fnv1a(
+            &[
+                core.tag.to_le_bytes(),
+                seq.to_le_bytes(),
+                (color as u64).to_le_bytes(),
+            ]
+            .concat(),
+        );
+        let child = Core {
+            net: core.net.clone(),
+            tag: child_tag,
+            rank,
+            nranks: parent.len(),
+            net_rank: parent.iter().map(|&p| core.net_rank[p]).collect(),
+            rings,
+            geo: core.geo,
+            params: core.params,
+            algo: core.algo.clone(),
+            timeout: core.timeout,
+            policy: core.policy,
+            abort: Arc::new(AtomicBool::new(false)),
+            knobs: core.knobs.clone(),
+        };
+        Ok(Some(Communicator {
+            core: Arc::new(child),
+            state: RefCell::new(State {
+                conns: Connections::default(),
+                failed: None,
+                splits: 0,
+                ops: 0,
+            }),
+        }))
+    }
+}
