@@ -6,6 +6,7 @@
 //! shared memory, TCP sockets). The `rnccl` command (package `rnccl-cli`) renders what the engine
 //! knows. See DESIGN.md for the map of modules.
 
+pub mod bench;
 pub mod bootstrap;
 pub mod coll;
 pub mod comm;
@@ -15,6 +16,7 @@ pub mod dtype;
 pub mod error;
 pub mod exec;
 pub mod graph;
+pub mod launch;
 pub mod redop;
 pub mod stats;
 pub mod topo;

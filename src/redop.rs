@@ -109,6 +109,13 @@ impl fmt::Display for RedOp {
     }
 }
 
+impl serde::Serialize for RedOp {
+    /// Serialises as the nccl-tests name (`sum`, `mulsum`…).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl FromStr for RedOp {
     type Err = Error;
 

@@ -1,6 +1,8 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
+mod bench;
 mod env_explain;
+mod logging;
 mod rings;
 mod topo;
 
@@ -29,6 +31,8 @@ pub struct GlobalOpts {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run and time collectives (nccl-tests' flags and output); all_reduce by default.
+    Bench(bench::Args),
     /// Explain the NCCL_* settings in effect, or any knob.
     EnvExplain(env_explain::Args),
     /// Show this host's (or a topology file's) GPUs, NICs, PCI tree and paths.
@@ -37,13 +41,19 @@ enum Command {
     Rings(rings::Args),
 }
 
+/// The knobs in effect: environment and conf files with NCCL's precedence.
+pub fn load_knobs(_global: &GlobalOpts) -> anyhow::Result<rnccl::config::Config> {
+    Ok(rnccl::config::Config::from_env()?)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = logging::init(&cli.global).and_then(|()| match cli.command {
+        Command::Bench(a) => bench::run(a, &cli.global),
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),
-    };
+    });
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -181,9 +181,10 @@ pub struct InPlace {
 }
 
 impl CollArgs {
-    /// The in-place layout for this rank.
+    /// The in-place layout for this rank. In-place AlltoAll reads a snapshot of the buffer taken
+    /// when the operation starts (NCCL has no in-place AlltoAll; rnccl makes it well defined).
     ///
-    /// Errors: [`Error::InvalidArgument`] for AlltoAll, which has no in-place form.
+    /// Errors: none today; the `Result` leaves room for functions without an in-place form.
     pub fn in_place_layout(&self, rank: usize, nranks: usize) -> Result<InPlace> {
         let blk = self.count * self.dtype.size();
         let all = blk * nranks;
@@ -204,9 +205,7 @@ impl CollArgs {
             Func::Scatter => l(blk, (0, 0), (0, blk)),
             Func::Send => l(blk, (0, blk), (0, 0)),
             Func::Recv => l(blk, (0, 0), (0, blk)),
-            Func::AllToAll => Err(Error::invalid_arg(
-                "AlltoAll has no in-place form: pass separate send and receive buffers",
-            )),
+            Func::AllToAll => l(all, (0, all), (0, all)),
         }
     }
 }

@@ -82,6 +82,8 @@ fn run(
                 output_len,
                 scratch: vec![0; p.scratch_bytes],
                 spec,
+                snapshot_input: args.in_place && args.func == Func::AllToAll,
+                snapshot: Vec::new(),
             }];
             let lanes = p
                 .lanes

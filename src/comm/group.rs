@@ -119,6 +119,56 @@ impl<'a> Group<'a> {
         Ok(self)
     }
 
+    /// Queues a Send of `buf` to `send_peer` and a Recv into the same `buf` from `recv_peer`
+    /// (`args.count` elements of `args.dtype`): the in-place exchange nccl-tests' sendrecv runs.
+    /// The Send reads the buffer as it was when the group starts.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for bad peers or a short buffer.
+    pub fn send_recv_in_place(
+        &mut self,
+        comm: &'a Communicator,
+        args: CollArgs,
+        buf: &'a mut [u8],
+        send_peer: usize,
+        recv_peer: usize,
+    ) -> Result<&mut Self> {
+        let n = comm.nranks();
+        let send = CollArgs {
+            func: Func::Send,
+            root: send_peer,
+            in_place: false,
+            ..args
+        };
+        let recv = CollArgs {
+            func: Func::Recv,
+            root: recv_peer,
+            in_place: false,
+            ..args
+        };
+        send.validate(n)?;
+        recv.validate(n)?;
+        let bytes = args.count * args.dtype.size();
+        need("in-place", buf.len(), bytes, &args, args.dtype.size())?;
+        let p = buf.as_mut_ptr();
+        self.ops.push(Queued {
+            comm,
+            args: send,
+            input: p.cast_const(),
+            input_len: bytes,
+            output: p,
+            output_len: 0,
+        });
+        self.ops.push(Queued {
+            comm,
+            args: recv,
+            input: p.cast_const(),
+            input_len: 0,
+            output: p,
+            output_len: bytes,
+        });
+        Ok(self)
+    }
+
     /// Number of queued operations.
     pub fn len(&self) -> usize {
         self.ops.len()

@@ -93,6 +93,8 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             output_len: q.output_len,
             scratch: vec![0; plan.scratch_bytes],
             spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
+            snapshot_input: a.in_place && a.func == Func::AllToAll,
+            snapshot: Vec::new(),
         };
         let idx = match (a.func, p2p_phase) {
             (Func::Send | Func::Recv, Some(i)) => i,

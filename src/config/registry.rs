@@ -57,5 +57,7 @@ knobs! {
     "NCCL_P2P_DISABLE", Bool, "0", "Disable peer-to-peer (same-process direct) transport.";
     "NCCL_TOPO_FILE", String, "", "Topology XML to load instead of detecting.";
     "NCCL_DEBUG", String, "", "Log level: VERSION, WARN, INFO, TRACE.";
+    "NCCL_DEBUG_FILE", String, "", "Log file; %h = host, %p = pid.";
+    "NCCL_TESTS_MIN_BW", String, "", "nccl-tests: fail when the average bus bandwidth is below 0.9 × this (GB/s).";
     "RNCCL_TIMEOUT", Int, "300", "rnccl: communicator timeout in seconds for every blocking wait.";
 }

@@ -34,6 +34,11 @@ pub struct OpBuffers {
     pub scratch: Vec<u8>,
     /// The reduction the operation applies.
     pub spec: ReduceSpec,
+    /// Read the input from a copy taken when the execution starts (the input overlaps memory
+    /// the same phase writes: in-place AlltoAll, a Send from a buffer a Recv fills).
+    pub snapshot_input: bool,
+    /// The snapshot, when taken.
+    pub snapshot: Vec<u8>,
 }
 
 impl OpBuffers {
@@ -150,6 +155,15 @@ impl Execution {
         sends.dedup();
         recvs.sort_unstable();
         recvs.dedup();
+        let mut ops = ops;
+        for op in ops
+            .iter_mut()
+            .filter(|o| o.snapshot_input && o.input_len > 0)
+        {
+            // SAFETY: the caller lends `input_len` readable bytes at `input`.
+            op.snapshot = unsafe { std::slice::from_raw_parts(op.input, op.input_len) }.to_vec();
+            op.input = op.snapshot.as_ptr();
+        }
         let lanes = lanes
             .into_iter()
             .filter(|(_, s)| !s.is_empty())

@@ -1,0 +1,182 @@
+//! `rnccl bench` flags: nccl-tests' flags with their meaning, plus rnccl's own.
+
+use std::path::PathBuf;
+
+use rnccl::bench::{Average, BenchColl, BenchOptions, parse_size, sweep};
+use rnccl::{DataType, RedOp};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// nccl-tests' table.
+    Text,
+    /// The same data as one JSON document.
+    Json,
+}
+
+/// Arguments of `rnccl bench`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Examples:\n  rnccl bench                                  all_reduce sweep, one process per core\n  rnccl bench all_gather -b 1K -e 256M -f 4\n  rnccl bench -d all -o all -c 1 -e 1M          check every type and operation\n  mpirun -np 8 -x NCCL_COMM_ID=node0:29500 rnccl bench\n  torchrun-style: RANK=0 WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=29500 rnccl bench"
+)]
+pub struct Args {
+    /// Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather,
+    /// scatter, sendrecv (nccl-tests names such as all_reduce_perf work too).
+    #[arg(default_value = "all_reduce")]
+    pub collective: String,
+    /// Smallest size in bytes (K, M, G suffixes).
+    #[arg(
+        short = 'b',
+        long = "minbytes",
+        default_value = "8",
+        value_name = "SIZE"
+    )]
+    pub minbytes: String,
+    /// Largest size in bytes (K, M, G suffixes).
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        default_value = "64M",
+        value_name = "SIZE"
+    )]
+    pub maxbytes: String,
+    /// Multiply the size by this between points [default: 2, unless -i is given].
+    #[arg(short = 'f', long = "stepfactor", value_name = "N")]
+    pub stepfactor: Option<usize>,
+    /// Add this many bytes between points (used when -f is not above 1).
+    #[arg(short = 'i', long = "stepbytes", value_name = "SIZE")]
+    pub stepbytes: Option<String>,
+    /// Timed iterations per point.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: usize,
+    /// Warm-up iterations per point.
+    #[arg(
+        short = 'w',
+        long = "warmup_iters",
+        alias = "warmup-iters",
+        default_value_t = 5
+    )]
+    pub warmup: usize,
+    /// Check iterations per point (0 disables the check: #wrong prints N/A).
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: usize,
+    /// Reduction: sum, prod, max, min, avg, mulsum, or all.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all.
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub datatype: String,
+    /// Root rank for broadcast, reduce, gather, scatter, or all.
+    #[arg(short = 'r', long = "root", default_value = "0")]
+    pub root: String,
+    /// Operations per iteration, launched as one group.
+    #[arg(
+        short = 'm',
+        long = "agg_iters",
+        alias = "agg-iters",
+        default_value_t = 1
+    )]
+    pub agg: usize,
+    /// Combine per-rank times: 0 rank 0, 1 mean, 2 min, 3 max.
+    #[arg(short = 'a', long = "average", default_value_t = 1)]
+    pub average: u32,
+    /// Timeout in seconds for every blocking wait (default RNCCL_TIMEOUT, 300).
+    #[arg(short = 'T', long = "timeout", value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Also write the results as JSON to this file.
+    #[arg(
+        short = 'J',
+        long = "output_file",
+        alias = "output-file",
+        value_name = "FILE"
+    )]
+    pub output_file: Option<PathBuf>,
+    /// Number of local ranks [default: CPU cores, at least 2]. Ignored under a launcher.
+    #[arg(long, value_name = "N")]
+    pub ranks: Option<usize>,
+    /// Run the ranks as threads of this process instead of one process per rank.
+    #[arg(long)]
+    pub threads: bool,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+impl Args {
+    /// The benchmark these flags describe.
+    ///
+    /// Errors: a message naming the bad flag and what it accepts.
+    pub fn options(&self) -> anyhow::Result<BenchOptions> {
+        let coll: BenchColl = self.collective.parse()?;
+        let min = parse_size(&self.minbytes)?;
+        let max = parse_size(&self.maxbytes)?;
+        let step = self
+            .stepbytes
+            .as_deref()
+            .map(parse_size)
+            .transpose()?
+            .unwrap_or(0);
+        let factor = self
+            .stepfactor
+            .unwrap_or(if self.stepbytes.is_some() { 1 } else { 2 });
+        let sizes = sweep(min, max, factor, step)?;
+        let dtypes = if self.datatype.eq_ignore_ascii_case("all") {
+            DataType::ALL.to_vec()
+        } else {
+            vec![self.datatype.parse()?]
+        };
+        let ops = if self.op.eq_ignore_ascii_case("all") {
+            vec![
+                RedOp::Sum,
+                RedOp::Prod,
+                RedOp::Max,
+                RedOp::Min,
+                RedOp::Avg,
+                RedOp::PreMulSum(rnccl::bench::MULSUM_SCALAR),
+            ]
+        } else {
+            vec![self.op.parse()?]
+        };
+        let roots = if self.root.eq_ignore_ascii_case("all") {
+            Vec::new()
+        } else {
+            vec![self.root.parse::<usize>().map_err(|_| {
+                anyhow::anyhow!("-r/--root '{}' is not a rank number or 'all'", self.root)
+            })?]
+        };
+        if self.iters == 0 {
+            anyhow::bail!("-n/--iters must be at least 1");
+        }
+        if self.agg == 0 {
+            anyhow::bail!("-m/--agg_iters must be at least 1");
+        }
+        Ok(BenchOptions {
+            coll,
+            sizes,
+            dtypes,
+            ops,
+            roots,
+            warmup: self.warmup,
+            iters: self.iters,
+            agg: self.agg,
+            check: self.check,
+            average: Average::from_flag(self.average)?,
+        })
+    }
+
+    /// The step as nccl-tests' header shows it: `2(factor)` or `1048576(bytes)`.
+    pub fn step_label(&self) -> String {
+        let step = self
+            .stepbytes
+            .as_deref()
+            .and_then(|s| parse_size(s).ok())
+            .unwrap_or(0);
+        match self
+            .stepfactor
+            .unwrap_or(if self.stepbytes.is_some() { 1 } else { 2 })
+        {
+            f if f > 1 => format!("{f}(factor)"),
+            _ => format!("{step}(bytes)"),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! One process per local rank: this command re-runs itself once per rank with the same
+//! arguments, telling each child its rank and the unique id through the environment. Rank 0's
+//! standard output is the table; every child's standard error passes through.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use rnccl::UniqueId;
+use rnccl::config::Config;
+
+const ENV_ID: &str = "RNCCL_BENCH_ID";
+const ENV_RANK: &str = "RNCCL_BENCH_RANK";
+const ENV_NRANKS: &str = "RNCCL_BENCH_NRANKS";
+
+/// What a child learns from its parent.
+pub struct ChildEnv {
+    /// The communicator's unique id.
+    pub id: UniqueId,
+    /// This child's rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub nranks: usize,
+}
+
+impl ChildEnv {
+    /// Reads the child variables; `None` when this process is not a spawned child.
+    ///
+    /// Errors: malformed variables.
+    pub fn from_env(env: &BTreeMap<String, String>) -> anyhow::Result<Option<ChildEnv>> {
+        let (Some(id), Some(rank), Some(n)) =
+            (env.get(ENV_ID), env.get(ENV_RANK), env.get(ENV_NRANKS))
+        else {
+            return Ok(None);
+        };
+        Ok(Some(ChildEnv {
+            id: id.parse()?,
+            rank: rank.parse()?,
+            nranks: n.parse()?,
+        }))
+    }
+}
+
+/// Starts `nranks` children and waits for them. When one fails, the others get a grace period
+/// to report their own view of the failure, then are killed.
+pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find the rnccl executable to start ranks: {e}"))?;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut children: Vec<(usize, Child)> = Vec::with_capacity(nranks);
+    for rank in 0..nranks {
+        let child = Command::new(&exe)
+            .args(&argv)
+            .env(ENV_ID, id.to_string())
+            .env(ENV_RANK, rank.to_string())
+            .env(ENV_NRANKS, nranks.to_string())
+            .stdin(Stdio::null())
+            .stdout(if rank == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::inherit())
+            .spawn();
+        match child {
+            Ok(c) => children.push((rank, c)),
+            Err(e) => {
+                for (_, c) in &mut children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                anyhow::bail!("starting rank {rank} ({}): {e}", exe.display());
+            }
+        }
+    }
+    let timeout = Duration::from_secs(knobs.int("RNCCL_TIMEOUT").unwrap_or(300).max(1) as u64);
+    let grace = timeout.min(Duration::from_secs(10));
+    let mut first_failure: Option<(usize, std::process::ExitStatus)> = None;
+    let mut failed_at: Option<Instant> = None;
+    while !children.is_empty() {
+        let mut i = 0;
+        while i < children.len() {
+            match children[i].1.try_wait() {
+                Ok(Some(status)) => {
+                    let (rank, _) = children.swap_remove(i);
+                    if !status.success() && first_failure.is_none() {
+                        first_failure = Some((rank, status));
+                        failed_at = Some(Instant::now());
+                    }
+                }
+                Ok(None) => i += 1,
+                Err(e) => anyhow::bail!("waiting for rank {}: {e}", children[i].0),
+            }
+        }
+        if failed_at.is_some_and(|t| t.elapsed() > grace) {
+            for (rank, c) in &mut children {
+                eprintln!(
+                    "rnccl bench: stopping rank {rank} ({grace:?} after another rank failed)"
+                );
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            children.clear();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match first_failure {
+        Some((rank, status)) => {
+            if rank != 0 {
+                eprintln!("rnccl bench: rank {rank} failed ({status})");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,241 @@
+//! Benchmark data: deterministic inputs every rank can recompute for any rank, the expected
+//! result of each collective, and the count of wrong elements.
+//!
+//! Inputs are small integers (−3…4, 0…7 for unsigned types; ±0.5, ±1, ±2 for floating-point
+//! products), so sums, maxima and products are exact in every type, including bfloat16, and
+//! integer wrap-around (products in 8-bit types) is reproduced exactly. Floating-point averages
+//! round once per step; they are compared with a tolerance of `eps(type) × (nranks + 2) ×
+//! max(|expected|, 4)`.
+
+use half::{bf16, f16};
+
+use super::coll::BenchColl;
+use crate::dtype::DataType;
+use crate::redop::RedOp;
+
+/// What a rank's data depends on: the collective, its shape and a seed per check iteration.
+#[derive(Debug, Clone, Copy)]
+pub struct DataSpec {
+    /// The collective.
+    pub coll: BenchColl,
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction (ignored for non-reducing collectives).
+    pub op: RedOp,
+    /// Root for rooted collectives.
+    pub root: usize,
+    /// nccl-tests' `paramcount`.
+    pub count: usize,
+    /// Number of ranks.
+    pub nranks: usize,
+    /// Varies the data between check iterations.
+    pub seed: u64,
+}
+
+fn mix(rank: usize, idx: usize, seed: u64) -> u64 {
+    let mut x = (rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (idx as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        ^ seed.wrapping_mul(0x1656_67b1_9e37_79f9);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^ (x >> 29)
+}
+
+/// Input element `idx` of rank `rank`, as f64.
+pub fn input_value(s: &DataSpec, rank: usize, idx: usize) -> f64 {
+    let h = mix(rank, idx, s.seed);
+    let unsigned = matches!(
+        s.dtype,
+        DataType::Uint8 | DataType::Uint32 | DataType::Uint64
+    );
+    match s.op {
+        RedOp::Prod if s.dtype.is_float() => [-2.0, -1.0, -0.5, 0.5, 1.0, 2.0][(h % 6) as usize],
+        RedOp::Prod => (1 + h % 3) as f64,
+        _ if unsigned => (h % 8) as f64,
+        _ => (h % 8) as f64 - 3.0,
+    }
+}
+
+/// The reduction of `vals` as the engine computes it (integer results are wrapped and divided
+/// in the element type by [`store`]).
+fn reduce_values(op: RedOp, vals: impl Iterator<Item = f64>, n: usize, float: bool) -> f64 {
+    match op {
+        RedOp::Sum => vals.sum(),
+        RedOp::Prod => vals.product(),
+        RedOp::Max => vals.fold(f64::MIN, f64::max),
+        RedOp::Min => vals.fold(f64::MAX, f64::min),
+        RedOp::Avg if float => vals.sum::<f64>() / n as f64,
+        RedOp::Avg => vals.sum(),
+        RedOp::PreMulSum(s) => vals
+            .map(|v| v * if float { s.as_f64() } else { s.as_i64() as f64 })
+            .sum(),
+    }
+}
+
+/// The expected output element `i` of `rank` as f64 before conversion, or `None` when the
+/// element is not defined for that rank (a non-root's Reduce/Gather output).
+pub fn expected_value(s: &DataSpec, rank: usize, i: usize) -> Option<f64> {
+    let (n, m) = (s.nranks, s.count);
+    let red = |idx: usize| {
+        reduce_values(
+            s.op,
+            (0..n).map(|r| input_value(s, r, idx)),
+            n,
+            s.dtype.is_float(),
+        )
+    };
+    Some(match s.coll {
+        BenchColl::AllReduce => red(i),
+        BenchColl::Reduce if rank == s.root => red(i),
+        BenchColl::Reduce | BenchColl::Gather => return None,
+        BenchColl::ReduceScatter => red(rank * m + i),
+        BenchColl::Broadcast => input_value(s, s.root, i),
+        BenchColl::AllGather => input_value(s, i / m.max(1), i % m.max(1)),
+        BenchColl::AllToAll => input_value(s, i / m.max(1), rank * m + i % m.max(1)),
+        BenchColl::Scatter => input_value(s, s.root, rank * m + i),
+        BenchColl::SendRecv => input_value(s, (rank + n - 1) % n, i),
+    })
+}
+
+macro_rules! per_type {
+    ($dtype:expr, $int:ident, $flt:ident) => {
+        match $dtype {
+            DataType::Int8 => $int!(i8),
+            DataType::Uint8 => $int!(u8),
+            DataType::Int32 => $int!(i32),
+            DataType::Uint32 => $int!(u32),
+            DataType::Int64 => $int!(i64),
+            DataType::Uint64 => $int!(u64),
+            DataType::Float16 => $flt!(f16, f16::from_f64, f16::to_f64),
+            DataType::Bfloat16 => $flt!(bf16, bf16::from_f64, bf16::to_f64),
+            DataType::Float32 => $flt!(f32, |v: f64| v as f32, |v: f32| v as f64),
+            DataType::Float64 => $flt!(f64, |v: f64| v, |v: f64| v),
+        }
+    };
+}
+
+/// Writes `vals(i)` for `i in 0..count` into `buf` as elements of `dtype`.
+pub fn store(buf: &mut [u8], dtype: DataType, count: usize, vals: impl Fn(usize) -> f64) {
+    macro_rules! int {
+        ($t:ty) => {{
+            let es = std::mem::size_of::<$t>();
+            for (i, c) in buf.chunks_exact_mut(es).take(count).enumerate() {
+                c.copy_from_slice(&((vals(i) as i64) as $t).to_ne_bytes());
+            }
+        }};
+    }
+    macro_rules! flt {
+        ($t:ty, $from:expr, $to:expr) => {{
+            let es = std::mem::size_of::<$t>();
+            for (i, c) in buf.chunks_exact_mut(es).take(count).enumerate() {
+                c.copy_from_slice(&($from)(vals(i)).to_ne_bytes());
+            }
+        }};
+    }
+    per_type!(dtype, int, flt)
+}
+
+/// Fills a rank's send region (`count` input elements).
+pub fn fill_input(s: &DataSpec, rank: usize, buf: &mut [u8], count: usize) {
+    store(buf, s.dtype, count, |i| input_value(s, rank, i));
+}
+
+/// Counts output elements of `rank` that differ from the expected values (`count` elements of
+/// `out`).
+pub fn count_wrong(s: &DataSpec, rank: usize, out: &[u8], count: usize) -> u64 {
+    let n = s.nranks;
+    let int_avg = matches!(s.op, RedOp::Avg) && !s.dtype.is_float() && s.coll.reduces();
+    macro_rules! int {
+        ($t:ty) => {{
+            let es = std::mem::size_of::<$t>();
+            let mut wrong = 0;
+            for (i, c) in out.chunks_exact(es).take(count).enumerate() {
+                let Some(v) = expected_value(s, rank, i) else {
+                    continue;
+                };
+                let mut want = (v as i64) as $t;
+                if int_avg {
+                    want /= n as $t;
+                }
+                let got = <$t>::from_ne_bytes(c.try_into().expect("element"));
+                wrong += u64::from(got != want);
+            }
+            wrong
+        }};
+    }
+    let eps = match s.dtype {
+        DataType::Float16 => 2f64.powi(-10),
+        DataType::Bfloat16 => 2f64.powi(-7),
+        DataType::Float32 => 2f64.powi(-23),
+        _ => 2f64.powi(-52),
+    };
+    macro_rules! flt {
+        ($t:ty, $from:expr, $to:expr) => {{
+            let es = std::mem::size_of::<$t>();
+            let mut wrong = 0;
+            for (i, c) in out.chunks_exact(es).take(count).enumerate() {
+                let Some(want) = expected_value(s, rank, i) else {
+                    continue;
+                };
+                let got = ($to)(<$t>::from_ne_bytes(c.try_into().expect("element")));
+                let tol = eps * (n as f64 + 2.0) * want.abs().max(4.0);
+                wrong += u64::from(!((got - want).abs() <= tol));
+            }
+            wrong
+        }};
+    }
+    per_type!(s.dtype, int, flt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(coll: BenchColl, dtype: DataType, op: RedOp) -> DataSpec {
+        DataSpec {
+            coll,
+            dtype,
+            op,
+            root: 1,
+            count: 100,
+            nranks: 3,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn products_wrap_like_the_engine() {
+        let s = spec(BenchColl::AllReduce, DataType::Int8, RedOp::Prod);
+        let want: i64 = (0..3).map(|r| input_value(&s, r, 5) as i64).product();
+        assert_eq!(expected_value(&s, 0, 5), Some(want as f64));
+    }
+
+    #[test]
+    fn a_correct_buffer_has_no_wrong_elements_and_a_bad_one_does() {
+        for dtype in DataType::ALL {
+            for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
+                let s = spec(BenchColl::AllReduce, dtype, op);
+                let mut out = vec![0u8; 100 * dtype.size()];
+                let int_avg = op == RedOp::Avg && !dtype.is_float();
+                store(&mut out, dtype, 100, |i| {
+                    let v = expected_value(&s, 0, i).unwrap();
+                    if int_avg { ((v as i64) / 3) as f64 } else { v }
+                });
+                assert_eq!(count_wrong(&s, 0, &out, 100), 0, "{dtype} {op}");
+                out[..dtype.size()].copy_from_slice(&vec![0x55; dtype.size()]);
+                out[dtype.size()..2 * dtype.size()].copy_from_slice(&vec![0x7f; dtype.size()]);
+                assert!(
+                    count_wrong(&s, 0, &out, 100) >= 1,
+                    "{dtype} {op}: corruption must be seen"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn non_root_outputs_are_not_checked() {
+        let s = spec(BenchColl::Reduce, DataType::Float32, RedOp::Sum);
+        assert_eq!(expected_value(&s, 0, 0), None);
+        assert!(expected_value(&s, 1, 0).is_some());
+    }
+}
