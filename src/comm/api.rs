@@ -296,6 +296,23 @@ impl<'a> Group<'a> {
         )
     }
 
+    /// Queues an in-place AlltoAll on `buf` (`nranks` blocks); the blocks sent are those `buf`
+    /// held when the group starts.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `buf` does not split into blocks.
+    pub fn all_to_all_in_place<T: Element>(
+        &mut self,
+        comm: &'a Communicator,
+        buf: &'a mut [T],
+    ) -> Result<&mut Self> {
+        let count = blocks("AlltoAll", buf.len(), comm.nranks())?;
+        self.push_in_place(
+            comm,
+            args::<T>(Func::AllToAll, count, RedOp::Sum, 0),
+            as_bytes_mut(buf),
+        )
+    }
+
     /// Queues a Gather of every rank's `send` into the root's `recv` (`nranks × send.len()`).
     ///
     /// Errors: [`Error::InvalidArgument`] for a bad root or a wrong root receive length.
@@ -423,6 +440,8 @@ impl Communicator {
         reduce_scatter_in_place(buf: &mut [T], op: RedOp);
         /// AlltoAll between `send` and `recv` (`ncclAlltoAll`).
         all_to_all(send: &[T], recv: &mut [T]);
+        /// In-place AlltoAll on `buf`.
+        all_to_all_in_place(buf: &mut [T]);
         /// Gather every `send` into the root's `recv` (`ncclGather`).
         gather(send: &[T], recv: &mut [T], root: usize);
         /// In-place Gather in `buf`.

@@ -1,0 +1,256 @@
+//! Shared test support: ranks as threads, deterministic typed inputs, and a sequential
+//! reference for every collective, computed here with the element type's own arithmetic
+//! (wrapping integers, f16/bf16 through `half`), independent of the engine.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use half::{bf16, f16};
+use rnccl::config::{Config, Source};
+use rnccl::{CommConfig, Communicator, DataType, Element, RedOp, Scalar};
+
+/// Runs `f` on every rank of a fresh `n`-rank communicator (ranks as threads). Collects each
+/// rank's error instead of panicking, so one failing rank does not hide the others' reports.
+pub fn on_threads<F>(n: usize, knobs: &[(&str, &str)], f: F) -> Vec<Result<(), String>>
+where
+    F: Fn(&Communicator) -> Result<(), String> + Sync,
+{
+    let mut cfg = Config::defaults();
+    for (k, v) in knobs {
+        cfg.set(k, *v, Source::Program("test".into()));
+    }
+    let config = CommConfig::with_knobs(Arc::new(cfg)).timeout(Duration::from_secs(60));
+    let comms = Communicator::init_all_with(n, config).expect("init_all");
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(&c))).collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("rank thread panicked".into()))
+            })
+            .collect()
+    })
+}
+
+/// Panics with every rank's error when any rank failed.
+pub fn all_ok(results: Vec<Result<(), String>>) {
+    let errs: Vec<String> = results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(r, x)| x.err().map(|e| format!("rank {r}: {e}")))
+        .collect();
+    assert!(errs.is_empty(), "{}", errs.join("\n"));
+}
+
+/// A test element type.
+pub trait TElem: Element + PartialEq + std::fmt::Debug + Default {
+    /// A deterministic input value for (`rank`, `idx`, `seed`); `op` shapes the range so
+    /// products stay finite.
+    fn value(rank: usize, idx: usize, seed: u64, op: RedOp) -> Self;
+    /// Combines two values as NCCL's device code does for this type.
+    fn combine(a: Self, b: Self, op: RedOp) -> Self;
+    /// Applies the pre-multiplier (PreMulSum scalar, or 1/n for float Avg).
+    fn pre(x: Self, op: RedOp, n: usize) -> Self;
+    /// Applies the post-divisor (integer Avg).
+    fn post(x: Self, op: RedOp, n: usize) -> Self;
+    /// True when `got` is acceptably close to `want` (exact for integers); `mag` is the sum of
+    /// the magnitudes that went into `want`.
+    fn close(got: Self, want: Self, n: usize, mag: f64) -> bool;
+    /// Magnitude as f64.
+    fn mag(x: Self) -> f64;
+}
+
+fn mix(rank: usize, idx: usize, seed: u64) -> u64 {
+    let mut x = (rank as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (idx as u64).wrapping_mul(0xd6e8_feb8_6659_fd93)
+        ^ seed;
+    x ^= x >> 32;
+    x = x.wrapping_mul(0xd6e8_feb8_6659_fd93);
+    x ^ (x >> 29)
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl TElem for $t {
+            fn value(rank: usize, idx: usize, seed: u64, op: RedOp) -> Self {
+                let h = mix(rank, idx, seed);
+                match op {
+                    RedOp::Prod => (1 + h % 5) as $t,
+                    _ => h as $t,
+                }
+            }
+            fn combine(a: Self, b: Self, op: RedOp) -> Self {
+                match op {
+                    RedOp::Prod => a.wrapping_mul(b),
+                    RedOp::Max => a.max(b),
+                    RedOp::Min => a.min(b),
+                    _ => a.wrapping_add(b),
+                }
+            }
+            fn pre(x: Self, op: RedOp, _n: usize) -> Self {
+                match op {
+                    RedOp::PreMulSum(s) => x.wrapping_mul(s.as_i64() as $t),
+                    _ => x,
+                }
+            }
+            fn post(x: Self, op: RedOp, n: usize) -> Self {
+                match op {
+                    RedOp::Avg => x / (n as $t),
+                    _ => x,
+                }
+            }
+            fn close(got: Self, want: Self, _n: usize, _mag: f64) -> bool {
+                got == want
+            }
+            fn mag(x: Self) -> f64 {
+                (x as f64).abs()
+            }
+        }
+    )*};
+}
+int_elem!(i8, u8, i32, u32, i64, u64);
+
+macro_rules! float_elem {
+    ($t:ty, $eps:expr, $from:expr, $to:expr) => {
+        impl TElem for $t {
+            fn value(rank: usize, idx: usize, seed: u64, op: RedOp) -> Self {
+                let h = mix(rank, idx, seed);
+                let u = (h >> 11) as f64 / (1u64 << 53) as f64;
+                match op {
+                    RedOp::Prod => $from(0.5 + 1.5 * u),
+                    _ => $from(200.0 * u - 100.0),
+                }
+            }
+            fn combine(a: Self, b: Self, op: RedOp) -> Self {
+                let (x, y) = ($to(a), $to(b));
+                $from(match op {
+                    RedOp::Prod => x * y,
+                    RedOp::Max => x.max(y),
+                    RedOp::Min => x.min(y),
+                    _ => x + y,
+                })
+            }
+            fn pre(x: Self, op: RedOp, n: usize) -> Self {
+                match op {
+                    RedOp::PreMulSum(s) => $from($to(x) * s.as_f64()),
+                    RedOp::Avg => $from($to(x) * (1.0 / n as f64)),
+                    _ => x,
+                }
+            }
+            fn post(x: Self, _op: RedOp, _n: usize) -> Self {
+                x
+            }
+            fn close(got: Self, want: Self, n: usize, mag: f64) -> bool {
+                let (g, w) = ($to(got), $to(want));
+                (g - w).abs() <= $eps * (n as f64 + 1.0) * mag.max(w.abs()).max(1e-30)
+            }
+            fn mag(x: Self) -> f64 {
+                $to(x).abs()
+            }
+        }
+    };
+}
+float_elem!(f32, 2f64.powi(-22), |v: f64| v as f32, |v: f32| v as f64);
+float_elem!(f64, 2f64.powi(-50), |v: f64| v, |v: f64| v);
+float_elem!(f16, 2f64.powi(-9), f16::from_f64, f16::to_f64);
+float_elem!(bf16, 2f64.powi(-6), bf16::from_f64, bf16::to_f64);
+
+/// Dispatches a generic body over the runtime data type.
+#[macro_export]
+macro_rules! with_type {
+    ($dt:expr, $f:ident ( $($arg:expr),* )) => {
+        match $dt {
+            rnccl::DataType::Int8 => $f::<i8>($($arg),*),
+            rnccl::DataType::Uint8 => $f::<u8>($($arg),*),
+            rnccl::DataType::Int32 => $f::<i32>($($arg),*),
+            rnccl::DataType::Uint32 => $f::<u32>($($arg),*),
+            rnccl::DataType::Int64 => $f::<i64>($($arg),*),
+            rnccl::DataType::Uint64 => $f::<u64>($($arg),*),
+            rnccl::DataType::Float16 => $f::<half::f16>($($arg),*),
+            rnccl::DataType::Float32 => $f::<f32>($($arg),*),
+            rnccl::DataType::Float64 => $f::<f64>($($arg),*),
+            rnccl::DataType::Bfloat16 => $f::<half::bf16>($($arg),*),
+        }
+    };
+}
+
+/// Every reduction the engine supports, with test scalars for PreMulSum.
+pub fn ops_for(dt: DataType) -> Vec<RedOp> {
+    let scalar = if dt.is_float() {
+        Scalar::Float(0.5)
+    } else {
+        Scalar::Int(3)
+    };
+    vec![
+        RedOp::Sum,
+        RedOp::Prod,
+        RedOp::Max,
+        RedOp::Min,
+        RedOp::Avg,
+        RedOp::PreMulSum(scalar),
+    ]
+}
+
+/// The input of `rank`: `len` elements.
+pub fn input<T: TElem>(rank: usize, len: usize, seed: u64, op: RedOp) -> Vec<T> {
+    (0..len).map(|i| T::value(rank, i, seed, op)).collect()
+}
+
+/// Reduces element `idx` of every rank's input (`idx` is an index into each rank's input).
+pub fn reduce_at<T: TElem>(n: usize, idx: usize, seed: u64, op: RedOp) -> (T, f64) {
+    let mut acc = T::pre(T::value(0, idx, seed, op), op, n);
+    let mut mag = T::mag(acc);
+    for r in 1..n {
+        let v = T::pre(T::value(r, idx, seed, op), op, n);
+        mag += T::mag(v);
+        acc = T::combine(acc, v, op);
+    }
+    (T::post(acc, op, n), mag)
+}
+
+/// Compares `got` with `want(i)` element by element; returns the first mismatch in words.
+pub fn compare<T: TElem>(
+    what: &str,
+    got: &[T],
+    n: usize,
+    want: impl Fn(usize) -> (T, f64),
+) -> Result<(), String> {
+    for (i, g) in got.iter().enumerate() {
+        let (w, mag) = want(i);
+        if !T::close(*g, w, n, mag) {
+            return Err(format!(
+                "{what}: element {i} of {} is {g:?}, expected {w:?}",
+                got.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Path of the `rnccl` binary of this build profile, building it first if it is missing.
+pub fn rnccl_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target profile directory")
+        .to_path_buf();
+    let bin = dir.join("rnccl");
+    if !bin.exists() {
+        let release = dir.file_name().is_some_and(|n| n == "release");
+        let mut cmd = std::process::Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "rnccl-cli", "--bin", "rnccl"]);
+        if release {
+            cmd.arg("--release");
+        }
+        assert!(
+            cmd.status().expect("cargo build").success(),
+            "building the rnccl binary failed"
+        );
+    }
+    bin
+}
