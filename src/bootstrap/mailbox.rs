@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -58,15 +59,16 @@ impl Mailbox {
         self.cv.notify_all();
     }
 
-    /// Takes the oldest message from `from` under (`comm`, `tag`), waiting until `deadline`.
-    /// `Err(true)`: the peer's connection closed with nothing queued; `Err(false)`: timeout.
+    /// Takes the oldest message from `from` under (`comm`, `tag`), waiting until `deadline` or
+    /// until `abort` is raised (checked every 50 ms).
     pub fn take(
         &self,
         from: usize,
         comm: u64,
         tag: u64,
         deadline: Deadline,
-    ) -> Result<Vec<u8>, bool> {
+        abort: &AtomicBool,
+    ) -> Result<Vec<u8>, Missing> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(q) = s.queues.get_mut(&(from, comm, tag))
@@ -78,19 +80,34 @@ impl Mailbox {
                 return Ok(m);
             }
             if s.closed.get(from).copied().unwrap_or(false) {
-                return Err(true);
+                return Err(Missing::Closed);
+            }
+            if abort.load(Ordering::Relaxed) {
+                return Err(Missing::Aborted);
             }
             let left = deadline.remaining();
             if left.is_zero() {
-                return Err(false);
+                return Err(Missing::Timeout);
             }
+            let slice = left.min(Duration::from_millis(50));
             s = self
                 .cv
-                .wait_timeout(s, left)
+                .wait_timeout(s, slice)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
     }
+}
+
+/// Why [`Mailbox::take`] returned without a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The sender's connection closed with nothing queued.
+    Closed,
+    /// The deadline passed.
+    Timeout,
+    /// The caller's abort flag was raised.
+    Aborted,
 }
 
 struct Incoming {

@@ -19,10 +19,11 @@ pub mod wire;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mailbox::{Mailbox, Service};
+use mailbox::{Mailbox, Missing, Service};
 use root::{CheckIn, RootReply, name_ranks};
 use unique_id::UniqueId;
 use wire::{FrameError, HelloKind, MAX_HELLO, encode_message, read_hello, write_hello};
@@ -376,35 +377,56 @@ impl BootstrapNet {
         deadline: Deadline,
         what: &str,
     ) -> Result<Vec<u8>> {
+        self.recv_abortable(from, comm, tag, deadline, what, &AtomicBool::new(false))
+    }
+
+    /// As [`BootstrapNet::recv`], also returning [`Error::Aborted`] once `abort` is raised.
+    ///
+    /// Errors: as [`BootstrapNet::recv`], plus [`Error::Aborted`].
+    pub fn recv_abortable(
+        &self,
+        from: usize,
+        comm: u64,
+        tag: u64,
+        deadline: Deadline,
+        what: &str,
+        abort: &AtomicBool,
+    ) -> Result<Vec<u8>> {
         self.mailbox
-            .take(from, comm, tag, deadline)
-            .map_err(|closed| {
-                if closed {
-                    Error::Remote(format!(
-                        "{} closed its bootstrap connection {what} (it exited or aborted)",
-                        self.describe(from)
-                    ))
-                } else {
-                    Error::Timeout {
-                        what: what.to_string(),
-                        waited_for: self.describe(from),
-                        after: deadline.timeout,
-                    }
+            .take(from, comm, tag, deadline, abort)
+            .map_err(|m| match m {
+                Missing::Closed => Error::Remote(format!(
+                    "{} closed its bootstrap connection {what} (it exited or aborted)",
+                    self.describe(from)
+                )),
+                Missing::Timeout => Error::Timeout {
+                    what: what.to_string(),
+                    waited_for: self.describe(from),
+                    after: deadline.timeout,
+                },
+                Missing::Aborted => {
+                    Error::Aborted(format!("{what} interrupted: the communicator was aborted"))
                 }
             })
     }
 
     /// Waits for `count` data sockets announcing `token` on this rank's data listener.
     ///
-    /// Errors: [`Error::Timeout`] naming `from` at the deadline.
+    /// Errors: [`Error::Timeout`] naming `from` at the deadline; [`Error::Aborted`].
     pub fn accept_data(
         &self,
         token: u64,
         count: usize,
         from: &str,
         deadline: Deadline,
+        abort: &AtomicBool,
     ) -> Result<Vec<TcpStream>> {
         loop {
+            if abort.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::Aborted(
+                    "connecting TCP data sockets interrupted: the communicator was aborted".into(),
+                ));
+            }
             {
                 let mut d = self.data.lock().unwrap_or_else(|p| p.into_inner());
                 loop {

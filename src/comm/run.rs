@@ -181,6 +181,7 @@ fn endpoints(comm: &Communicator) -> Endpoints<'_> {
         params: core.params,
         slot_bytes: core.geo.slot_bytes,
         deadline: core.deadline(),
+        abort: &core.abort,
     }
 }
 

@@ -7,6 +7,7 @@
 //! so a set of connections between any ranks completes without ordering constraints.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::fifo::{
@@ -131,6 +132,8 @@ pub struct Endpoints<'a> {
     pub slot_bytes: usize,
     /// Bound on every wait.
     pub deadline: Deadline,
+    /// Raised to interrupt every wait.
+    pub abort: &'a AtomicBool,
 }
 
 impl Endpoints<'_> {
@@ -386,7 +389,9 @@ impl ConnectJob {
                     threads,
                 } => {
                     let peer = ep.describe(key.peer);
-                    let socks = ep.net.accept_data(token, sockets, &peer, ep.deadline)?;
+                    let socks = ep
+                        .net
+                        .accept_data(token, sockets, &peer, ep.deadline, ep.abort)?;
                     for s in &socks {
                         prepare_socket(s)
                             .map_err(|e| Error::system("configuring a data socket", e))?;
