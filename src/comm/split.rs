@@ -45,12 +45,13 @@ impl Communicator {
         }
         let mut all = Vec::with_capacity(core.nranks);
         for r in 0..core.nranks {
-            let b = core.net.recv(
+            let b = core.net.recv_abortable(
                 core.net_rank[r],
                 core.tag,
                 tag,
                 deadline,
                 "in split, exchanging colors and keys",
+                &core.abort,
             )?;
             if b.len() != 8 {
                 return Err(Error::Remote(format!(

@@ -270,9 +270,14 @@ impl ConnectJob {
                 key.channel,
                 ep.describe(key.peer)
             );
-            let body = ep
-                .net
-                .recv(from, ep.comm_tag, tag(OFFER, &key), ep.deadline, &what)?;
+            let body = ep.net.recv_abortable(
+                from,
+                ep.comm_tag,
+                tag(OFFER, &key),
+                ep.deadline,
+                &what,
+                ep.abort,
+            )?;
             let offer: Offer = serde_json::from_slice(&body).map_err(|e| {
                 Error::Remote(format!(
                     "malformed connection offer from {}: {e}",
@@ -364,9 +369,14 @@ impl ConnectJob {
             );
             let conn = match p {
                 Pending::SameProcess(token, mem) => {
-                    let acked = ep
-                        .net
-                        .recv(from, ep.comm_tag, tag(ACK, &key), ep.deadline, &what);
+                    let acked = ep.net.recv_abortable(
+                        from,
+                        ep.comm_tag,
+                        tag(ACK, &key),
+                        ep.deadline,
+                        &what,
+                        ep.abort,
+                    );
                     // Normally the sender took the entry; after a failure, do not leave it behind.
                     same_process_fifos()
                         .lock()
@@ -377,8 +387,14 @@ impl ConnectJob {
                     RecvConn::Mem(MemReceiver::new(mem, ep.slot_bytes))
                 }
                 Pending::Shm(mut seg) => {
-                    ep.net
-                        .recv(from, ep.comm_tag, tag(ACK, &key), ep.deadline, &what)?;
+                    ep.net.recv_abortable(
+                        from,
+                        ep.comm_tag,
+                        tag(ACK, &key),
+                        ep.deadline,
+                        &what,
+                        ep.abort,
+                    )?;
                     seg.unlink();
                     let seg: Arc<dyn FifoMemory> = Arc::new(seg);
                     RecvConn::Mem(MemReceiver::new(seg, ep.slot_bytes))
