@@ -1,5 +1,6 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
+mod config_load;
 mod env_explain;
 mod rings;
 mod topo;

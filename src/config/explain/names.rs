@@ -22,7 +22,7 @@ pub(super) fn check(name: &str, setting: &Setting, spec: Option<&KnobSpec>) -> V
     }
     match spec {
         None => out.extend(unknown(name, from_file)),
-        Some(k) => out.extend(known(k, &setting.source)),
+        Some(k) => out.extend(known(k, &setting.source, raw)),
     }
     out
 }
@@ -67,7 +67,13 @@ fn unknown(name: &str, from_file: bool) -> Vec<Finding> {
     }
 }
 
-fn known(k: &KnobSpec, source: &Source) -> Vec<Finding> {
+/// NCCL_DEBUG at WARN or below is fine in production: it only prints on failure.
+fn quiet_debug_level(k: &KnobSpec, raw: &str) -> bool {
+    k.name == "NCCL_DEBUG"
+        && (raw.eq_ignore_ascii_case("WARN") || raw.eq_ignore_ascii_case("VERSION"))
+}
+
+fn known(k: &KnobSpec, source: &Source, raw: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     match k.status {
         Status::Removed { last, instead } => {
@@ -103,9 +109,10 @@ fn known(k: &KnobSpec, source: &Source) -> Vec<Finding> {
             "dangerous knob: it can hang jobs, corrupt results or hide faults",
             "keep it only with a known reason, and remove it after debugging",
         )),
-        Category::Debug => out.push(Finding::note(
+        Category::Debug if !quiet_debug_level(k, raw) => out.push(Finding::note(
             "debug knob: meant for diagnosing problems, not for production",
         )),
+        Category::Debug => {}
         Category::System | Category::Tuning => {}
     }
     match k.origin {

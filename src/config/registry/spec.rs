@@ -507,13 +507,14 @@ impl KnobSpec {
         }
     }
 
-    /// The default in words, with what "auto" resolves to: "-2 (auto: 4194304 (4 MiB))", "unset".
+    /// The default in words, with what it resolves to where known: "-2: 4194304 (4 MiB)",
+    /// "unset: any family", "unset".
     pub fn default_text(&self) -> String {
         match (self.default, self.auto) {
             ("", "") => "unset".into(),
-            ("", auto) => format!("unset ({auto})"),
+            ("", auto) => format!("unset: {auto}"),
             (d, "") => d.to_string(),
-            (d, auto) => format!("{d} ({auto})"),
+            (d, auto) => format!("{d}: {auto}"),
         }
     }
 

@@ -21,7 +21,9 @@ pub struct Reading {
     /// What that means, in words (empty when the value speaks for itself).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub meaning: String,
-    /// Ways the value differs from what it seems to say, worst first.
+    /// Ways the value differs from what it seems to say, worst first. Not serialized: a report
+    /// carries them in the setting's own findings.
+    #[serde(skip_serializing)]
     pub findings: Vec<Finding>,
 }
 

@@ -2,7 +2,7 @@
 //! floats, plus the unit formatting their meanings use.
 
 use super::Reading;
-use crate::config::finding::Finding;
+use crate::config::finding::{Finding, Severity};
 use crate::config::parse::{c_strtoll, parse_c_int};
 use crate::config::registry::{KnobSpec, KnobType, Unit};
 
@@ -65,16 +65,17 @@ fn expected(spec: &KnobSpec) -> String {
             let list: Vec<&str> = c.iter().map(|c| c.value).collect();
             format!("value, one of {}", list.join(", "))
         }
-        (_, Some((lo, hi))) => format!("integer in {}", range_text(lo, hi)),
+        (_, Some((lo, hi))) => format!("integer, {}", range_text(lo, hi)),
         _ => "integer".into(),
     }
 }
 
+/// A range in words: "1 to 64", "0 or more".
 fn range_text(lo: i64, hi: i64) -> String {
     if hi == i64::MAX {
-        format!("{lo}..")
+        format!("{lo} or more")
     } else {
-        format!("{lo}..={hi}")
+        format!("{lo} to {hi}")
     }
 }
 
@@ -97,11 +98,10 @@ fn check_value(spec: &KnobSpec, v: i64) -> Option<Finding> {
     }
     match spec.range {
         Some((lo, hi)) if v < lo || v > hi => Some(Finding::error(
-            format!("{v} is outside the valid range {}", range_text(lo, hi)),
+            format!("{v} is outside the valid range, {}", range_text(lo, hi)),
             format!(
-                "pick a value in {}, or unset it for the default {}",
-                range_text(lo, hi),
-                spec.default_text()
+                "pick a value from {}, or unset it to get the default",
+                range_text(lo, hi)
             ),
         )),
         _ => None,
@@ -186,7 +186,9 @@ pub(super) fn read_int(spec: &KnobSpec, raw: &str) -> Reading {
         findings.push(Finding::note("leading white space: NCCL skips it"));
     }
     let v = r.value;
-    findings.extend(check_value(spec, v));
+    if findings.iter().all(|f| f.severity != Severity::Error) {
+        findings.extend(check_value(spec, v));
+    }
     if spec.ty == KnobType::Bool && v != 0 && v != 1 {
         findings.push(Finding::warning(
             format!(
