@@ -53,7 +53,13 @@ pub fn knob_markdown(k: &KnobSpec) -> String {
         let _ = writeln!(out, "| {field} | {} |", value.replace('|', "\\|"));
     };
     row("Type", format!("{} — {}", k.ty.short_name(), k.ty.syntax()));
-    row("Default", code(&k.default_text()));
+    let default = match (k.default, k.auto) {
+        ("", "") => "unset".to_string(),
+        ("", auto) => format!("unset: {auto}"),
+        (d, "") => code(d),
+        (d, auto) => format!("{}: {auto}", code(d)),
+    };
+    row("Default", default);
     if !k.ty.choices().is_empty() && !matches!(k.ty, KnobType::Bitset(_)) {
         let choices: Vec<String> =
             k.ty.choices()

@@ -118,6 +118,7 @@ impl YamlConfig {
         let options = serde_saphyr::options! {
             budget: serde_saphyr::budget! {
                 max_depth: MAX_DEPTH,
+                flow_nesting_limit: MAX_DEPTH,
                 max_nodes: 100_000,
                 max_aliases: 1_000,
                 max_anchors: 1_000,
@@ -210,12 +211,18 @@ impl YamlConfig {
 /// Turns serde-saphyr's message into one that says what to do.
 fn describe_parse_error(msg: &str) -> String {
     let lower = msg.to_ascii_lowercase();
-    let what = if lower.contains("depth") || lower.contains("nesting") {
+    let what = if lower.contains("depth")
+        || lower.contains("nesting")
+        || lower.contains("recursion")
+    {
         format!(
             "nests deeper than {MAX_DEPTH} levels; a config needs 4 (knobs or hosts, host, knob, list)"
         )
     } else if lower.contains("alias") || lower.contains("anchor") || lower.contains("budget") {
         "expands more aliases or nodes than a config needs (possibly a YAML bomb); write the values out"
+            .to_string()
+    } else if lower.contains("expected mapping") || lower.contains("invalid type") {
+        "has the wrong shape: the file, 'knobs' and each host under 'hosts' must be mappings of NAME: value"
             .to_string()
     } else if lower.contains("unknown field") {
         "only the keys 'knobs' and 'hosts' may appear at the top level".to_string()
