@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rnccl::config::{Config, FileRole, LoadOptions, Source};
+use rnccl::config::{Config, FileRole, LoadOptions, Source, YamlKey};
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -141,11 +141,11 @@ fn yaml_sits_between_environment_and_conf_files() {
     assert_eq!(t.raw, "22", "YAML beats conf files");
     assert_eq!(
         t.source,
-        Source::Yaml {
+        Source::Yaml(Box::new(YamlKey {
             path: yaml.clone(),
             line: 2,
             key: "knobs.NCCL_IB_TIMEOUT".into()
-        }
+        }))
     );
     assert_eq!(c.overridden("NCCL_IB_TIMEOUT")[0].source, conf(&home, 1));
     assert_eq!(
@@ -177,7 +177,7 @@ hosts:
     let ifname = c.setting("NCCL_SOCKET_IFNAME").unwrap();
     assert_eq!(ifname.raw, "=ens1f0");
     assert!(
-        matches!(&ifname.source, Source::Yaml { key, line: 6, .. } if key == "hosts.\"node*\".NCCL_SOCKET_IFNAME")
+        matches!(&ifname.source, Source::Yaml(y) if y.line == 6 && y.key == "hosts.\"node*\".NCCL_SOCKET_IFNAME")
     );
     let hca = c.setting("NCCL_IB_HCA").unwrap();
     assert_eq!(

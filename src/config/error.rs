@@ -18,7 +18,7 @@ pub enum ConfigError {
         /// Where the value came from.
         origin: Source,
         /// The type expected, in words.
-        expected: String,
+        expected: &'static str,
         /// What to do.
         hint: String,
     },

@@ -13,7 +13,8 @@ use serde::Serialize;
 pub struct Interface {
     /// Its name (`eth0`).
     pub name: String,
-    /// Whether it is up and running (`IFF_RUNNING`, or `operstate` "up" in a fixture).
+    /// Whether it is up and running (`IFF_RUNNING`, or `operstate` "up" or "unknown" — what
+    /// loopback reports — in a fixture).
     pub running: bool,
     /// Its IPv4/IPv6 addresses NCCL could use (IPv6 loopback excluded), or `None` when unknown
     /// (read from a fixture, which has no addresses).
@@ -115,7 +116,7 @@ impl HostDevices {
     }
 
     /// A fixture laid out like sysfs: interfaces are the entries of `<root>/class/net` (running
-    /// when `operstate` says "up", addresses unknown), HCA ports come from
+    /// when `operstate` says "up" or "unknown", addresses unknown), HCA ports come from
     /// `<root>/class/infiniband/<dev>/ports/<n>/{state,link_layer}`.
     pub fn from_sysfs(root: &Path) -> HostDevices {
         let mut interfaces: Vec<Interface> = list_dir(&root.join("class/net"))
@@ -123,7 +124,7 @@ impl HostDevices {
             .map(|name| {
                 let state = read_trimmed(&root.join("class/net").join(&name).join("operstate"));
                 Interface {
-                    running: state == "up",
+                    running: matches!(state.as_str(), "up" | "unknown"),
                     name,
                     addrs: None,
                 }

@@ -155,7 +155,7 @@ impl Config {
     fn early_value(&self, name: &str) -> Option<&str> {
         self.values
             .get(name)
-            .filter(|s| matches!(s.source, Source::Env | Source::Yaml { .. }))
+            .filter(|s| matches!(s.source, Source::Env | Source::Yaml(_)))
             .map(|s| s.raw.as_str())
             .filter(|v| !v.is_empty())
     }

@@ -38,7 +38,7 @@ pub use registry::{
     Category, Choice, HONOURED, KNOBS, KnobSpec, KnobType, NCCL_VERSION, OLDEST_TAG, Origin,
     Status, Subsystem, Unit, did_you_mean, lookup, lookup_loose, sorted,
 };
-pub use source::{Setting, Source};
+pub use source::{Setting, Source, YamlKey};
 
 /// What [`Config::int`] returns for a knob NCCL leaves unset by default (e.g. `NCCL_MAX_CTAS`):
 /// rnccl's "auto, let the engine decide" sentinel, the same as NCCL's `-2`.
@@ -273,7 +273,7 @@ mod tests {
             c.int("NCCL_CROSS_NIC")
                 .unwrap_err()
                 .to_string()
-                .contains("0, 1, 2")
+                .contains("use one of 0 (")
         );
         assert!(
             c.int("NCCL_MAX_CTAS")

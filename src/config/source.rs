@@ -19,15 +19,9 @@ pub enum Source {
         /// 1-based line number.
         line: usize,
     },
-    /// A key of a YAML config (`--config` or `RNCCL_CONFIG`).
-    Yaml {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line of the value (0 when unknown).
-        line: usize,
-        /// The key path, e.g. `knobs.NCCL_IB_HCA` or `hosts."gpu-*".NCCL_IB_HCA`.
-        key: String,
-    },
+    /// A key of a YAML config (`--config` or `RNCCL_CONFIG`); boxed to keep errors that carry a
+    /// source small.
+    Yaml(Box<YamlKey>),
     /// Set by the program itself (a CLI flag such as `bench -T`), named here.
     Program(String),
 }
@@ -38,10 +32,21 @@ impl std::fmt::Display for Source {
             Source::Default => f.write_str("default"),
             Source::Env => f.write_str("environment"),
             Source::ConfFile { path, line } => write!(f, "{}:{}", path.display(), line),
-            Source::Yaml { path, line, key } => write!(f, "{}:{} ({key})", path.display(), line),
+            Source::Yaml(y) => write!(f, "{}:{} ({})", y.path.display(), y.line, y.key),
             Source::Program(what) => f.write_str(what),
         }
     }
+}
+
+/// Where in a YAML config a value was given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct YamlKey {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line of the value.
+    pub line: usize,
+    /// The key path, e.g. `knobs.NCCL_IB_HCA` or `hosts."gpu-*".NCCL_IB_HCA`.
+    pub key: String,
 }
 
 /// One effective value: the raw text exactly as given, and its source.

@@ -15,8 +15,9 @@ pub fn render(report: &Report) -> String {
         report.host.as_str()
     };
     out.push_str(&format!(
-        "NCCL settings on {host}, highest precedence first: environment, YAML config, conf files.\n"
+        "NCCL settings on {host}. Sources, highest precedence first:\n"
     ));
+    out.push_str(&labelled("env", Style::new(), "the process environment"));
     for f in &report.files {
         let role = match f.role {
             FileRole::Yaml => "YAML",
@@ -66,7 +67,11 @@ pub fn render(report: &Report) -> String {
 
 /// One setting's block (also used under a knob's full entry).
 pub fn setting(s: &Explained) -> String {
-    let mut out = format!("{}={}\n", bold(&s.name), shown_value(&s.value));
+    let mut out = format!(
+        "{}={}\n",
+        bold(&shown_value(&s.name)),
+        shown_value(&s.value)
+    );
     out.push_str(&labelled("from", Style::new(), &source_text(&s.source)));
     body(s, &mut out);
     out
@@ -101,7 +106,7 @@ pub fn body(s: &Explained, out: &mut String) {
 pub fn source_text(s: &Source) -> String {
     match s {
         Source::ConfFile { path, line } => format!("{} line {line}", path.display()),
-        Source::Yaml { path, line, key } => format!("{} line {line}, {key}", path.display()),
+        Source::Yaml(y) => format!("{} line {}, {}", y.path.display(), y.line, y.key),
         other => other.to_string(),
     }
 }

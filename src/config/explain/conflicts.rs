@@ -63,17 +63,18 @@ pub(super) fn check(cfg: &Config, items: &mut [Explained]) {
             "NCCL lowers the minimum to the maximum",
         ),
     ] {
-        if let (Some(lo), Some(hi)) = (int(cfg, min), int(cfg, max)) {
-            if lo > hi && hi > 0 {
-                add(
-                    items,
-                    min,
-                    Finding::warning(
-                        format!("{min}={lo} is above {max}={hi}: {how}"),
-                        "make the minimum at most the maximum",
-                    ),
-                );
-            }
+        if let (Some(lo), Some(hi)) = (int(cfg, min), int(cfg, max))
+            && lo > hi
+            && hi > 0
+        {
+            add(
+                items,
+                min,
+                Finding::warning(
+                    format!("{min}={lo} is above {max}={hi}: {how}"),
+                    "make the minimum at most the maximum",
+                ),
+            );
         }
     }
     let ib_off = if int(cfg, "NCCL_IB_DISABLE").is_some_and(|v| v != 0) {
@@ -112,9 +113,7 @@ pub(super) fn check(cfg: &Config, items: &mut [Explained]) {
     let level = effective(cfg, "NCCL_DEBUG");
     let below_info = matches!(level.as_deref(), None | Some("VERSION" | "WARN"));
     if below_info {
-        let shown = level
-            .as_deref()
-            .map_or("unset".to_string(), |l| format!("{l}"));
+        let shown = level.as_deref().map_or("unset".to_string(), str::to_string);
         add(
             items,
             "NCCL_DEBUG_SUBSYS",
@@ -174,19 +173,20 @@ pub(super) fn check(cfg: &Config, items: &mut [Explained]) {
     if let (Some(t), Some(s)) = (
         int(cfg, "NCCL_SOCKET_NTHREADS"),
         int(cfg, "NCCL_NSOCKS_PERTHREAD"),
-    ) {
-        if t > 0 && s > 0 && t * s > 64 {
-            add(
-                items,
-                "NCCL_NSOCKS_PERTHREAD",
-                Finding::warning(
-                    format!(
-                        "{t} threads × {s} sockets = {} sockets per connection; NCCL caps it at 64",
-                        t * s
-                    ),
-                    "keep threads × sockets at 64 or less",
+    ) && t > 0
+        && s > 0
+        && t * s > 64
+    {
+        add(
+            items,
+            "NCCL_NSOCKS_PERTHREAD",
+            Finding::warning(
+                format!(
+                    "{t} threads × {s} sockets = {} sockets per connection; NCCL caps it at 64",
+                    t * s
                 ),
-            );
-        }
+                "keep threads × sockets at 64 or less",
+            ),
+        );
     }
 }

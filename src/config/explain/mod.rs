@@ -106,7 +106,7 @@ pub fn explain(cfg: &Config, host: &HostDevices) -> Report {
         .collect();
     conflicts::check(cfg, &mut settings);
     for s in &mut settings {
-        s.findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+        s.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     }
     let file_findings: Vec<FileFinding> = cfg
         .notes()

@@ -125,7 +125,7 @@ fn known(k: &KnobSpec, source: &Source, raw: &str) -> Vec<Finding> {
         Origin::Core | Origin::Rnccl => {}
     }
     let in_file = matches!(source, Source::ConfFile { .. });
-    let in_yaml = matches!(source, Source::Yaml { .. });
+    let in_yaml = matches!(source, Source::Yaml(_));
     let no_effect = match k.name {
         "NCCL_CONF_FILE" if in_file => {
             Some("NCCL reads NCCL_CONF_FILE from the environment before any file")

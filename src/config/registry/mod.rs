@@ -64,7 +64,7 @@ const COUNT: usize = {
     n
 };
 
-const ALL: [KnobSpec; COUNT] = {
+static ALL: [KnobSpec; COUNT] = {
     let mut all = [BASE; COUNT];
     let (mut g, mut n) = (0, 0);
     while g < GROUPS.len() {

@@ -119,7 +119,8 @@ pub(super) fn read_algo_proto(raw: &str, algos: bool) -> Reading {
             ));
         }
     }
-    let effective = if per_func.iter().all(|p| *p == per_func[0]) {
+    let uniform = per_func.iter().all(|p| *p == per_func[0]);
+    let effective = if uniform {
         per_func[0].clone()
     } else {
         FUNCTIONS
@@ -129,7 +130,15 @@ pub(super) fn read_algo_proto(raw: &str, algos: bool) -> Reading {
             .collect::<Vec<_>>()
             .join(";")
     };
-    let mut r = Reading::new(effective, format!("the {kind}s each collective may use"));
+    let meaning = if uniform {
+        format!(
+            "only {} for every collective",
+            per_func[0].replace(',', ", ")
+        )
+    } else {
+        format!("the {kind}s each collective may use")
+    };
+    let mut r = Reading::new(effective, meaning);
     r.findings = findings;
     r
 }

@@ -80,7 +80,7 @@ pub fn read(spec: &KnobSpec, raw: &str) -> Reading {
         KnobType::Text => Reading::new(raw, ""),
         KnobType::File | KnobType::OutputFile => list::read_path(spec, raw),
     };
-    r.findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    r.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     r
 }
 

@@ -35,18 +35,15 @@ fn typed_bool(s: &str) -> Option<bool> {
 /// word) inside the knob's range or listed choices; the default itself is always accepted.
 ///
 /// Errors: `(expected type in words, what to do)`.
-pub(crate) fn strict_int(spec: &KnobSpec, raw: &str) -> Result<i64, (String, String)> {
+pub(crate) fn strict_int(spec: &KnobSpec, raw: &str) -> Result<i64, (&'static str, String)> {
     if spec.ty == KnobType::TypedBool {
-        return typed_bool(raw).map(i64::from).ok_or_else(|| {
-            (
-                "boolean".to_string(),
-                "write 1 or 0 (or TRUE/FALSE)".to_string(),
-            )
-        });
+        return typed_bool(raw)
+            .map(i64::from)
+            .ok_or_else(|| ("boolean", "write 1 or 0 (or TRUE/FALSE)".to_string()));
     }
     let v = parse_c_int(raw).ok_or_else(|| {
         (
-            "integer".to_string(),
+            "integer",
             format!(
                 "write a decimal number (0x.. is hex, a leading 0 is octal), or unset it to get the default {}",
                 spec.default_text()
@@ -59,14 +56,10 @@ pub(crate) fn strict_int(spec: &KnobSpec, raw: &str) -> Result<i64, (String, Str
     }
 }
 
-fn expected(spec: &KnobSpec) -> String {
-    match (spec.ty, spec.range) {
-        (KnobType::Choice(c), _) => {
-            let list: Vec<&str> = c.iter().map(|c| c.value).collect();
-            format!("value, one of {}", list.join(", "))
-        }
-        (_, Some((lo, hi))) => format!("integer, {}", range_text(lo, hi)),
-        _ => "integer".into(),
+fn expected(spec: &KnobSpec) -> &'static str {
+    match spec.ty {
+        KnobType::Choice(_) => "value (it must be one of the listed ones)",
+        _ => "value (it is outside the valid range)",
     }
 }
 
@@ -84,17 +77,17 @@ fn check_value(spec: &KnobSpec, v: i64) -> Option<Finding> {
     if Some(v) == default_int(spec) {
         return None;
     }
-    if let KnobType::Choice(choices) = spec.ty {
-        if !choices.iter().any(|c| parse_c_int(c.value) == Some(v)) {
-            let list: Vec<String> = choices
-                .iter()
-                .map(|c| format!("{} ({})", c.value, c.meaning))
-                .collect();
-            return Some(Finding::error(
-                format!("NCCL gives {v} no meaning"),
-                format!("use one of {}, or unset it", list.join("; ")),
-            ));
-        }
+    if let KnobType::Choice(choices) = spec.ty
+        && !choices.iter().any(|c| parse_c_int(c.value) == Some(v))
+    {
+        let list: Vec<String> = choices
+            .iter()
+            .map(|c| format!("{} ({})", c.value, c.meaning))
+            .collect();
+        return Some(Finding::error(
+            format!("NCCL gives {v} no meaning"),
+            format!("use one of {}, or unset it", list.join("; ")),
+        ));
     }
     match spec.range {
         Some((lo, hi)) if v < lo || v > hi => Some(Finding::error(
@@ -229,10 +222,10 @@ fn int_meaning(spec: &KnobSpec, v: i64) -> String {
     if Some(v) == default_int(spec) && !spec.auto.is_empty() {
         return format!("default: {}", spec.auto);
     }
-    if let KnobType::Choice(choices) = spec.ty {
-        if let Some(c) = choices.iter().find(|c| parse_c_int(c.value) == Some(v)) {
-            return c.meaning.to_string();
-        }
+    if let KnobType::Choice(choices) = spec.ty
+        && let Some(c) = choices.iter().find(|c| parse_c_int(c.value) == Some(v))
+    {
+        return c.meaning.to_string();
     }
     if spec.ty == KnobType::Bool {
         return if v != 0 { "on" } else { "off" }.into();
@@ -244,7 +237,8 @@ fn int_meaning(spec: &KnobSpec, v: i64) -> String {
         Unit::Nanoseconds => format_duration(v as f64 / 1e9),
         Unit::Seconds => format_duration(v as f64),
         Unit::AckTimeoutExponent => ack_timeout_meaning(v),
-        Unit::None => String::new(),
+        Unit::None | Unit::Count => String::new(),
+        Unit::Signal => format!("signal {v}"),
         other => format!("{v} {other}"),
     }
 }

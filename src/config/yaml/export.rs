@@ -86,7 +86,7 @@ pub fn to_env(yaml: &YamlConfig, host: &str) -> String {
     let mut last: Vec<(String, String, String)> = Vec::new();
     for (name, setting) in yaml.settings_for(host) {
         let key = match &setting.source {
-            Source::Yaml { key, .. } => key.clone(),
+            Source::Yaml(y) => y.key.clone(),
             other => other.to_string(),
         };
         last.retain(|(n, _, _)| *n != name);

@@ -28,7 +28,7 @@ pub use export::{to_env, to_yaml};
 use scalar::YamlValue;
 
 use super::registry::{KnobSpec, Status, did_you_mean, lookup};
-use super::{ConfigError, Setting, Source, value};
+use super::{ConfigError, Setting, Source, YamlKey};
 
 /// Largest YAML config rnccl reads.
 const MAX_BYTES: u64 = 1 << 20;
@@ -113,7 +113,7 @@ impl YamlConfig {
     /// Errors: [`ConfigError::Yaml`] naming the line and saying what to fix when the text is not
     /// YAML, nests deeper than 16 levels, expands too many aliases, has a key other than `knobs`
     /// and `hosts`, names something that is not a knob (with a did-you-mean), sets a removed knob,
-    /// has a bad host glob, or gives a value NCCL would not read as written.
+    /// has a bad host glob, or gives a value of the wrong YAML type (a boolean for a number...).
     pub fn parse(text: &str, path: &Path) -> Result<YamlConfig, ConfigError> {
         let options = serde_saphyr::options! {
             budget: serde_saphyr::budget! {
@@ -191,11 +191,11 @@ impl YamlConfig {
         global
             .chain(sections)
             .map(|(k, key)| {
-                let source = Source::Yaml {
+                let source = Source::Yaml(Box::new(YamlKey {
                     path: self.path.clone(),
                     line: k.line,
                     key,
-                };
+                }));
                 (
                     k.name.clone(),
                     Setting {
@@ -234,7 +234,10 @@ fn describe_parse_error(msg: &str) -> String {
     format!("{what} ({msg})")
 }
 
-/// Checks one YAML knob: the name must be a current knob, the value must fit its type.
+/// Checks one YAML knob: the name must be a current knob and the YAML value must fit its type
+/// (a boolean only for switches, a list only for list-valued knobs...). What NCCL then makes of
+/// the text is checked by `env-explain`, as for every other source, so that any effective
+/// configuration can be exported and loaded back.
 fn convert(
     path: &Path,
     key: &str,
@@ -281,19 +284,6 @@ fn convert(
         .value
         .to_nccl_text(spec)
         .map_err(|m| err(format!("{key}: {m}")))?;
-    let reading = value::read(spec, &raw);
-    if let Some(f) = reading
-        .findings
-        .iter()
-        .find(|f| f.severity == super::finding::Severity::Error)
-    {
-        let hint = if f.hint.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", f.hint)
-        };
-        return Err(err(format!("{key}: {raw:?}: {}{hint}", f.message)));
-    }
     Ok(YamlKnob {
         name: name.to_string(),
         raw,
