@@ -90,7 +90,7 @@ impl Config {
         };
         let mut cfg = Config::default();
         for (k, v) in &env {
-            if k.starts_with("NCCL_") || k.starts_with("RNCCL_") {
+            if is_knob_like(k) {
                 cfg.offer(
                     k,
                     Setting {
@@ -214,7 +214,7 @@ impl Config {
         }
         let count = entries.len();
         for e in entries {
-            let foreign = !(e.key.starts_with("NCCL_") || e.key.starts_with("RNCCL_"));
+            let foreign = !is_knob_like(&e.key);
             if foreign && env.contains_key(&e.key) {
                 self.notes.push(LoadNote {
                     path: path.to_path_buf(),
@@ -245,6 +245,13 @@ impl Config {
         });
         Ok(())
     }
+}
+
+/// Whether an environment variable is worth showing: `NCCL_*`/`RNCCL_*` in any case, so that a
+/// misspelt `nccl_debug` is reported rather than silently ignored.
+fn is_knob_like(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.starts_with("NCCL_") || upper.starts_with("RNCCL_")
 }
 
 /// The process environment; values that are not UTF-8 are kept with replacement characters.

@@ -207,6 +207,8 @@ mod tests {
             ("NCCL_SOCKET_IFNAM", "eth0"),
             ("NCCL_IB_GDR_LEVEL", "PHB"),
             ("NCCL_PROTO", "LL128"),
+            ("nccl_debug", "INFO"),
+            ("RNCCL_TIMEOUTS", "5"),
         ]);
         let typo = item(&r, "NCCL_SOCKET_IFNAM");
         assert_eq!(typo.worst(), Some(Severity::Error));
@@ -220,6 +222,13 @@ mod tests {
             "{removed:?}"
         );
         assert_eq!(item(&r, "NCCL_PROTO").worst(), Some(Severity::Warning));
+        let lower = item(&r, "nccl_debug");
+        assert!(lower.findings[0].hint.contains("NCCL_DEBUG"), "{lower:?}");
+        let own = item(&r, "RNCCL_TIMEOUTS");
+        assert!(
+            own.findings[0].message.starts_with("rnccl does not read"),
+            "{own:?}"
+        );
         assert!(r.has_errors());
     }
 

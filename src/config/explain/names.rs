@@ -28,7 +28,13 @@ pub(super) fn check(name: &str, setting: &Setting, spec: Option<&KnobSpec>) -> V
 }
 
 fn unknown(name: &str, from_file: bool) -> Vec<Finding> {
-    let is_nccl = name.starts_with("NCCL_") || name.starts_with("RNCCL_");
+    let upper = name.to_ascii_uppercase();
+    let is_nccl = upper.starts_with("NCCL_") || upper.starts_with("RNCCL_");
+    let reader = if upper.starts_with("RNCCL_") {
+        "rnccl"
+    } else {
+        "NCCL"
+    };
     if let Some(rest) = name.strip_prefix("export ") {
         return vec![Finding::error(
             format!(
@@ -57,11 +63,15 @@ fn unknown(name: &str, from_file: bool) -> Vec<Finding> {
     }
     match did_you_mean(name).as_slice() {
         [] => vec![Finding::warning(
-            format!("NCCL {} does not read {name}", crate::config::NCCL_VERSION),
+            if reader == "NCCL" {
+                format!("NCCL {} does not read {name}", crate::config::NCCL_VERSION)
+            } else {
+                format!("rnccl does not read {name}")
+            },
             "check the spelling, or whether a newer NCCL or a plugin reads it",
         )],
         close => vec![Finding::error(
-            format!("NCCL does not read {name}, so this setting does nothing"),
+            format!("{reader} does not read {name}, so this setting does nothing"),
             format!("did you mean {}?", close.join(" or ")),
         )],
     }
