@@ -119,24 +119,32 @@ pub(super) fn read_algo_proto(raw: &str, algos: bool) -> Reading {
             ));
         }
     }
+    let all = names.join(",");
     let uniform = per_func.iter().all(|p| *p == per_func[0]);
-    let effective = if uniform {
-        per_func[0].clone()
-    } else {
-        FUNCTIONS
-            .iter()
-            .zip(&per_func)
-            .map(|(f, on)| format!("{f}:{on}"))
-            .collect::<Vec<_>>()
-            .join(";")
-    };
-    let meaning = if uniform {
-        format!(
-            "only {} for every collective",
-            per_func[0].replace(',', ", ")
+    let (effective, meaning) = if uniform && per_func[0] == all {
+        (all, format!("every {kind} allowed"))
+    } else if uniform {
+        let only = per_func[0].replace(',', ", ");
+        (
+            per_func[0].clone(),
+            format!("only {only} for every collective"),
         )
     } else {
-        format!("the {kind}s each collective may use")
+        let restricted: Vec<String> = FUNCTIONS
+            .iter()
+            .zip(&per_func)
+            .filter(|(_, on)| **on != all)
+            .map(|(f, on)| format!("{f}:{}", on.replace(',', ", ")))
+            .collect();
+        let rest = if restricted.len() < FUNCTIONS.len() {
+            format!("; any {kind} for the other collectives")
+        } else {
+            String::new()
+        };
+        (
+            restricted.join("; "),
+            format!("{}{rest}", restricted.join("; ")),
+        )
     };
     let mut r = Reading::new(effective, meaning);
     r.findings = findings;
@@ -343,7 +351,16 @@ mod tests {
         );
         assert_eq!(r.findings.len(), 5, "{r:?}");
         let r = read_algo_proto("ring;allreduce:tree", true);
-        assert!(r.effective.starts_with("Broadcast:Ring;"), "{r:?}");
+        assert!(
+            r.effective.starts_with("Broadcast:Ring; Reduce:Ring;"),
+            "{r:?}"
+        );
+        let r = read_algo_proto("AllReduce:Tree", true);
+        assert_eq!(r.effective, "AllReduce:Tree");
+        assert_eq!(
+            r.meaning,
+            "AllReduce:Tree; any algorithm for the other collectives"
+        );
         assert!(read_algo_proto("LL129", false).has_error());
         assert_eq!(
             read_host_port("10.0.0.1:29500").meaning,

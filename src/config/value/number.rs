@@ -264,7 +264,11 @@ pub fn format_bytes(n: i64) -> String {
             return format!("{n} bytes ({} {name})", n / size);
         }
     }
-    format!("{n} bytes")
+    if n == 1 {
+        "1 byte".into()
+    } else {
+        format!("{n} bytes")
+    }
 }
 
 /// Seconds in the largest unit that reads well: "4.3 s", "17.2 s", "2.3 min", "1.1 h", "100 ms".

@@ -127,7 +127,7 @@ fn scalar_text(spec: &KnobSpec, s: &Scalar) -> Result<String, String> {
         ),
         Scalar::Bool(b) if switchable => Ok(if *b { "1" } else { "0" }.into()),
         Scalar::Bool(b) => Err(format!(
-            "{} is a {}, not a switch; YAML read {b} as a boolean (quote it if you meant the word)",
+            "{} is a {}, not a switch, but YAML read the value as the boolean {b}; quote it if you meant the word",
             spec.name,
             spec.ty.short_name()
         )),
