@@ -190,3 +190,78 @@ fn parent_exists(raw: &str) -> Vec<Finding> {
         _ => Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LoadOptions;
+    use crate::config::finding::Severity;
+    use crate::config::host::{HcaPort, Interface};
+
+    fn host() -> HostDevices {
+        let iface = |name: &str, ip: &str| Interface {
+            name: name.into(),
+            running: true,
+            addrs: Some(vec![ip.parse().unwrap()]),
+        };
+        HostDevices {
+            interfaces: vec![iface("eth0", "10.0.0.2"), iface("ib0", "fd00::2")],
+            hca_ports: vec![HcaPort {
+                hca: "mlx5_0".into(),
+                port: 1,
+                state: "ACTIVE".into(),
+                link_layer: "InfiniBand".into(),
+            }],
+            sysfs: "/sys".into(),
+        }
+    }
+
+    fn findings(pairs: &[(&str, &str)], name: &str) -> Vec<Finding> {
+        let cfg = Config::load(&LoadOptions {
+            env: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            home: Some("/nonexistent".into()),
+            system_conf: Some("/nonexistent/nccl.conf".into()),
+            ..LoadOptions::default()
+        })
+        .unwrap();
+        let raw = &cfg.setting(name).unwrap().raw;
+        check(&cfg, lookup(name).unwrap(), raw, &host())
+    }
+
+    #[test]
+    fn socket_family_filters_addresses() {
+        let f = findings(
+            &[
+                ("NCCL_SOCKET_IFNAME", "eth0"),
+                ("NCCL_SOCKET_FAMILY", "AF_INET6"),
+            ],
+            "NCCL_SOCKET_IFNAME",
+        );
+        assert_eq!(f[0].severity, Severity::Error);
+        assert!(f[0].message.contains("IPv6"), "{f:?}");
+        let f = findings(&[("NCCL_SOCKET_IFNAME", "^eth")], "NCCL_SOCKET_IFNAME");
+        assert_eq!(f[0].message, "NCCL would use: ib0");
+    }
+
+    #[test]
+    fn hca_ports_and_disabled_ib() {
+        let f = findings(&[("NCCL_IB_HCA", "=mlx5_0:2")], "NCCL_IB_HCA");
+        assert!(
+            f[0].message.contains("mlx5_0:1 (ACTIVE, InfiniBand)"),
+            "{f:?}"
+        );
+        let f = findings(
+            &[("NCCL_IB_HCA", "mlx5_9"), ("NCCL_IB_DISABLE", "1")],
+            "NCCL_IB_HCA",
+        );
+        assert!(
+            f.is_empty(),
+            "IB is off, so the filter is not checked: {f:?}"
+        );
+    }
+}
