@@ -12,7 +12,7 @@ use crate::GlobalOpts;
 ///
 /// Errors: `NCCL_DEBUG_FILE` cannot be created.
 pub fn init(global: &GlobalOpts) -> anyhow::Result<()> {
-    let knobs = crate::load_knobs(global)?;
+    let knobs = crate::config_load::load_config(global)?;
     let level = match knobs
         .string("NCCL_DEBUG")
         .map(str::to_ascii_uppercase)

@@ -1,6 +1,7 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
 mod bench;
+mod config_load;
 mod env_explain;
 mod logging;
 mod rings;
@@ -39,11 +40,6 @@ enum Command {
     Topo(topo::Args),
     /// Show the rings and trees NCCL would build, and the tuning model.
     Rings(rings::Args),
-}
-
-/// The knobs in effect: environment and conf files with NCCL's precedence.
-pub fn load_knobs(_global: &GlobalOpts) -> anyhow::Result<rnccl::config::Config> {
-    Ok(rnccl::config::Config::from_env()?)
 }
 
 fn main() -> ExitCode {

@@ -139,7 +139,7 @@ pub fn run_rank(
         }
     }
     let max_bytes = opts.sizes.iter().copied().max().unwrap_or(0);
-    let mut bufs = Buffers::new(opts.coll, max_bytes, n);
+    let mut bufs = Buffers::new(opts.coll, max_bytes, n)?;
     let mut rows = Vec::new();
     for &dtype in &opts.dtypes {
         for &op in &ops {
@@ -164,15 +164,28 @@ struct Buffers {
 }
 
 impl Buffers {
-    fn new(coll: BenchColl, max_bytes: usize, n: usize) -> Buffers {
+    /// Allocates the send and receive buffers for the largest point.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when the memory cannot be had.
+    fn new(coll: BenchColl, max_bytes: usize, n: usize) -> Result<Buffers> {
         let c = coll.counts(max_bytes, 1, n);
-        let words = |elems: usize| elems.div_ceil(8) + 1;
-        let big = c.send.max(c.recv).max(max_bytes);
-        Buffers {
-            send: vec![0; words(big)],
-            recv: vec![0; words(big)],
+        let words = c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1;
+        let alloc = || -> Result<Vec<u64>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(words).map_err(|_| {
+                Error::invalid_arg(format!(
+                    "cannot allocate {} bytes for the benchmark buffers: lower -e/--maxbytes",
+                    words * 8
+                ))
+            })?;
+            v.resize(words, 0);
+            Ok(v)
+        };
+        Ok(Buffers {
+            send: alloc()?,
+            recv: alloc()?,
             extra: Vec::new(),
-        }
+        })
     }
 }
 

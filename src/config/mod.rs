@@ -1,108 +1,59 @@
 //! The knob registry: every `NCCL_*` setting rnccl knows, read with NCCL's sources and
 //! precedence, each effective value carrying where it came from.
 //!
-//! Precedence (NCCL's, `src/misc/param.cc:initEnvFunc`): the process environment, then
-//! `NCCL_CONF_FILE` (or `$HOME/.nccl.conf` when unset), then `/etc/nccl.conf`; a file value never
-//! overrides one already set. Every other module reads knobs only through [`Config`].
+//! Precedence, highest first (see [`load`] for details):
+//! 1. the process environment;
+//! 2. the YAML config (`--config FILE` or `RNCCL_CONFIG`): its matching `hosts` sections, then its
+//!    global `knobs`;
+//! 3. `NCCL_CONF_FILE`, or `$HOME/.nccl.conf` when that is unset;
+//! 4. `/etc/nccl.conf` (or the file named by `RNCCL_SYSTEM_CONF`);
+//! 5. the registry default.
+//!
+//! Steps 1, 3 and 4 are NCCL's own (`src/misc/param.cc:initEnvFunc`): a file value never
+//! overrides one already set. The YAML config slots in as if its values were exported just before
+//! NCCL starts, without replacing a real environment variable. Every other module reads knobs only
+//! through [`Config`].
 
+mod conf_file;
+pub mod docs;
+mod error;
+pub mod explain;
+mod finding;
+pub mod host;
+pub mod load;
 mod parse;
 mod registry;
+mod source;
 pub mod syntax;
+pub mod value;
+pub mod yaml;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-pub use parse::parse_c_int;
-pub use registry::{KNOBS, KnobSpec, KnobType, lookup};
+pub use error::ConfigError;
+pub use finding::{Finding, Severity};
+pub use load::{FileRead, FileRole, LoadNote, LoadOptions};
+pub use parse::{Strtoll, c_strtoll, parse_c_int};
+pub use registry::{
+    Category, Choice, HONOURED, KNOBS, KnobSpec, KnobType, NCCL_VERSION, OLDEST_TAG, Origin,
+    Status, Subsystem, Unit, did_you_mean, lookup, lookup_loose, sorted,
+};
+pub use source::{Setting, Source, YamlKey};
 
-/// Where an effective value came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// The registry default (the knob is not set anywhere).
-    Default,
-    /// The process environment.
-    Env,
-    /// A `KEY=VALUE` line of an nccl.conf-style file.
-    ConfFile {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-    },
-    /// Set by the program itself (a CLI flag such as `bench -T`), named here.
-    Program(String),
-}
+/// What [`Config::int`] returns for a knob NCCL leaves unset by default (e.g. `NCCL_MAX_CTAS`):
+/// rnccl's "auto, let the engine decide" sentinel, the same as NCCL's `-2`.
+pub const AUTO: i64 = -2;
 
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Default => f.write_str("default"),
-            Source::Env => f.write_str("environment"),
-            Source::ConfFile { path, line } => write!(f, "{}:{}", path.display(), line),
-            Source::Program(what) => f.write_str(what),
-        }
-    }
-}
-
-/// One effective value: the raw text exactly as given, and its source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Setting {
-    /// The value as written (no trimming, as NCCL reads it).
-    pub raw: String,
-    /// Where it came from.
-    pub source: Source,
-}
-
-/// A knob value that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// The value does not parse as the knob's type.
-    #[error("{name}={value:?} (from {origin}) is not a valid {expected}: {hint}")]
-    BadValue {
-        /// Knob name.
-        name: String,
-        /// The raw value.
-        value: String,
-        /// Where the value came from.
-        origin: Source,
-        /// The type expected, in words.
-        expected: String,
-        /// What to do.
-        hint: String,
-    },
-    /// A config file could not be read.
-    #[error("cannot read {}: {message}", path.display())]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-}
-
-impl From<ConfigError> for crate::Error {
-    fn from(e: ConfigError) -> Self {
-        crate::Error::InvalidUsage(e.to_string())
-    }
-}
-
-/// Where to load settings from. `Default` reads the real process environment, `$HOME` and
-/// `/etc/nccl.conf`; tests point the fields at temporary files.
-#[derive(Debug, Clone, Default)]
-pub struct LoadOptions {
-    /// Use these variables instead of the process environment.
-    pub env: Option<BTreeMap<String, String>>,
-    /// Use this directory as `$HOME` instead of the environment's.
-    pub home: Option<PathBuf>,
-    /// Use this file instead of `/etc/nccl.conf`.
-    pub system_conf: Option<PathBuf>,
-}
-
-/// The effective configuration: every knob that is set, with its provenance. Knobs that are not
-/// set read as their registry default.
+/// The effective configuration: every knob that is set, with its provenance, plus what each
+/// source supplied that lost to a higher one. Knobs that are not set read as their registry
+/// default.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
     values: BTreeMap<String, Setting>,
+    shadowed: BTreeMap<String, Vec<Setting>>,
+    files: Vec<FileRead>,
+    notes: Vec<LoadNote>,
+    hostname: Option<String>,
 }
 
 impl Config {
@@ -111,60 +62,27 @@ impl Config {
         Config::default()
     }
 
-    /// Loads the process environment and the conf files with NCCL's precedence.
+    /// Loads the process environment, the YAML config named by `RNCCL_CONFIG` and the conf files
+    /// with the precedence in this module's docs.
     ///
-    /// Errors: [`ConfigError::File`] when a conf file exists but cannot be read.
+    /// Errors: as [`Config::load`].
     pub fn from_env() -> Result<Config, ConfigError> {
         Config::load(&LoadOptions::default())
     }
 
-    /// Loads settings as [`LoadOptions`] says, with NCCL's precedence.
-    ///
-    /// Errors: [`ConfigError::File`] when a conf file exists but cannot be read.
-    pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
-        let env: BTreeMap<String, String> = match &opts.env {
-            Some(e) => e.clone(),
-            None => std::env::vars().collect(),
-        };
-        let mut values = BTreeMap::new();
-        for (k, v) in &env {
-            if k.starts_with("NCCL_") || k.starts_with("RNCCL_") {
-                values.insert(
-                    k.clone(),
-                    Setting {
-                        raw: v.clone(),
-                        source: Source::Env,
-                    },
-                );
-            }
-        }
-        let user_file = match env.get("NCCL_CONF_FILE").filter(|v| !v.is_empty()) {
-            Some(p) => Some(PathBuf::from(p)),
-            None => opts
-                .home
-                .clone()
-                .or_else(|| env.get("HOME").map(PathBuf::from))
-                .map(|h| h.join(".nccl.conf")),
-        };
-        let system = opts
-            .system_conf
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/etc/nccl.conf"));
-        for file in user_file.iter().chain(std::iter::once(&system)) {
-            read_conf_file(file, &mut values)?;
-        }
-        Ok(Config { values })
-    }
-
-    /// Sets `name` with the highest precedence (used for CLI flags that map to knobs).
+    /// Sets `name` with the highest precedence (used for CLI flags that map to knobs); a value it
+    /// replaces is kept as overridden.
     pub fn set(&mut self, name: &str, value: impl Into<String>, source: Source) {
-        self.values.insert(
-            name.to_string(),
-            Setting {
-                raw: value.into(),
-                source,
-            },
-        );
+        let new = Setting {
+            raw: value.into(),
+            source,
+        };
+        if let Some(old) = self.values.insert(name.to_string(), new) {
+            self.shadowed
+                .entry(name.to_string())
+                .or_default()
+                .insert(0, old);
+        }
     }
 
     /// The effective setting of `name`, if it is set anywhere.
@@ -172,9 +90,30 @@ impl Config {
         self.values.get(name)
     }
 
-    /// Every setting in effect, by name.
+    /// Every setting in effect, by name (including names that are not knobs, from conf files).
     pub fn settings(&self) -> impl Iterator<Item = (&str, &Setting)> {
         self.values.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Settings of `name` from lower-precedence sources that the effective one overrides, highest
+    /// first (e.g. the `/etc/nccl.conf` line hidden by an environment variable).
+    pub fn overridden(&self, name: &str) -> &[Setting] {
+        self.shadowed.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The files the loader looked at, in order, with how many settings each supplied.
+    pub fn files(&self) -> &[FileRead] {
+        &self.files
+    }
+
+    /// Lines of conf files that NCCL skips or reads differently than they look.
+    pub fn notes(&self) -> &[LoadNote] {
+        &self.notes
+    }
+
+    /// The host name YAML host sections were matched against (`None` for [`Config::defaults`]).
+    pub fn hostname(&self) -> Option<&str> {
+        self.hostname.as_deref()
     }
 
     /// The raw string value of `name` if set and non-empty (NCCL treats empty as unset).
@@ -187,85 +126,66 @@ impl Config {
     }
 
     /// The integer value of `name`, parsed as NCCL does (C `strtoll(s, NULL, 0)`: `0x` hex,
-    /// leading-`0` octal), or the registry default when unset or empty.
+    /// leading-`0` octal; switches of NCCL's typed registry as 1/0), or the registry default when
+    /// unset or empty — [`AUTO`] (-2) for knobs NCCL leaves unset by default.
     ///
     /// Errors: [`ConfigError::BadValue`] naming the knob, the value and its source when the value
-    /// does not parse (NCCL would silently use the default; rnccl refuses).
+    /// does not parse, or lies outside the knob's range or listed values (NCCL would silently use
+    /// a default or a garbage prefix; rnccl refuses).
+    ///
+    /// Panics: when `name` is not a registered integer or switch knob (a programming error).
     pub fn int(&self, name: &str) -> Result<i64, ConfigError> {
         let spec = lookup(name).unwrap_or_else(|| panic!("knob {name} is not in the registry"));
+        assert!(
+            spec.ty.is_integer() || spec.ty.is_switch(),
+            "knob {name} is a {}, not an integer; read it with Config::string",
+            spec.ty.short_name()
+        );
         match self.values.get(name).filter(|s| !s.raw.is_empty()) {
-            None => Ok(parse_c_int(spec.default).expect("registry default of an integer knob parses")),
-            Some(s) => parse_c_int(&s.raw).ok_or_else(|| ConfigError::BadValue {
-                name: name.to_string(),
-                value: s.raw.clone(),
-                origin: s.source.clone(),
-                expected: "integer".into(),
-                hint: format!(
-                    "write a decimal number (0x.. is hex, a leading 0 is octal), or unset it to get the default {}",
-                    spec.default
-                ),
-            }),
+            None => Ok(value::default_int(spec).unwrap_or(AUTO)),
+            Some(s) => {
+                value::strict_int(spec, &s.raw).map_err(|(expected, hint)| ConfigError::BadValue {
+                    name: name.to_string(),
+                    value: s.raw.clone(),
+                    origin: s.source.clone(),
+                    expected,
+                    hint,
+                })
+            }
         }
     }
 
-    /// The boolean value of `name`: an integer knob read as `value != 0`, as NCCL does.
+    /// The on/off value of `name`: a switch (`!= 0`, or `1/T/TRUE` for typed switches), or
+    /// `false` when unset with no default. Knobs whose default is an auto sentinel (-2) are better
+    /// read with [`Config::int`].
     ///
     /// Errors: as [`Config::int`].
     pub fn flag(&self, name: &str) -> Result<bool, ConfigError> {
+        let unset = self.values.get(name).is_none_or(|s| s.raw.is_empty());
+        let spec = lookup(name).unwrap_or_else(|| panic!("knob {name} is not in the registry"));
+        if unset && spec.default.is_empty() {
+            return Ok(false);
+        }
         Ok(self.int(name)? != 0)
     }
-}
-
-/// Applies one nccl.conf-style file with NCCL's line rules: lines whose first character is `#`
-/// are skipped, the key is the text before the first `=`, the value the rest verbatim (trailing
-/// `\n`/`\r` stripped); a value never overrides one already set. A missing file is not an error.
-fn read_conf_file(path: &Path, values: &mut BTreeMap<String, Setting>) -> Result<(), ConfigError> {
-    let text = match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
-            return Err(ConfigError::File {
-                path: path.to_path_buf(),
-                message: "is a directory".into(),
-            });
-        }
-        Err(e) => {
-            return Err(ConfigError::File {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            });
-        }
-    };
-    for (i, line) in text.split('\n').enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.starts_with('#') {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        values.entry(key.to_string()).or_insert_with(|| Setting {
-            raw: value.to_string(),
-            source: Source::ConfFile {
-                path: path.to_path_buf(),
-                line: i + 1,
-            },
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
-        Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+    fn opts(pairs: &[(&str, &str)]) -> LoadOptions {
+        LoadOptions {
+            env: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            home: Some("/nonexistent".into()),
+            system_conf: Some("/nonexistent/nccl.conf".into()),
+            ..LoadOptions::default()
+        }
     }
 
     #[test]
@@ -279,44 +199,101 @@ mod tests {
         )
         .unwrap();
         std::fs::write(&system, "NCCL_MAX_NCHANNELS=8\nNCCL_SHM_DISABLE=1\r\n").unwrap();
-        let opts = LoadOptions {
-            env: env(&[
-                ("NCCL_BUFFSIZE", "1024"),
-                ("NCCL_CONF_FILE", user.to_str().unwrap()),
-            ]),
-            home: None,
-            system_conf: Some(system.clone()),
-        };
-        let c = Config::load(&opts).unwrap();
+        let mut o = opts(&[
+            ("NCCL_BUFFSIZE", "1024"),
+            ("NCCL_CONF_FILE", user.to_str().unwrap()),
+        ]);
+        o.system_conf = Some(system.clone());
+        let c = Config::load(&o).unwrap();
         assert_eq!(c.int("NCCL_BUFFSIZE").unwrap(), 1024);
         assert_eq!(c.int("NCCL_MAX_NCHANNELS").unwrap(), 4);
         assert_eq!(
             c.setting("NCCL_MAX_NCHANNELS").unwrap().source,
             Source::ConfFile {
-                path: user,
+                path: user.clone(),
                 line: 3
             }
         );
+        assert_eq!(
+            c.overridden("NCCL_MAX_NCHANNELS")[0].source,
+            Source::ConfFile {
+                path: system,
+                line: 1
+            }
+        );
+        assert_eq!(c.overridden("NCCL_BUFFSIZE")[0].raw, "0x100");
         assert!(c.flag("NCCL_SHM_DISABLE").unwrap());
         assert_eq!(
             c.int("NCCL_MIN_NCHANNELS").unwrap(),
             -2,
-            "commented line ignored, default used"
+            "commented line ignored"
         );
     }
 
     #[test]
     fn bad_integer_names_knob_value_and_source() {
-        let c = Config::load(&LoadOptions {
-            env: env(&[("NCCL_MAX_NCHANNELS", "lots")]),
-            home: Some("/nonexistent".into()),
-            system_conf: Some("/nonexistent/nccl.conf".into()),
-        })
-        .unwrap();
+        let c = Config::load(&opts(&[("NCCL_MAX_NCHANNELS", "lots")])).unwrap();
         let e = c.int("NCCL_MAX_NCHANNELS").unwrap_err().to_string();
         assert!(
             e.contains("NCCL_MAX_NCHANNELS") && e.contains("lots") && e.contains("environment"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn defaults_auto_and_switches() {
+        let c = Config::defaults();
+        assert_eq!(c.int("NCCL_BUFFSIZE").unwrap(), -2);
+        assert_eq!(
+            c.int("NCCL_MAX_CTAS").unwrap(),
+            AUTO,
+            "NCCL leaves it unset"
+        );
+        assert_eq!(c.int("NCCL_IB_TIMEOUT").unwrap(), 20);
+        assert_eq!(c.int("RNCCL_TIMEOUT").unwrap(), 300);
+        assert!(!c.flag("NCCL_P2P_DISABLE").unwrap(), "unset means allowed");
+        assert!(
+            !c.flag("NCCL_WARN_ENABLE_DEBUG_INFO").unwrap(),
+            "default 'false'"
+        );
+        assert!(c.flag("NCCL_RAS_ENABLE").unwrap());
+        assert_eq!(c.string("NCCL_ALGO"), None);
+    }
+
+    #[test]
+    fn range_and_choices_are_enforced() {
+        let c = Config::load(&opts(&[
+            ("NCCL_CROSS_NIC", "5"),
+            ("NCCL_MAX_CTAS", "65"),
+            ("NCCL_SET_THREAD_NAME", "TRUE"),
+            ("NCCL_IB_RETRY_CNT", "07"),
+        ]))
+        .unwrap();
+        assert!(
+            c.int("NCCL_CROSS_NIC")
+                .unwrap_err()
+                .to_string()
+                .contains("use one of 0 (")
+        );
+        assert!(
+            c.int("NCCL_MAX_CTAS")
+                .unwrap_err()
+                .to_string()
+                .contains("1 to 64")
+        );
+        assert!(c.flag("NCCL_SET_THREAD_NAME").unwrap());
+        assert_eq!(c.int("NCCL_IB_RETRY_CNT").unwrap(), 7);
+    }
+
+    #[test]
+    fn set_overrides_and_keeps_the_old_value() {
+        let mut c = Config::load(&opts(&[("RNCCL_TIMEOUT", "10")])).unwrap();
+        c.set("RNCCL_TIMEOUT", "20", Source::Program("bench -T".into()));
+        assert_eq!(c.int("RNCCL_TIMEOUT").unwrap(), 20);
+        assert_eq!(c.overridden("RNCCL_TIMEOUT")[0].source, Source::Env);
+        assert_eq!(
+            c.setting("RNCCL_TIMEOUT").unwrap().source.to_string(),
+            "bench -T"
         );
     }
 }

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
+pub mod procs;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

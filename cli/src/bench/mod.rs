@@ -26,7 +26,7 @@ use crate::GlobalOpts;
 
 /// Runs `rnccl bench`.
 pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
-    let mut knobs = crate::load_knobs(global)?;
+    let mut knobs = crate::config_load::load_config(global)?;
     if let Some(t) = args.timeout.filter(|&t| t > 0) {
         knobs.set(
             "RNCCL_TIMEOUT",

@@ -1,0 +1,123 @@
+//! Helpers for tests that run ranks as separate `rnccl` processes.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on loopback (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `rnccl bench` as rank `rank` of `size` with torchrun-style variables, optionally
+/// inside a network namespace.
+pub fn spawn_rank(
+    bin: &Path,
+    netns: Option<&str>,
+    rank: usize,
+    size: usize,
+    master: &str,
+    port: u16,
+    env: &[(&str, String)],
+    args: &[&str],
+) -> Child {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    cmd.arg("bench")
+        .args(args)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", size.to_string())
+        .env("MASTER_ADDR", master)
+        .env("MASTER_PORT", port.to_string())
+        .env_remove("NCCL_COMM_ID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("start rnccl")
+}
+
+/// Waits for `child` at most `limit`; kills it after that. Returns its output and whether it
+/// finished by itself.
+pub fn wait_for(child: Child, limit: Duration) -> (Output, bool) {
+    let start = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return (child.wait_with_output().unwrap(), true);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            return (child.wait_with_output().unwrap(), false);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Data rows of an nccl-tests table.
+pub fn data_rows(stdout: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// Asserts a successful table: every row has 13 columns and both `#wrong` columns are 0, and the
+/// footer reports no wrong values.
+pub fn assert_clean_table(stdout: &str) {
+    let rows = data_rows(stdout);
+    assert!(!rows.is_empty(), "no data rows in:\n{stdout}");
+    for r in &rows {
+        assert_eq!(r.len(), 13, "row shape: {r:?}");
+        assert_eq!(
+            (r[8].as_str(), r[12].as_str()),
+            ("0", "0"),
+            "wrong values in row {r:?}"
+        );
+    }
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    assert!(stdout.contains("# Avg bus bandwidth    : "), "{stdout}");
+}
+
+/// Names of rnccl shared-memory segments currently in `/dev/shm`.
+pub fn shm_segments() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("rnccl-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// True when the tests run as root (network namespaces need it).
+pub fn is_root() -> bool {
+    nix_uid() == 0
+}
+
+fn nix_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|u| u.parse().ok())
+        })
+        .unwrap_or(u32::MAX)
+}

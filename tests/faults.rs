@@ -1,0 +1,198 @@
+//! Faults and bad input with real processes: a rank that never joins, a rank killed in the
+//! middle of a collective (shared memory and TCP), garbage sent to the bootstrap port, and
+//! invalid arguments. Every case must end with a clear error in bounded time, never a hang.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::procs::{assert_clean_table, free_port, spawn_rank, wait_for};
+use common::rnccl_bin;
+
+#[test]
+fn a_rank_that_never_joins_is_named_within_the_timeout() {
+    let bin = rnccl_bin();
+    let port = free_port();
+    let start = Instant::now();
+    let children: Vec<_> = (0..2)
+        .map(|r| {
+            spawn_rank(
+                &bin,
+                None,
+                r,
+                3,
+                "127.0.0.1",
+                port,
+                &[],
+                &["-T", "4", "-b", "8", "-e", "8"],
+            )
+        })
+        .collect();
+    for (r, c) in children.into_iter().enumerate() {
+        let (out, finished) = wait_for(c, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(finished, "rank {r} hung");
+        assert!(!out.status.success(), "rank {r} should fail");
+        assert!(
+            stderr.contains("rank 2") && stderr.contains("never arrived"),
+            "rank {r}: {stderr}"
+        );
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+fn kill_mid_collective(env: &[(&str, String)]) {
+    let bin = rnccl_bin();
+    let port = free_port();
+    let args = [
+        "-b", "64M", "-e", "64M", "-n", "100000", "-w", "1", "-c", "0", "-T", "120",
+    ];
+    let mut children: Vec<_> = (0..3)
+        .map(|r| spawn_rank(&bin, None, r, 3, "127.0.0.1", port, env, &args))
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let victim = children.remove(1);
+    nix_kill(victim.id());
+    let _ = wait_for(victim, Duration::from_secs(5));
+    let killed_at = Instant::now();
+    for c in children {
+        let (out, finished) = wait_for(c, Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(finished, "a survivor hung after rank 1 was killed");
+        assert!(!out.status.success(), "survivor should report the failure");
+        assert!(
+            stderr.contains("rank 1"),
+            "the error must name rank 1: {stderr}"
+        );
+    }
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        killed_at.elapsed()
+    );
+}
+
+fn nix_kill(pid: u32) {
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+}
+
+#[test]
+fn a_rank_killed_mid_collective_over_shared_memory() {
+    kill_mid_collective(&[]);
+}
+
+#[test]
+fn a_rank_killed_mid_collective_over_tcp() {
+    kill_mid_collective(&[
+        ("NCCL_SHM_DISABLE", "1".into()),
+        ("NCCL_SOCKET_IFNAME", "lo".into()),
+    ]);
+}
+
+#[test]
+fn garbage_on_the_bootstrap_port_does_not_disturb_the_job() {
+    let bin = rnccl_bin();
+    let port = free_port();
+    let args = ["-b", "1K", "-e", "1M", "-f", "32", "-n", "2", "-T", "60"];
+    let rank0 = spawn_rank(&bin, None, 0, 2, "127.0.0.1", port, &[], &args);
+    // Wait for rank 0's root to listen, then throw junk at it before rank 1 arrives.
+    let start = Instant::now();
+    let mut idle = Vec::new();
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "rank 0 never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for junk in [
+        &[0xffu8; 64][..],
+        &[0u8; 3][..],
+        &0x0280_0280_0280_0280u64.to_le_bytes()[..],
+        b"\x80\x02\x80\x02\x80\x02\x80\x02\x01\x00\x00\x00\xff\xff\xff\x7f",
+    ] {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(junk);
+            idle.push(s);
+        }
+    }
+    idle.push(TcpStream::connect(("127.0.0.1", port)).unwrap());
+    let rank1 = spawn_rank(&bin, None, 1, 2, "127.0.0.1", port, &[], &args);
+    let (out0, done0) = wait_for(rank0, Duration::from_secs(60));
+    let (out1, done1) = wait_for(rank1, Duration::from_secs(60));
+    assert!(
+        done0 && done1 && out0.status.success() && out1.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out0.stderr),
+        String::from_utf8_lossy(&out1.stderr)
+    );
+    assert_clean_table(&String::from_utf8_lossy(&out0.stdout));
+    drop(idle);
+}
+
+fn bench_err(args: &[&str]) -> String {
+    let out = Command::new(rnccl_bin())
+        .arg("bench")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "rnccl bench {args:?} should fail");
+    let e = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!e.contains("panicked"), "no panics: {e}");
+    e
+}
+
+#[test]
+fn invalid_arguments_get_clear_errors() {
+    assert!(bench_err(&["-b", "1M", "-e", "1K"]).contains("larger than"));
+    assert!(bench_err(&["-d", "float128"]).contains("unknown data type 'float128'"));
+    assert!(bench_err(&["-o", "xor"]).contains("unknown reduction operation 'xor'"));
+    assert!(bench_err(&["all_reduse"]).contains("unknown collective 'all_reduse'"));
+    assert!(bench_err(&["-e", "12Q"]).contains("unknown unit"));
+    assert!(
+        bench_err(&[
+            "broadcast",
+            "--ranks",
+            "2",
+            "--threads",
+            "-r",
+            "5",
+            "-e",
+            "8"
+        ])
+        .contains("not a rank")
+    );
+    assert!(
+        bench_err(&[
+            "-b",
+            "1000000G",
+            "-e",
+            "1000000G",
+            "--threads",
+            "--ranks",
+            "1"
+        ])
+        .contains("cannot allocate")
+    );
+    let out = Command::new(rnccl_bin())
+        .args(["bench", "--ranks", "2", "--threads", "-e", "8"])
+        .env("NCCL_MAX_NCHANNELS", "lots")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("NCCL_MAX_NCHANNELS") && e.contains("lots"),
+        "{e}"
+    );
+}

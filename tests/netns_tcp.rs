@@ -1,0 +1,125 @@
+//! One process per rank over TCP between network namespaces (two joined by veth, three through
+//! a bridge), each namespace a separate "host" (`NCCL_HOSTID`). Needs root; without it the
+//! tests print why they skip.
+
+mod common;
+
+use std::time::Duration;
+
+use common::netns::TestHosts;
+use common::procs::{assert_clean_table, free_port, is_root, spawn_rank, wait_for};
+use common::rnccl_bin;
+
+fn hosts(tag: &str, n: usize) -> Option<TestHosts> {
+    if !is_root() {
+        println!("skipped: network namespaces need root (CI runs as root)");
+        return None;
+    }
+    match TestHosts::new(tag, n) {
+        Ok(h) => Some(h),
+        Err(e) => panic!("cannot create test hosts (is iproute2 installed?): {e}"),
+    }
+}
+
+/// Runs one bench across `h`'s hosts; returns rank 0's stdout after checking every rank
+/// succeeded.
+fn run(h: &TestHosts, extra_env: &[(&str, String)], args: &[&str]) -> String {
+    let bin = rnccl_bin();
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let n = h.hosts.len();
+    let children: Vec<_> = (0..n)
+        .map(|r| {
+            let mut env: Vec<(&str, String)> = vec![("NCCL_HOSTID", format!("node-{r}"))];
+            env.extend(extra_env.iter().cloned());
+            spawn_rank(&bin, Some(&h.hosts[r]), r, n, &h.addrs[0], port, &env, args)
+        })
+        .collect();
+    let mut rank0 = String::new();
+    for (r, c) in children.into_iter().enumerate() {
+        let (out, finished) = wait_for(c, Duration::from_secs(180));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            finished && out.status.success(),
+            "rank {r} failed ({:?})\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if r == 0 {
+            rank0 = stdout;
+        }
+    }
+    rank0
+}
+
+#[test]
+fn two_hosts_over_veth() {
+    let Some(h) = hosts("a", 2) else { return };
+    let _ = free_port();
+    for coll in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "gather",
+        "scatter",
+        "sendrecv",
+    ] {
+        let out = run(
+            &h,
+            &[],
+            &[
+                coll, "-b", "4", "-e", "2M", "-f", "32", "-d", "all", "-n", "2", "-w", "1", "-T",
+                "60",
+            ],
+        );
+        assert_clean_table(&out);
+    }
+    // Several sockets and helper threads per connection, and the JSON traffic view.
+    let out = run(
+        &h,
+        &[
+            ("NCCL_SOCKET_NTHREADS", "2".into()),
+            ("NCCL_NSOCKS_PERTHREAD", "2".into()),
+        ],
+        &[
+            "-b", "32M", "-e", "32M", "-o", "all", "--format", "json", "-n", "3", "-w", "1",
+        ],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["out_of_bounds"]["count"], 0, "{out}");
+    let links = doc["rnccl"]["traffic_rank0"].as_array().unwrap();
+    assert!(
+        !links.is_empty() && links.iter().all(|l| l["transport"] == "Tcp"),
+        "{links:?}"
+    );
+    // NCCL_SOCKET_IFNAME selects the veth by exact name.
+    assert_clean_table(&run(
+        &h,
+        &[("NCCL_SOCKET_IFNAME", "=rnv0".into())],
+        &["-b", "1M", "-e", "1M", "-n", "2"],
+    ));
+}
+
+#[test]
+fn three_hosts_through_a_bridge() {
+    let Some(h) = hosts("b", 3) else { return };
+    for coll in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "alltoall",
+        "broadcast",
+    ] {
+        let out = run(
+            &h,
+            &[],
+            &[
+                coll, "-b", "1", "-e", "8M", "-f", "64", "-o", "all", "-d", "all", "-n", "2", "-w",
+                "1", "-T", "60",
+            ],
+        );
+        assert_clean_table(&out);
+    }
+}

@@ -1,0 +1,157 @@
+//! One process per rank over shared memory (2 and 4 ranks): the real `rnccl bench` binary runs
+//! every collective with every data type and operation and checks the results; nothing is left
+//! in `/dev/shm` afterwards.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::procs::{assert_clean_table, shm_segments};
+use common::rnccl_bin;
+
+const COLLECTIVES: [&str; 9] = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "gather",
+    "scatter",
+    "sendrecv",
+];
+
+fn bench(ranks: usize, coll: &str, extra: &[&str]) -> String {
+    let out = Command::new(rnccl_bin())
+        .args([
+            "bench",
+            coll,
+            "--ranks",
+            &ranks.to_string(),
+            "-T",
+            "60",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ])
+        .args(extra)
+        .env_remove("NCCL_COMM_ID")
+        .output()
+        .expect("run rnccl bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "rnccl bench {coll} --ranks {ranks} failed\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn every_collective_type_and_op_over_shared_memory() {
+    let before = shm_segments();
+    for ranks in [2, 4] {
+        for coll in COLLECTIVES {
+            let stdout = bench(
+                ranks,
+                coll,
+                &[
+                    "-b", "1", "-e", "300K", "-f", "17", "-d", "all", "-o", "all", "-r", "all",
+                ],
+            );
+            assert_clean_table(&stdout);
+            assert!(stdout.contains(&format!("# Collective test starting: {coll}_perf")));
+            let pids: std::collections::BTreeSet<&str> = stdout
+                .lines()
+                .filter(|l| l.starts_with("#  Rank"))
+                .filter_map(|l| l.split_whitespace().nth(6))
+                .collect();
+            assert_eq!(pids.len(), ranks, "one process per rank: {stdout}");
+        }
+    }
+    // Large buffers stream through the FIFOs many times over.
+    assert_clean_table(&bench(2, "all_reduce", &["-b", "64M", "-e", "64M"]));
+    assert_clean_table(&bench(
+        4,
+        "all_gather",
+        &["-b", "48M", "-e", "48M", "-d", "bfloat16"],
+    ));
+    std::thread::sleep(Duration::from_millis(100));
+    let leaked: Vec<String> = shm_segments()
+        .into_iter()
+        .filter(|s| !before.contains(s))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "shared-memory segments left behind: {leaked:?}"
+    );
+}
+
+#[test]
+fn threads_mode_and_sockets_between_processes_of_one_host() {
+    let out = Command::new(rnccl_bin())
+        .args([
+            "bench",
+            "all_reduce",
+            "--ranks",
+            "3",
+            "--threads",
+            "-e",
+            "4M",
+            "-f",
+            "8",
+            "-o",
+            "all",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-T",
+            "60",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_clean_table(&String::from_utf8_lossy(&out.stdout));
+    let out = Command::new(rnccl_bin())
+        .args([
+            "bench",
+            "all_reduce",
+            "--ranks",
+            "2",
+            "-e",
+            "8M",
+            "-f",
+            "16",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-T",
+            "60",
+            "--format",
+            "json",
+        ])
+        .env("NCCL_SHM_DISABLE", "1")
+        .env("NCCL_SOCKET_IFNAME", "lo")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let links = doc["rnccl"]["traffic_rank0"].as_array().unwrap();
+    assert!(
+        !links.is_empty() && links.iter().all(|l| l["transport"] == "Tcp"),
+        "{links:?}"
+    );
+    assert_eq!(doc["out_of_bounds"]["count"], 0);
+}
