@@ -56,6 +56,17 @@ knobs! {
     "NCCL_SHM_DISABLE", Bool, "0", "Disable the shared-memory transport (use sockets between processes of one host).";
     "NCCL_P2P_DISABLE", Bool, "0", "Disable peer-to-peer (same-process direct) transport.";
     "NCCL_TOPO_FILE", String, "", "Topology XML to load instead of detecting.";
+    "NCCL_TOPO_DUMP_FILE", String, "", "Write the detected (and fused) topology as NCCL <system> XML to this file.";
+    "NCCL_GRAPH_DUMP_FILE", String, "", "Write the searched ring/tree graphs as NCCL <graphs> XML to this file.";
+    "NCCL_P2P_LEVEL", String, "", "Farthest GPU-GPU path type using P2P: LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS or old numbers 0-5 (auto: PXB; SYS on AMD with <= 2 GPUs).";
+    "NCCL_NET_GDR_LEVEL", String, "", "Farthest GPU-NIC path type using GPUDirect RDMA, same names as NCCL_P2P_LEVEL (auto: PXB).";
+    "NCCL_NVB_DISABLE", Bool, "0", "Disable NVLink paths through an intermediate GPU (NVB).";
+    "NCCL_PXN_DISABLE", Bool, "0", "Disable GPU->NIC traffic through an NVLink-connected GPU closer to the NIC (PXN).";
+    "NCCL_CROSS_NIC", Int, "2", "0: rings/trees leave a node on the NIC they entered; 1: any NIC; 2: same NIC preferred, alternate NICs allowed.";
+    "NCCL_NTHREADS", Int, "-2", "Threads per CTA for LL and Simple (multiple of 32, 64..512; auto: 512, 256 for slow rings).";
+    "NCCL_LL128_NTHREADS", Int, "-2", "Threads per CTA for LL128 (multiple of 32, 160..640; auto: 640).";
+    "NCCL_PAT_ENABLE", Int, "2", "PAT algorithm for AllGather/ReduceScatter: 0 off, 1 on, 2 auto (one GPU per node).";
+    "NCCL_IB_HCA", String, "", "InfiniBand HCAs to use: prefix list, '^' to exclude, '=' for exact names, ':port' to pick ports.";
     "NCCL_DEBUG", String, "", "Log level: VERSION, WARN, INFO, TRACE.";
     "RNCCL_TIMEOUT", Int, "300", "rnccl: communicator timeout in seconds for every blocking wait.";
 }
