@@ -7,6 +7,7 @@ pub mod comm;
 pub mod connect;
 pub mod info;
 pub mod search;
+pub mod tuning;
 pub mod types;
 pub mod xml;
 
