@@ -1,6 +1,7 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
 mod env_explain;
+mod render;
 mod rings;
 mod topo;
 

@@ -89,8 +89,15 @@ impl System {
     /// Errors: [`TopoError::Config`] for unusable knob values, [`TopoError::Io`] when the topology
     /// file cannot be read or the dump file written, [`TopoError::Xml`] when the file is malformed.
     pub fn load(cfg: &Config, sysfs_root: &FsPath) -> Result<Option<System>, TopoError> {
-        let params = TopoParams::from_config(cfg)?;
         let inventory = detect::detect(sysfs_root, cfg)?;
+        System::from_host(cfg, inventory)
+    }
+
+    /// As [`System::load`], from an inventory already read with [`detect::detect`].
+    ///
+    /// Errors: as [`System::load`].
+    pub fn from_host(cfg: &Config, inventory: Inventory) -> Result<Option<System>, TopoError> {
+        let params = TopoParams::from_config(cfg)?;
         let file = match cfg.string("NCCL_TOPO_FILE") {
             Some(f) => {
                 let path = FsPath::new(f);
