@@ -48,13 +48,13 @@ impl PlanParams {
     /// `NCCL_MAX_CTAS` (NCCL src/graph/connect.cc `ncclMinNchannels`/`ncclMaxNchannels`, src/init.cc).
     ///
     /// Errors: [`ConfigError::BadValue`] for a value that is not an integer.
-    pub fn from_config(cfg: &Config) -> Result<PlanParams, ConfigError> {
-        let set = |name: &str| -> Result<Option<i64>, ConfigError> {
-            Ok(cfg
+    pub fn from_config(cfg: &Config) -> Result<PlanParams, Box<ConfigError>> {
+        let set = |name: &str| -> Result<Option<i64>, Box<ConfigError>> {
+            let v = cfg
                 .string(name)
-                .map(|_| cfg.int(name))
-                .transpose()?
-                .filter(|&v| v != -2))
+                .map(|_| cfg.int(name).map_err(Box::new))
+                .transpose()?;
+            Ok(v.filter(|&v| v != -2))
         };
         let mut min = set("NCCL_MIN_NCHANNELS")?
             .unwrap_or(0)
@@ -68,7 +68,7 @@ impl PlanParams {
         if let Some(v) = set("NCCL_MAX_CTAS")?.filter(|&v| v > 0) {
             max = max.min(v);
         }
-        let cross = cfg.int("NCCL_CROSS_NIC")?.clamp(0, 2) as u8;
+        let cross = cfg.int("NCCL_CROSS_NIC").map_err(Box::new)?.clamp(0, 2) as u8;
         Ok(PlanParams {
             search: SearchParams { cross_nic: cross },
             min_channels: min as usize,

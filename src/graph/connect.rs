@@ -137,7 +137,7 @@ pub fn connect(
             }
         }
     }
-    if ring.cross_nic == 2 && nch % 2 == 0 {
+    if ring.cross_nic == 2 && nch.is_multiple_of(2) {
         for n in (1..nnodes).step_by(2) {
             for c in (0..nch).step_by(2) {
                 recv.swap_pair(c, n);

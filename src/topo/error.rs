@@ -30,10 +30,16 @@ pub enum TopoError {
     },
     /// A knob that topology reads has a value that cannot be used.
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(Box<ConfigError>),
     /// The topology cannot serve the request (no GPU, GPU count differs from the ranks…).
     #[error("{0}")]
     Unusable(String),
+}
+
+impl From<ConfigError> for TopoError {
+    fn from(e: ConfigError) -> Self {
+        TopoError::Config(Box::new(e))
+    }
 }
 
 impl From<TopoError> for crate::Error {

@@ -53,7 +53,7 @@ impl TopoParams {
 
 /// Parses a path level knob as NCCL's `ncclGetLevel`: an exact name `LOC`..`SYS`, or a number
 /// (old style, values above 5 mean SYS).
-fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, ConfigError> {
+fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, TopoError> {
     let Some(v) = cfg.string(name) else {
         return Ok(None);
     };
@@ -65,7 +65,7 @@ fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, ConfigError> {
     {
         return Ok(Some(OLD_LEVELS[n.clamp(0, 5) as usize]));
     }
-    Err(ConfigError::BadValue {
+    Err(TopoError::from(ConfigError::BadValue {
         name: name.to_string(),
         value: v.to_string(),
         origin: cfg
@@ -74,7 +74,7 @@ fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, ConfigError> {
         expected: "path level".into(),
         hint: "use one of LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS (or NCCL's old numbers 0-5)"
             .into(),
-    })
+    }))
 }
 
 #[cfg(test)]

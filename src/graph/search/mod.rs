@@ -91,12 +91,10 @@ fn split_nvlink(sys: &System) -> bool {
     let mut domain: Vec<usize> = (0..n).collect();
     for g in 0..n {
         let d = domain[g];
-        for p in g + 1..n {
-            if sys.nodes(NodeType::Gpu)[g].paths[NodeType::Gpu.index()]
-                .get(p)
-                .is_some_and(|x| x.ty == PathType::Nvl)
-            {
-                domain[p] = d;
+        let paths = &sys.nodes(NodeType::Gpu)[g].paths[NodeType::Gpu.index()];
+        for (p, dom) in domain.iter_mut().enumerate().skip(g + 1) {
+            if paths.get(p).is_some_and(|x| x.ty == PathType::Nvl) {
+                *dom = d;
             }
         }
     }

@@ -108,27 +108,29 @@ impl TuneParams {
     /// Reads `NCCL_NTHREADS`, `NCCL_LL128_NTHREADS`, `NCCL_PAT_ENABLE`, `NCCL_ALGO`, `NCCL_PROTO`.
     ///
     /// Errors: [`ConfigError::BadValue`] naming the knob for a value NCCL rejects.
-    pub fn from_config(cfg: &Config) -> Result<TuneParams, ConfigError> {
-        let list = |name: &str, names: &[&str]| -> Result<Option<AlgoProtoList>, ConfigError> {
-            let Some(v) = cfg.string(name) else {
-                return Ok(None);
-            };
-            AlgoProtoList::parse(v, names)
-                .map(Some)
-                .map_err(|hint| ConfigError::BadValue {
-                    name: name.into(),
-                    value: v.into(),
-                    origin: cfg
-                        .setting(name)
-                        .map_or(Source::Default, |s| s.source.clone()),
-                    expected: "algorithm/protocol list".into(),
-                    hint,
+    pub fn from_config(cfg: &Config) -> Result<TuneParams, Box<ConfigError>> {
+        let list =
+            |name: &str, names: &[&str]| -> Result<Option<AlgoProtoList>, Box<ConfigError>> {
+                let Some(v) = cfg.string(name) else {
+                    return Ok(None);
+                };
+                AlgoProtoList::parse(v, names).map(Some).map_err(|hint| {
+                    Box::new(ConfigError::BadValue {
+                        name: name.into(),
+                        value: v.into(),
+                        origin: cfg
+                            .setting(name)
+                            .map_or(Source::Default, |s| s.source.clone()),
+                        expected: "algorithm/protocol list".into(),
+                        hint,
+                    })
                 })
-        };
+            };
+        let int = |name: &str| cfg.int(name).map_err(Box::new);
         Ok(TuneParams {
-            nthreads: cfg.int("NCCL_NTHREADS")?,
-            ll128_nthreads: cfg.int("NCCL_LL128_NTHREADS")?,
-            pat_enable: cfg.int("NCCL_PAT_ENABLE")?,
+            nthreads: int("NCCL_NTHREADS")?,
+            ll128_nthreads: int("NCCL_LL128_NTHREADS")?,
+            pat_enable: int("NCCL_PAT_ENABLE")?,
             algo: list("NCCL_ALGO", &ALGORITHMS)?,
             proto: list("NCCL_PROTO", &PROTOCOLS)?,
         })
@@ -183,7 +185,7 @@ fn nthreads(env: i64, min: u32, max: u32, default: u32) -> u32 {
         return default;
     }
     let nt = env as u32;
-    if nt % WARP_SIZE != 0 || nt > max {
+    if !nt.is_multiple_of(WARP_SIZE) || nt > max {
         max
     } else {
         nt.max(min)
@@ -475,7 +477,7 @@ impl Model {
         let (cc_min, cc_max) = input.cc;
         for f in Func::ALL {
             let fi = f as usize;
-            for a in 0..7 {
+            for (a, g) in graphs.iter().enumerate() {
                 let mut algo_on = params.algo.as_ref().is_none_or(|l| l.enabled[fi][a]);
                 if input.nnodes == 1 && a == NVLS_TREE {
                     algo_on = false;
@@ -489,7 +491,6 @@ impl Model {
                 for p in 0..3 {
                     let mut proto_on = params.proto.as_ref().is_none_or(|l| l.enabled[fi][p]);
                     if p == LL128 && params.proto.is_none() {
-                        let g = graphs[a];
                         let inter_ok = if cc_min >= 90 {
                             g.type_inter <= PathType::Pxn
                         } else {

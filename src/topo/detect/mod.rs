@@ -69,13 +69,12 @@ impl Inventory {
     }
 }
 
-fn filter(cfg: &Config, name: &str) -> Result<Option<DeviceFilter>, ConfigError> {
+fn filter(cfg: &Config, name: &str) -> Result<Option<DeviceFilter>, TopoError> {
     let Some(v) = cfg.string(name) else {
         return Ok(None);
     };
-    DeviceFilter::parse(v)
-        .map(Some)
-        .map_err(|hint| ConfigError::BadValue {
+    DeviceFilter::parse(v).map(Some).map_err(|hint| {
+        TopoError::from(ConfigError::BadValue {
             name: name.into(),
             value: v.into(),
             origin: cfg
@@ -84,6 +83,7 @@ fn filter(cfg: &Config, name: &str) -> Result<Option<DeviceFilter>, ConfigError>
             expected: "device list".into(),
             hint,
         })
+    })
 }
 
 /// Reads the host under `root`. GPUs come from NVML when `root` is `/`, and from

@@ -34,6 +34,9 @@ pub fn class_type(class: &str) -> NodeType {
 
 pub(crate) type Nodes = [Vec<Node>; 6];
 
+/// A visitor of XML elements with the bus id of the closest PCI element above them.
+type Visit<'b, 'd> = dyn FnMut(&mut Builder<'d>, usize, Option<&str>) -> Result<(), TopoError> + 'b;
+
 struct Builder<'a> {
     doc: &'a XmlDoc,
     nodes: Nodes,
@@ -207,7 +210,7 @@ fn find(nodes: &Nodes, ty: NodeType, id: u64) -> Option<NodeRef> {
         .map(|i| NodeRef::new(ty, i))
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     fn add_cpu(&mut self, x: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         let numa = required_int(doc, x, "numaid")?;
@@ -443,7 +446,7 @@ impl Builder<'_> {
         &mut self,
         i: usize,
         busid: Option<&str>,
-        f: &mut dyn FnMut(&mut Self, usize, Option<&str>) -> Result<(), TopoError>,
+        f: &mut Visit<'_, 'a>,
     ) -> Result<(), TopoError> {
         f(self, i, busid)?;
         let doc = self.doc;
@@ -545,10 +548,9 @@ pub(crate) fn find_local_cpu(
         if l.ty == LinkType::Pci
             && Some(l.rem) != from
             && matches!(l.rem.ty, NodeType::Pci | NodeType::Cpu)
+            && let Some(c) = find_local_cpu(nodes, l.rem, Some(node))
         {
-            if let Some(c) = find_local_cpu(nodes, l.rem, Some(node)) {
-                return Some(c);
-            }
+            return Some(c);
         }
     }
     None
