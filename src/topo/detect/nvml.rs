@@ -17,7 +17,7 @@ pub struct NvLinkInfo {
     pub p2p: bool,
     /// Whether the link is up.
     pub active: bool,
-    /// The remote end's PCI bus id as NVML reports it, lower case.
+    /// The remote end's PCI bus id as NCCL sees it (see [`nccl_remote_busid`]).
     pub remote_busid: Option<String>,
 }
 
@@ -51,6 +51,22 @@ pub enum GpuSource {
     Facts(String),
     /// NVML could not be used; why.
     Unavailable(String),
+}
+
+/// The remote bus id as NCCL sees it. NCCL calls NVML's first `nvmlDeviceGetNvLinkRemotePciInfo`
+/// with a 16-byte `busId`: ordinary ids come back in the legacy 4-digit-domain form
+/// (`0000:07:00.0`), and on the 2xH200 VM the unknown NVSwitch end, `FFFFFFFF:FF:FF.0` in NVML's
+/// current form, arrived in NCCL's dump as `fffffff:ff:ff.0` (15 characters). Lower case.
+pub fn nccl_remote_busid(nvml: &str) -> String {
+    let s = nvml.trim().to_lowercase();
+    let Some((domain, rest)) = s.split_once(':') else {
+        return s;
+    };
+    match u64::from_str_radix(domain, 16) {
+        Ok(d) if d <= 0xffff => format!("{d:04x}:{rest}"),
+        _ if s.len() > 15 => s[s.len() - 15..].to_string(),
+        _ => s,
+    }
 }
 
 /// NVLinks NCCL probes for compute capability `sm`.
@@ -107,7 +123,10 @@ pub fn read_live() -> (Vec<GpuInfo>, GpuSource) {
                 link: l,
                 p2p,
                 active: lw.is_active().unwrap_or(false),
-                remote_busid: lw.remote_pci_info().ok().map(|r| r.bus_id.to_lowercase()),
+                remote_busid: lw
+                    .remote_pci_info()
+                    .ok()
+                    .map(|r| nccl_remote_busid(&r.bus_id)),
             });
         }
         let speed = d
@@ -169,7 +188,7 @@ pub fn read_facts(text: &str) -> Result<Vec<GpuInfo>, String> {
                             remote_busid: l
                                 .get("remote_bus_id")
                                 .and_then(|x| x.as_str())
-                                .map(str::to_lowercase),
+                                .map(nccl_remote_busid),
                         })
                         .collect()
                 })
@@ -201,7 +220,7 @@ mod tests {
     fn facts_json() {
         let g = read_facts(
             r#"{"gpus":[{"index":0,"name":"NVIDIA H200","bus_id":"00000000:00:06.0","sm":90,
-               "nvlinks":[{"link":0,"p2p":1,"active":true,"remote_bus_id":"FFFFFFF:FF:FF.0"}],
+               "nvlinks":[{"link":0,"p2p":1,"active":true,"remote_bus_id":"FFFFFFFF:FF:FF.0"}],
                "fields":{"90":{"ret":0,"ui":26562}}}]}"#,
         )
         .unwrap();
