@@ -42,6 +42,7 @@ struct Builder<'a> {
     nodes: Nodes,
     ranks: BTreeMap<usize, usize>,
     notes: Vec<String>,
+    one_way: Vec<(NodeRef, NodeRef, LinkType, usize)>,
 }
 
 /// Builds the nodes and links described by `doc`.
@@ -59,6 +60,7 @@ pub fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<(Nodes, Vec<String>), T
         nodes: Default::default(),
         ranks: BTreeMap::new(),
         notes: Vec::new(),
+        one_way: Vec::new(),
     };
     b.ranks = gpu_ranks(doc, assign_ranks)?;
     let root = doc
@@ -72,9 +74,28 @@ pub fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<(Nodes, Vec<String>), T
     b.walk(root, None, &mut |b, i, busid| b.add_nvlink(i, busid))?;
     b.walk(root, None, &mut |b, i, busid| b.add_c2c(i, busid))?;
     b.walk(root, None, &mut |b, i, busid| b.add_pcilink(i, busid))?;
-    flatten_bcm_switches(&mut b.nodes);
-    connect_cpus(&mut b.nodes);
-    sort_links(&mut b.nodes);
+    for &(a, r, ty, x) in &b.one_way {
+        if !b.nodes[r.ty.index()][r.idx]
+            .links
+            .iter()
+            .any(|l| l.rem == a && l.ty == ty)
+        {
+            return Err(doc.error(
+                x,
+                format!(
+                    "<{} target=\"{}\">: {} has no <{}> back to {}; NCCL fails on one-sided links (\"Failed to find reverse path\")",
+                    doc.node(x).name,
+                    doc.attr(x, "target").unwrap_or(""),
+                    b.nodes[r.ty.index()][r.idx].label(),
+                    doc.node(x).name,
+                    b.nodes[a.ty.index()][a.idx].label()
+                ),
+            ));
+        }
+    }
+    super::links::flatten_bcm_switches(&mut b.nodes);
+    super::links::connect_cpus(&mut b.nodes);
+    super::links::sort_links(&mut b.nodes);
     Ok((b.nodes, b.notes))
 }
 
@@ -488,7 +509,9 @@ impl<'a> Builder<'a> {
             .map_or(0, |g| g.sm);
         let b = count as f32 * bw::nvlink_bw(sm);
         connect(&mut self.nodes, gpu, remote, LinkType::Nvl, b);
-        if remote.ty != NodeType::Gpu {
+        if remote.ty == NodeType::Gpu {
+            self.one_way.push((gpu, remote, LinkType::Nvl, i));
+        } else {
             connect(&mut self.nodes, remote, gpu, LinkType::Nvl, b);
         }
         Ok(())
@@ -524,6 +547,7 @@ impl<'a> Builder<'a> {
         let target = required(doc, i, "target")?;
         if let Some(r) = find(&self.nodes, NodeType::Pci, busid_to_u64(target)) {
             connect(&mut self.nodes, pci, r, LinkType::Loc, LOC_BW);
+            self.one_way.push((pci, r, LinkType::Loc, i));
         }
         Ok(())
     }
@@ -554,159 +578,4 @@ pub(crate) fn find_local_cpu(
         }
     }
     None
-}
-
-/// Removes node `r` and every link to it, renumbering the nodes of its type after it (NCCL
-/// `ncclTopoRemoveNode`). Paths must be recomputed afterwards.
-pub(crate) fn remove_node(nodes: &mut Nodes, r: NodeRef) {
-    for (t, v) in nodes.iter_mut().enumerate() {
-        for (i, n) in v.iter_mut().enumerate() {
-            if t == r.ty.index() && i == r.idx {
-                continue;
-            }
-            n.links.retain(|l| l.rem != r);
-            for l in &mut n.links {
-                if l.rem.ty == r.ty && l.rem.idx > r.idx {
-                    l.rem.idx -= 1;
-                }
-            }
-        }
-    }
-    nodes[r.ty.index()].remove(r.idx);
-    for v in nodes.iter_mut() {
-        for n in v.iter_mut() {
-            n.paths = Default::default();
-        }
-    }
-}
-
-/// Whether packed PCI ids belong to a Broadcom PEX Gen4 (4) or Gen5 (5) switch at `level`
-/// (NCCL `getBcmGen`).
-fn bcm_gen(id: u64, level: u64) -> u32 {
-    if id & 0xffff_ffff_ffff_f000 == 0x1000_c010_1000_a000 {
-        return 4;
-    }
-    if id & 0xffff_ffff_ffff_f000 == 0x1000_c030_1000_0000 | (level * 0x1000) {
-        return 5;
-    }
-    0
-}
-
-/// Merges the second level of Broadcom PEX switches into the first, which sustains full
-/// bandwidth across all ports (NCCL `ncclTopoFlattenBcmSwitches`).
-fn flatten_bcm_switches(nodes: &mut Nodes) {
-    let pci = NodeType::Pci.index();
-    let mut s = 0;
-    while s < nodes[pci].len() {
-        let dev = match nodes[pci][s].info {
-            NodeInfo::Pci { device } => device,
-            _ => 0,
-        };
-        let gen_ = bcm_gen(dev, 0);
-        if gen_ == 0 {
-            s += 1;
-            continue;
-        }
-        let sw = NodeRef::new(NodeType::Pci, s);
-        let links = std::mem::take(&mut nodes[pci][s].links);
-        let mut subs = Vec::new();
-        let mut kept = Vec::new();
-        for l in links {
-            let sub = &nodes[l.rem.ty.index()][l.rem.idx];
-            let is_sub = l.rem.ty == NodeType::Pci
-                && matches!(sub.info, NodeInfo::Pci { device } if bcm_gen(device, 1) == gen_);
-            if is_sub {
-                subs.push(sub.id);
-            } else {
-                kept.push(l);
-            }
-        }
-        nodes[pci][s].links = kept;
-        for id in subs {
-            let Some(idx) = nodes[pci].iter().position(|n| n.id == id) else {
-                continue;
-            };
-            let sub_ref = NodeRef::new(NodeType::Pci, idx);
-            let sub_links = nodes[pci][idx].links.clone();
-            for l in sub_links {
-                if l.rem == sw {
-                    continue;
-                }
-                nodes[pci][s].links.push(l);
-                let rem = &mut nodes[l.rem.ty.index()][l.rem.idx];
-                if let Some(back) = rem.links.iter_mut().find(|b| b.rem == sub_ref) {
-                    back.rem = sw;
-                }
-            }
-            remove_node(nodes, sub_ref);
-        }
-        if let NodeInfo::Pci { device } = &mut nodes[pci][s].info {
-            *device |= 0xffff;
-        }
-        s = 0;
-    }
-}
-
-/// Inter-socket bandwidth from a CPU (NCCL `ncclTopoGetInterCpuBw`).
-fn inter_cpu_bw(c: &CpuNode) -> f32 {
-    match (c.arch, c.vendor, c.model) {
-        (CpuArch::Power, ..) => bw::P9_BW,
-        (CpuArch::Arm, ..) => bw::ARM_BW,
-        (CpuArch::X86, CpuVendor::Intel, CpuModel::IntelErp) => bw::ERP_QPI_BW,
-        (CpuArch::X86, CpuVendor::Intel, CpuModel::IntelSrp) => bw::SRP_QPI_BW,
-        (CpuArch::X86, CpuVendor::Intel, CpuModel::IntelSkl) => bw::SKL_QPI_BW,
-        (CpuArch::X86, CpuVendor::Intel, _) => bw::BDW_QPI_BW,
-        (CpuArch::X86, CpuVendor::Amd, _) => bw::AMD_BW,
-        (CpuArch::X86, CpuVendor::Zhaoxin, CpuModel::Yongfeng) => bw::YONGFENG_ZPI_BW,
-        (CpuArch::X86, CpuVendor::Zhaoxin, _) => bw::ZPI_BW,
-        _ => LOC_BW,
-    }
-}
-
-fn connect_cpus(nodes: &mut Nodes) {
-    let n = nodes[NodeType::Cpu.index()].len();
-    for a in 0..n {
-        for b in 0..n {
-            if a == b {
-                continue;
-            }
-            let bw = nodes[NodeType::Cpu.index()][a]
-                .cpu()
-                .map_or(LOC_BW, inter_cpu_bw);
-            connect(
-                nodes,
-                NodeRef::new(NodeType::Cpu, a),
-                NodeRef::new(NodeType::Cpu, b),
-                LinkType::Sys,
-                bw,
-            );
-        }
-    }
-}
-
-/// Puts each PCI node's link to its parent last, recursively from every CPU (NCCL
-/// `ncclTopoSortSystem`).
-fn sort_links(nodes: &mut Nodes) {
-    for c in 0..nodes[NodeType::Cpu.index()].len() {
-        sort_rec(nodes, NodeRef::new(NodeType::Cpu, c), None);
-    }
-}
-
-fn sort_rec(nodes: &mut Nodes, node: NodeRef, up: Option<NodeRef>) {
-    if let Some(up) = up {
-        let links = &mut nodes[node.ty.index()][node.idx].links;
-        if let Some(p) = links.iter().position(|l| l.rem == up) {
-            let l = links.remove(p);
-            links.push(l);
-        }
-    }
-    let down: Vec<NodeRef> = nodes[node.ty.index()][node.idx]
-        .links
-        .iter()
-        .filter(|l| l.ty == LinkType::Pci && Some(l.rem) != up)
-        .map(|l| l.rem)
-        .collect();
-    for d in down {
-        sort_rec(nodes, d, Some(node));
-    }
 }

@@ -4,6 +4,7 @@
 //! [`crate::topo::paths`].
 
 pub mod build;
+mod links;
 
 use serde::Serialize;
 

@@ -60,6 +60,8 @@ pub struct Parsed {
 const MAX_STR_LEN: usize = 255;
 const MAX_ATTR_COUNT: usize = 16;
 const TOPO_XML_MAX_NODES: usize = 256;
+/// Deepest nesting rnccl accepts (real topologies are under 10 levels; this bounds recursion).
+const MAX_DEPTH: usize = 64;
 
 enum Frame {
     Kept(usize),
@@ -122,6 +124,9 @@ pub fn parse(text: &str, source: &str, schema: Schema) -> Result<Parsed, TopoErr
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let empty = matches!(event, Event::Empty(_));
                 let name = element_name(e, |m| err(start, m))?;
+                if stack.len() >= MAX_DEPTH {
+                    return Err(err(start, format!("<{name}> is nested more than {MAX_DEPTH} levels deep")));
+                }
                 if text[start..end].contains('\t') {
                     notes.push(format!(
                         "line {line}: a tab inside <{name}>: NCCL's parser only accepts spaces and newlines between attributes"
