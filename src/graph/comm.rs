@@ -106,7 +106,8 @@ impl Channels {
 /// Searches the ring (1..32 channels) and tree (the ring's count) graphs on `system` and
 /// connects them over `ranks_by_node` (node `n` holds global ranks `ranks_by_node[n]`, local
 /// index `i` being the GPU of local rank `i`; nodes identical). `None` when a node's rank count
-/// differs from the system's GPU count, or there are no nodes.
+/// differs from the system's GPU count, there are no nodes, or the ranks are not `0..nranks`
+/// each once.
 pub fn search_and_connect(
     system: &System,
     ranks_by_node: &[Vec<usize>],
@@ -143,7 +144,7 @@ pub fn search_and_connect(
         cc_min,
         params.min_channels,
         params.max_channels,
-    );
+    )?;
     Some(Channels {
         inter,
         ring,
@@ -158,7 +159,7 @@ pub fn search_and_connect(
 /// NCCL's doubling, clamped to `max_channels` (1..=64) and grown to `min_channels` by copying
 /// channels, as `NCCL_MAX_NCHANNELS`/`NCCL_MIN_NCHANNELS` do; trees as NCCL's double binary tree.
 /// Uses NCCL's default search knobs (`NCCL_CROSS_NIC=2`). Returns `None` when the system's GPU
-/// count differs from the ranks per node.
+/// count differs from the ranks per node, or the ranks are not `0..nranks` each once.
 pub fn plan_channels(
     system: &System,
     ranks_by_node: &[Vec<usize>],

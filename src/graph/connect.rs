@@ -78,6 +78,8 @@ fn set_down(t: &mut TreeLinks, rank: Option<usize>) {
 /// renumbered in NCCL's order, by lowest rank). `cc_min`: lowest compute capability (sm 90+ with
 /// several nodes and a ring above 45 GB/s doubles channels again). `min_channels`/`max_channels`:
 /// `NCCL_MIN_NCHANNELS`/`NCCL_MAX_NCHANNELS` (0 and 64 mean unset).
+///
+/// Returns `None` unless every node has `ngpus` ranks and the ranks are exactly `0..nranks`.
 pub fn connect(
     ring: &Graph,
     tree: &Graph,
@@ -85,11 +87,24 @@ pub fn connect(
     cc_min: u32,
     min_channels: usize,
     max_channels: usize,
-) -> Connected {
+) -> Option<Connected> {
     let mut nodes: Vec<Vec<usize>> = node_ranks.to_vec();
     nodes.sort_by_key(|v| v.iter().copied().min().unwrap_or(usize::MAX));
     let nnodes = nodes.len();
     let nranks: usize = nodes.iter().map(Vec::len).sum();
+    let mut seen = vec![false; nranks];
+    for &r in nodes.iter().flatten() {
+        if r >= nranks || std::mem::replace(&mut seen[r], true) {
+            return None;
+        }
+    }
+    if nnodes == 0
+        || nodes
+            .iter()
+            .any(|n| n.len() != ring.ngpus || n.len() != tree.ngpus)
+    {
+        return None;
+    }
     let nch = ring.n_channels.min(tree.n_channels);
     let global = |n: usize, local: usize| nodes[n][local];
     let mut recv = vec![vec![0; nnodes]; nch];
@@ -214,7 +229,7 @@ pub fn connect(
         next: ring_next,
         trees,
     } = ch;
-    Connected {
+    Some(Connected {
         node_ranks: nodes,
         nranks,
         search_channels: nch,
@@ -223,7 +238,7 @@ pub fn connect(
         ring_prev,
         trees,
         tree_events: events,
-    }
+    })
 }
 
 /// Per-channel ring and tree data, grown by copying channels as NCCL's `copyChannels` does.
@@ -263,5 +278,59 @@ impl SwapPair for Vec<Vec<usize>> {
         let (a, b) = (self[c][i], self[c ^ 1][i]);
         self[c][i] = b;
         self[c ^ 1][i] = a;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_gpu_graph(id: u32, pattern: Pattern, nch: usize) -> Graph {
+        let mut g = Graph::new(id, pattern, 1, nch, nch);
+        g.n_channels = nch;
+        g
+    }
+
+    #[test]
+    fn four_single_gpu_nodes_make_one_ring_and_two_trees() {
+        let ring = one_gpu_graph(0, Pattern::Ring, 1);
+        let tree = one_gpu_graph(1, Pattern::Tree, 1);
+        let nodes: Vec<Vec<usize>> = (0..4).map(|n| vec![n]).collect();
+        let c = connect(&ring, &tree, &nodes, 90, 0, 64).unwrap();
+        assert_eq!(c.nchannels, 2);
+        assert_eq!(c.ring_from(0, 0), vec![0, 1, 2, 3]);
+        assert_eq!(c.ring_prev[1][0], 3);
+        // Tree 0 is the binary tree 0 -> 2 -> (1, 3); tree 1 its mirror 3 -> 1 -> (0, 2).
+        assert_eq!(
+            (c.trees[0][0].up, c.trees[0][0].down.clone()),
+            (None, vec![2])
+        );
+        assert_eq!(c.trees[0][2].down, vec![1, 3]);
+        assert_eq!(
+            (c.trees[1][3].up, c.trees[1][3].down.clone()),
+            (None, vec![1])
+        );
+        assert_eq!(c.trees[1][1].down, vec![2, 0]);
+    }
+
+    #[test]
+    fn nodes_are_numbered_by_lowest_rank() {
+        let ring = one_gpu_graph(0, Pattern::Ring, 1);
+        let tree = one_gpu_graph(1, Pattern::Tree, 1);
+        let c = connect(&ring, &tree, &[vec![2], vec![0], vec![1]], 80, 0, 64).unwrap();
+        assert_eq!(c.node_ranks, vec![vec![0], vec![1], vec![2]]);
+        assert_eq!(c.ring_from(0, 1), vec![1, 2, 0]);
+        assert!(
+            connect(&ring, &tree, &[vec![5], vec![1]], 80, 0, 64).is_none(),
+            "ranks must be 0..n"
+        );
+        assert!(
+            connect(&ring, &tree, &[vec![0], vec![0]], 80, 0, 64).is_none(),
+            "no rank twice"
+        );
+        assert!(
+            connect(&ring, &tree, &[vec![0, 1]], 80, 0, 64).is_none(),
+            "ranks per node = GPUs"
+        );
     }
 }

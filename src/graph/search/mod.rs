@@ -323,3 +323,36 @@ pub fn compute(
     }
     graph
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_tables_by_compute_capability() {
+        assert_eq!(speeds(false, 90)[0], 60.0);
+        assert_eq!(speeds(true, 100)[0], 96.0);
+        assert_eq!(speeds(false, 80).len(), 13);
+    }
+
+    #[test]
+    fn dup_doubles_fast_channels_and_halves_their_bandwidth() {
+        let mut g = Graph::new(0, Pattern::Ring, 2, 1, 32);
+        g.n_channels = 6;
+        g.bw_intra = 60.0;
+        g.bw_inter = 60.0;
+        g.intra[..4].copy_from_slice(&[0, 1, 1, 0]);
+        dup_channels(&mut g, 90);
+        assert_eq!((g.n_channels, g.bw_intra), (12, 30.0));
+        assert_eq!(g.channel(6), &[0, 1]);
+        assert_eq!(g.channel(7), &[1, 0]);
+        let mut slow = Graph::new(0, Pattern::Ring, 2, 1, 32);
+        slow.n_channels = 8;
+        slow.bw_intra = 40.0;
+        dup_channels(&mut slow, 90);
+        assert_eq!(
+            slow.n_channels, 8,
+            "sm90 keeps more than 4 channels under 50 GB/s"
+        );
+    }
+}

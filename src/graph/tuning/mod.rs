@@ -509,3 +509,20 @@ impl Model {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_counts_and_names_follow_nccl() {
+        assert_eq!(nthreads(-2, 64, 512, 256), 256);
+        assert_eq!(nthreads(100, 64, 512, 512), 512, "not a multiple of 32");
+        assert_eq!(nthreads(1024, 64, 512, 512), 512);
+        assert_eq!(nthreads(32, 64, 512, 512), 64);
+        assert_eq!(Func::parse("all_reduce"), Some(Func::AllReduce));
+        assert_eq!(Func::parse("ReduceScatter"), Some(Func::ReduceScatter));
+        assert_eq!(Func::parse("alltoall"), None);
+        assert_eq!((log2i(1), log2i(1024), log2i(1025)), (0, 10, 10));
+    }
+}
