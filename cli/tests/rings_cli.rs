@@ -203,3 +203,19 @@ fn knobs_change_the_channels() {
         "{out}"
     );
 }
+
+#[test]
+fn graph_dump_file_is_written_like_nccls() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("graph.xml");
+    rnccl()
+        .env("NCCL_GRAPH_DUMP_FILE", &out)
+        .args([
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+        ])
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(out).unwrap(), anchor("graph.xml"));
+}
