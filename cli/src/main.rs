@@ -4,6 +4,7 @@ mod bench;
 mod config_load;
 mod env_explain;
 mod logging;
+mod render;
 mod rings;
 mod topo;
 

@@ -1,14 +1,119 @@
-//! `rnccl topo`.
+//! `rnccl topo`: what NCCL sees on this host or in a topology file — the tree of CPUs, PCIe
+//! switches, GPUs and NICs, NCCL's path type and bandwidth between every GPU and NIC, CPU and
+//! NUMA affinity, and warnings for known traps.
 
+mod host;
+mod matrix;
+mod tree;
+mod view;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rnccl::topo::diagnose::{Finding, Severity, diagnose, diagnose_host};
+
 use crate::GlobalOpts;
+use crate::render;
+
+/// Output formats of `rnccl topo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Tree, path matrix and findings for people.
+    Table,
+    /// Everything as JSON.
+    Json,
+    /// NCCL topology XML, as NCCL_TOPO_DUMP_FILE writes it (usable as NCCL_TOPO_FILE).
+    Xml,
+}
 
 /// Arguments of `rnccl topo`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Study another machine offline: an NCCL topology XML file (an NCCL_TOPO_DUMP_FILE, or a
+    /// file written for NCCL_TOPO_FILE). Without it, this host is detected and merged with
+    /// NCCL_TOPO_FILE when that is set, as NCCL does.
+    #[arg(long, value_name = "FILE")]
+    pub topo_file: Option<PathBuf>,
+    /// Read sysfs and procfs under DIR instead of / (a tree captured with
+    /// tests/fixtures/capture_sysfs.py; GPUs then come from DIR/nvml.json).
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
+}
 
 /// Runs `rnccl topo`.
-pub fn run(_args: Args, _global: &GlobalOpts) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("rnccl topo is being built")
+pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
+    let cfg = crate::config_load::load_config(global)?;
+    let src = render::load(&cfg, args.topo_file.as_deref(), args.sysfs_root.as_ref())?;
+    match args.format {
+        Format::Xml => {
+            let Some(sys) = &src.system else {
+                anyhow::bail!(
+                    "{} has no GPU, so NCCL builds no topology here; use --topo-file FILE to study another machine",
+                    src.label
+                );
+            };
+            print!("{}", sys.to_xml_string());
+        }
+        Format::Json => {
+            let v = view::json(&src);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        Format::Table => {
+            for l in table(&src) {
+                println!("{l}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(src: &render::Source) -> Vec<String> {
+    let mut out = vec![format!("rnccl topo: {}", src.label)];
+    if let Some(inv) = &src.inventory {
+        out.extend(host::summary(inv));
+    }
+    let findings: Vec<Finding> = match (&src.system, &src.inventory) {
+        (Some(sys), _) => {
+            out.push(String::new());
+            out.push("Topology as NCCL sees it (link bandwidths in GB/s)".into());
+            out.extend(tree::lines(sys));
+            out.push(String::new());
+            out.push("Paths: NCCL path type and bottleneck bandwidth (GB/s) between GPUs and network devices".into());
+            out.extend(matrix::lines(sys));
+            diagnose(sys)
+        }
+        (None, Some(inv)) => {
+            out.push(String::new());
+            out.extend(host::pci_tree(inv));
+            out.push(String::new());
+            out.push("No GPU here, so NCCL builds no topology on this host. Use --topo-file FILE to study another machine.".into());
+            diagnose_host(inv)
+        }
+        (None, None) => Vec::new(),
+    };
+    out.push(String::new());
+    if findings.is_empty() {
+        out.push("Findings: none of the known traps (downtrained PCIe links, ACS, NUMA mismatch, hidden PCIe switches).".into());
+    } else {
+        out.push("Findings".into());
+        for f in &findings {
+            let sev = match f.severity {
+                Severity::Warning => "warning",
+                Severity::Note => "note",
+            };
+            out.push(format!("  {sev} [{}] {}", f.code, f.message));
+            out.push(format!("      -> {}", f.advice));
+        }
+    }
+    if let Some(sys) = &src.system
+        && !sys.notes.is_empty()
+    {
+        out.push(String::new());
+        out.push("Reading the topology".into());
+        out.extend(sys.notes.iter().map(|n| format!("  {n}")));
+    }
+    out
 }

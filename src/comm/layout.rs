@@ -2,9 +2,14 @@
 //! slot size, the `NCCL_ALGO` in force — decided by rank 0 from its knobs and sent to the others,
 //! so ranks whose environments differ still run matching plans.
 
+use std::path::Path;
+
 use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::graph::comm::{PlanParams, search_and_connect};
+use crate::topo::System;
+use crate::topo::kinds::NodeType;
 use crate::transport::fifo::NSLOTS;
 
 /// Buffer bytes per connection for CPU ranks when `NCCL_BUFFSIZE` is auto: 512 KiB, so a slot
@@ -69,49 +74,114 @@ pub fn channel_count(cfg: &Config, base: usize) -> Result<usize> {
     Ok(base.min(max).max(min).max(1))
 }
 
-/// Rank 0's decision for a communicator over `peers`.
+/// Rank 0's decision for a communicator over `peers`: channel count and ring order from NCCL's
+/// search on the topology (`NCCL_TOPO_FILE`, or GPUs detected on this host) when it describes as
+/// many GPUs per node as there are ranks per host; rank order on [`CPU_DEFAULT_CHANNELS`]
+/// channels otherwise.
 ///
-/// Errors: bad knob values.
+/// Errors: bad knob values, or an `NCCL_TOPO_FILE` that cannot be read.
 pub fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
     let nranks = peers.len();
+    let slot_bytes = slot_bytes(cfg)?;
+    let algo = cfg.string("NCCL_ALGO").map(str::to_string);
+    if let Some((rings, source)) = topology_rings(cfg, peers)? {
+        return Ok(Layout {
+            rings,
+            slot_bytes,
+            algo,
+            source,
+        });
+    }
     let nch = channel_count(cfg, CPU_DEFAULT_CHANNELS)?;
     Ok(Layout {
         rings: vec![(0..nranks).collect(); nch],
-        slot_bytes: slot_bytes(cfg)?,
-        algo: cfg.string("NCCL_ALGO").map(str::to_string),
+        slot_bytes,
+        algo,
         source: "rank order".into(),
     })
 }
 
-/// Rank 0 sends `layout` to every rank; the others receive it.
+/// Ranks grouped by host, hosts ordered by their lowest rank, ranks in rank order.
+pub fn ranks_by_host(peers: &[PeerInfo]) -> Vec<Vec<usize>> {
+    let mut hosts: Vec<(u64, Vec<usize>)> = Vec::new();
+    for (r, p) in peers.iter().enumerate() {
+        match hosts.iter_mut().find(|(h, _)| *h == p.host_hash) {
+            Some((_, v)) => v.push(r),
+            None => hosts.push((p.host_hash, vec![r])),
+        }
+    }
+    hosts.into_iter().map(|(_, v)| v).collect()
+}
+
+fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<usize>>, String)>> {
+    let file = cfg.string("NCCL_TOPO_FILE");
+    let system = match System::load(cfg, Path::new("/")) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Ok(None),
+        Err(e) if file.is_some() => {
+            return Err(Error::invalid_usage(format!("NCCL_TOPO_FILE: {e}")));
+        }
+        Err(e) => {
+            tracing::warn!(target: "rnccl::graph", "topology detection failed ({e}); channels follow rank order");
+            return Ok(None);
+        }
+    };
+    let nodes = ranks_by_host(peers);
+    let params = PlanParams::from_config(cfg).map_err(|e| Error::from(*e))?;
+    let gpus = system.count(NodeType::Gpu);
+    match search_and_connect(&system, &nodes, &params) {
+        Some(ch) => {
+            let plan = ch.plan();
+            let from = file.map_or_else(
+                || "detected GPUs".to_string(),
+                |f| format!("NCCL_TOPO_FILE {f}"),
+            );
+            Ok(Some((
+                plan.rings,
+                format!("topology ({from}: {gpus} GPUs per node)"),
+            )))
+        }
+        None => {
+            tracing::info!(
+                target: "rnccl::graph",
+                "topology has {gpus} GPUs per node but hosts have {:?} ranks: channels follow rank order",
+                nodes.iter().map(Vec::len).collect::<Vec<_>>()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Rank 0 sends its decision — the layout, or why it could not make one — to every rank; the
+/// others receive it. A rank-0 failure thus reaches every rank at once instead of leaving them
+/// to wait out the timeout.
 ///
-/// Errors: bootstrap failures naming the rank involved.
+/// Errors: rank 0's own decision error (on every rank, naming rank 0 on the others), or
+/// bootstrap failures naming the rank involved.
 pub fn share(
     net: &BootstrapNet,
     tag: u64,
     rank: usize,
     net_rank: &[usize],
-    layout: Option<Layout>,
+    decision: Option<Result<Layout>>,
     deadline: Deadline,
 ) -> Result<Layout> {
     const LAYOUT: u64 = 3 << 60;
     if rank == 0 {
-        let layout = layout.ok_or_else(|| Error::Internal("rank 0 has no layout".into()))?;
-        let body = serde_json::to_vec(&layout).expect("layout serialises");
+        let decision = decision.ok_or_else(|| Error::Internal("rank 0 has no layout".into()))?;
+        let wire: std::result::Result<&Layout, String> =
+            decision.as_ref().map_err(ToString::to_string);
+        let body = serde_json::to_vec(&wire).expect("layout serialises");
         for &r in &net_rank[1..] {
             net.send(r, tag, LAYOUT, &body, deadline)?;
         }
-        Ok(layout)
+        decision
     } else {
-        let body = net.recv(
-            net_rank[0],
-            tag,
-            LAYOUT,
-            deadline,
-            "waiting for rank 0's channel layout",
-        )?;
-        serde_json::from_slice(&body)
-            .map_err(|e| Error::Remote(format!("malformed channel layout from rank 0: {e}")))
+        let what = "waiting for rank 0's channel layout";
+        let body = net.recv(net_rank[0], tag, LAYOUT, deadline, what)?;
+        let wire: std::result::Result<Layout, String> = serde_json::from_slice(&body)
+            .map_err(|e| Error::Remote(format!("malformed channel layout from rank 0: {e}")))?;
+        wire.map_err(|e| Error::Remote(format!("rank 0 could not set up the communicator: {e}")))
     }
 }
 

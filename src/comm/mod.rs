@@ -117,11 +117,7 @@ impl Communicator {
         let tag = fnv1a(&id.magic.to_le_bytes());
         let net_rank: Vec<usize> = (0..nranks).collect();
         let deadline = Deadline::after(timeout);
-        let mine = if rank == 0 {
-            Some(layout::decide(&knobs, net.peers())?)
-        } else {
-            None
-        };
+        let mine = (rank == 0).then(|| layout::decide(&knobs, net.peers()));
         let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
         Communicator::assemble(net, tag, rank, net_rank, lay, knobs, params, timeout)
     }

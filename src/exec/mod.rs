@@ -585,7 +585,7 @@ mod tests {
     use crate::coll::{Kind, Step};
     use crate::dtype::DataType;
     use crate::transport::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_region};
-    use crate::transport::{RecvConn, SendConn, TransportKind};
+    use crate::transport::{SendConn, TransportKind};
 
     /// A lane stuck half-way through a step must report no progress, or waiters never sleep nor
     /// time out (a receiver that never reads used to spin its sender forever).

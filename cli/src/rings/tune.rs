@@ -1,0 +1,141 @@
+//! `rnccl rings --tune COLL`: NCCL's INFO TUNING table, then the model's prediction and choice
+//! over a size sweep (8 B to 1 GiB, doubling, sizes as nccl-tests counts them).
+
+use rnccl::config::syntax::{ALGORITHMS, PROTOCOLS};
+use rnccl::graph::tuning::table::{thresholds_line, tuning_lines};
+use rnccl::graph::tuning::{Func, LL, LL128, PAT, RING, SIMPLE, TREE};
+use serde::Serialize;
+
+use super::Planned;
+use super::text::bus_factor;
+use crate::render::Table;
+
+fn sizes() -> impl Iterator<Item = u64> {
+    (3..=30).map(|e| 1u64 << e)
+}
+
+fn combos() -> [(usize, usize); 7] {
+    [
+        (TREE, LL),
+        (TREE, LL128),
+        (TREE, SIMPLE),
+        (RING, LL),
+        (RING, LL128),
+        (RING, SIMPLE),
+        (PAT, SIMPLE),
+    ]
+}
+
+fn human(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// The tuning text.
+pub fn lines(p: &Planned, f: Func) -> Vec<String> {
+    let m = &p.model;
+    let mut out = vec![
+        String::new(),
+        "NCCL's tuning table (latency us / algorithm bandwidth GB/s; INFO TUNING on rank 0)".into(),
+    ];
+    out.extend(tuning_lines(m).into_iter().map(|l| format!("  {l}")));
+    out.push(format!("  {}", thresholds_line(m)));
+    out.push(String::new());
+    out.push(format!(
+        "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable)",
+        f.name()
+    ));
+    let usable: Vec<(usize, usize)> = combos()
+        .into_iter()
+        .filter(|&(a, pr)| m.bandwidth[f as usize][a][pr] > 0.0)
+        .collect();
+    let mut header: Vec<String> = ["size", "choice", "ch", "thr", "time", "algbw", "busbw"]
+        .map(String::from)
+        .to_vec();
+    header.extend(
+        usable
+            .iter()
+            .map(|&(a, pr)| format!("{}/{}", ALGORITHMS[a], PROTOCOLS[pr])),
+    );
+    let mut t = Table::new(header);
+    for s in sizes() {
+        let mut row = vec![human(s)];
+        match m.choose(f, s) {
+            Some(c) => {
+                let algbw = s as f64 / (f64::from(c.time_us) * 1000.0);
+                row.extend([
+                    format!("{}/{}", ALGORITHMS[c.algo], PROTOCOLS[c.proto]),
+                    c.nchannels.to_string(),
+                    c.nthreads.to_string(),
+                    format!("{:.1}", c.time_us),
+                    format!("{algbw:.2}"),
+                    format!("{:.2}", algbw * bus_factor(f, m.nranks)),
+                ]);
+            }
+            None => row.extend(["none", "-", "-", "-", "-", "-"].map(String::from)),
+        }
+        for &(a, pr) in &usable {
+            row.push(
+                m.time(f, a, pr, s)
+                    .map_or("-".into(), |t| format!("{t:.1}")),
+            );
+        }
+        t.row(row);
+    }
+    out.extend(t.lines(2));
+    out
+}
+
+#[derive(Serialize)]
+struct SweepJson {
+    bytes: u64,
+    algo: Option<&'static str>,
+    proto: Option<&'static str>,
+    nchannels: Option<usize>,
+    nthreads: Option<u32>,
+    time_us: Option<f32>,
+    times_us: Vec<(String, Option<f32>)>,
+}
+
+/// The tuning data as JSON.
+#[derive(Serialize)]
+pub struct TuneJson {
+    collective: &'static str,
+    table: Vec<String>,
+    sweep: Vec<SweepJson>,
+}
+
+/// Builds the tuning JSON.
+pub fn json(p: &Planned, f: Func) -> TuneJson {
+    let m = &p.model;
+    TuneJson {
+        collective: f.name(),
+        table: tuning_lines(m),
+        sweep: sizes()
+            .map(|s| {
+                let c = m.choose(f, s);
+                SweepJson {
+                    bytes: s,
+                    algo: c.map(|c| ALGORITHMS[c.algo]),
+                    proto: c.map(|c| PROTOCOLS[c.proto]),
+                    nchannels: c.map(|c| c.nchannels),
+                    nthreads: c.map(|c| c.nthreads),
+                    time_us: c.map(|c| c.time_us),
+                    times_us: combos()
+                        .into_iter()
+                        .map(|(a, pr)| {
+                            (
+                                format!("{}/{}", ALGORITHMS[a], PROTOCOLS[pr]),
+                                m.time(f, a, pr, s),
+                            )
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}

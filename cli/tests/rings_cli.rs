@@ -1,0 +1,221 @@
+//! `rnccl rings` driven as a user runs it, checked against NCCL's own dumps and INFO lines.
+
+use assert_cmd::Command;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn rnccl() -> Command {
+    let mut c = Command::cargo_bin("rnccl").unwrap();
+    c.env_clear().current_dir(ROOT);
+    c
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = rnccl()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
+fn anchor(name: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/tests/fixtures/anchors/h200x2/{name}")).unwrap()
+}
+
+#[test]
+fn h200_graphs_are_nccls() {
+    assert_eq!(
+        stdout(&[
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+            "--format",
+            "xml"
+        ]),
+        anchor("graph.xml")
+    );
+    assert_eq!(
+        stdout(&[
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo_2node.xml",
+            "--nodes",
+            "2",
+            "--format",
+            "xml"
+        ]),
+        anchor("graph_2node.xml")
+    );
+}
+
+#[test]
+fn h200_text_has_nccls_info_lines() {
+    let out = stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/anchors/h200x2/topo.xml",
+    ]);
+    let log = anchor("debug_info.log");
+    for want in log
+        .lines()
+        .filter(|l| l.starts_with("vm:1372:1383 [0]"))
+        .filter_map(|l| l.split_once(" NCCL INFO ").map(|(_, m)| m))
+        .filter(|m| {
+            m.starts_with("Channel ") && m.contains("/24 :")
+                || m.starts_with("Tree ")
+                || m.starts_with("Pattern ")
+        })
+    {
+        assert!(
+            out.lines().any(|l| l.trim_start() == want),
+            "missing {want:?}"
+        );
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn tuning_sweep() {
+    insta::assert_snapshot!(stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/anchors/h200x2/topo.xml",
+        "--tune",
+        "all_reduce"
+    ]));
+}
+
+#[test]
+fn dgx_over_two_nodes_shows_nics_per_channel() {
+    insta::assert_snapshot!(stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/synthetic/dgx8x16.xml",
+        "--nodes",
+        "2"
+    ]));
+}
+
+#[test]
+fn a_thousand_nodes() {
+    let out = stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/synthetic/dgx8x16.xml",
+        "--nodes",
+        "1024",
+    ]);
+    let ch = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("Channel 00/32 :"))
+        .unwrap();
+    assert!(ch.ends_with("...") && ch.trim_start().len() == 127, "{ch}");
+    assert!(out.contains("8192 ranks"));
+}
+
+#[test]
+fn json_plan() {
+    let v: serde_json::Value = serde_json::from_str(&stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/anchors/h200x2/topo.xml",
+        "--format",
+        "json",
+        "--tune",
+        "all_gather",
+    ]))
+    .unwrap();
+    assert_eq!(v["plan"]["nchannels"], 24);
+    assert_eq!(v["ring"]["nchannels"], 12);
+    assert_eq!(v["tree"]["channels"][6]["ranks"], serde_json::json!([1, 0]));
+    assert_eq!(v["tuning"]["collective"], "AllGather");
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let out = rnccl()
+        .args(["rings", "--sysfs-root", "tests/fixtures/sysfs/cpu-vm"])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(
+        err.contains("no GPU") && err.contains("--topo-file"),
+        "{err}"
+    );
+    let out = rnccl()
+        .args([
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+            "--tune",
+            "alltoall",
+        ])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(out).unwrap().contains("--tune alltoall"));
+    let out = rnccl()
+        .env("NCCL_ALGO", "Rnig")
+        .args([
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+        ])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(out).unwrap().contains("NCCL_ALGO"));
+}
+
+#[test]
+fn knobs_change_the_channels() {
+    let out = stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/anchors/h200x2/topo.xml",
+    ]);
+    assert!(out.contains("Channel 23/24"));
+    let out = rnccl()
+        .env("NCCL_MAX_NCHANNELS", "4")
+        .args([
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("Channel 03/04 : 0 1") && !out.contains("Channel 04/"),
+        "{out}"
+    );
+}
+
+#[test]
+fn graph_dump_file_is_written_like_nccls() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("graph.xml");
+    rnccl()
+        .env("NCCL_GRAPH_DUMP_FILE", &out)
+        .args([
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+        ])
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(out).unwrap(), anchor("graph.xml"));
+}

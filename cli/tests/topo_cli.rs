@@ -1,0 +1,142 @@
+//! `rnccl topo` driven as a user runs it: on captured hosts, on topology files, on this host.
+
+use assert_cmd::Command;
+
+fn rnccl() -> Command {
+    let mut c = Command::cargo_bin("rnccl").unwrap();
+    c.env_clear()
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    c
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = rnccl()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn captured_h200_host() {
+    insta::assert_snapshot!(stdout(&[
+        "topo",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/h200x2"
+    ]));
+}
+
+#[test]
+fn captured_cpu_only_vm() {
+    insta::assert_snapshot!(stdout(&[
+        "topo",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/cpu-vm"
+    ]));
+}
+
+#[test]
+fn pcie_topology_file() {
+    insta::assert_snapshot!(stdout(&[
+        "topo",
+        "--topo-file",
+        "tests/fixtures/synthetic/pcie-tiers.xml"
+    ]));
+}
+
+#[test]
+fn xml_output_round_trips_nccls_dump() {
+    let want = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/anchors/h200x2/topo.xml"
+    ))
+    .unwrap();
+    assert_eq!(
+        stdout(&[
+            "topo",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+            "--format",
+            "xml"
+        ]),
+        want
+    );
+}
+
+#[test]
+fn json_output_has_nodes_paths_and_findings() {
+    let v: serde_json::Value = serde_json::from_str(&stdout(&[
+        "topo",
+        "--topo-file",
+        "tests/fixtures/synthetic/dgx8x16.xml",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let nodes = v["system"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.iter().filter(|n| n["type"] == "GPU").count(), 8);
+    assert!(
+        v["system"]["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["type"] == "PXN")
+    );
+    assert!(v["findings"].is_array());
+}
+
+#[test]
+fn malformed_file_is_an_error_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.xml");
+    std::fs::write(&f, "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n    <pci busid=\"0000:01:00.0\" class=\"0x030200\">\n      <gpu dev=\"0\" sm=\"90\"/>\n    </pci>\n  </cpu>\n</system>\n").unwrap();
+    let out = rnccl()
+        .args(["topo", "--topo-file", f.to_str().unwrap()])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(
+        err.contains("bad.xml:3:") && err.contains("link_width"),
+        "{err}"
+    );
+    std::fs::write(
+        &f,
+        "<system version=\"1\">\n  <cpu numaid=\"0\">\n</system>\n",
+    )
+    .unwrap();
+    let out = rnccl()
+        .args(["topo", "--topo-file", f.to_str().unwrap()])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(
+        err.contains("bad.xml:3:") && err.contains("malformed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn this_host_runs_with_or_without_gpus() {
+    let out = rnccl()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("topo")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let s = String::from_utf8(out).unwrap();
+    assert!(
+        s.starts_with("rnccl topo: this host") && s.contains("Host:") && s.contains("Findings"),
+        "{s}"
+    );
+}

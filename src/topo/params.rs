@@ -1,0 +1,130 @@
+//! The knobs that change how NCCL computes paths, read once from [`Config`].
+
+use serde::Serialize;
+
+use crate::config::{Config, ConfigError, Source};
+use crate::topo::TopoError;
+use crate::topo::kinds::PathType;
+
+/// Knobs of the path computation (NCCL 2.28 src/graph/paths.cc).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TopoParams {
+    /// Farthest path type over which GPUs use P2P: `NCCL_P2P_LEVEL` (name such as `PXB`, or
+    /// NCCL's old numbers 0..5), or `LOC` when `NCCL_P2P_DISABLE=1`; `None` = NCCL's default
+    /// (PXB, SYS on AMD with at most 2 GPUs).
+    pub p2p_level: Option<PathType>,
+    /// `NCCL_NVB_DISABLE`: no NVLink paths through an intermediate GPU.
+    pub nvb_disable: bool,
+    /// `NCCL_PXN_DISABLE`: no GPU→NIC paths through an NVLink-connected GPU.
+    pub pxn_disable: bool,
+    /// `NCCL_NET_GDR_LEVEL`: farthest GPU–NIC path type that uses GPUDirect RDMA; `None` = PXB.
+    pub net_gdr_level: Option<PathType>,
+}
+
+/// NCCL's old numeric levels (src/graph/paths.cc `levelsOldToNew`).
+const OLD_LEVELS: [PathType; 6] = [
+    PathType::Loc,
+    PathType::Pix,
+    PathType::Pxb,
+    PathType::Phb,
+    PathType::Sys,
+    PathType::Sys,
+];
+
+impl TopoParams {
+    /// Reads the knobs from `cfg`.
+    ///
+    /// Errors: [`TopoError::Config`] naming the knob when a value is not a level NCCL knows
+    /// (NCCL would silently ignore it).
+    pub fn from_config(cfg: &Config) -> Result<TopoParams, TopoError> {
+        let p2p_level = if cfg.flag("NCCL_P2P_DISABLE")? {
+            Some(PathType::Loc)
+        } else {
+            level(cfg, "NCCL_P2P_LEVEL")?
+        };
+        Ok(TopoParams {
+            p2p_level,
+            nvb_disable: cfg.flag("NCCL_NVB_DISABLE")?,
+            pxn_disable: cfg.flag("NCCL_PXN_DISABLE")?,
+            net_gdr_level: level(cfg, "NCCL_NET_GDR_LEVEL")?,
+        })
+    }
+}
+
+/// Parses a path level knob as NCCL's `ncclGetLevel`: an exact name `LOC`..`SYS`, or a number
+/// (old style, values above 5 mean SYS).
+fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, TopoError> {
+    let Some(v) = cfg.string(name) else {
+        return Ok(None);
+    };
+    if let Some(t) = PathType::from_name(v).filter(|&t| t <= PathType::Sys) {
+        return Ok(Some(t));
+    }
+    if v.starts_with(|c: char| c.is_ascii_digit())
+        && let Some(n) = crate::config::parse_c_int(v)
+    {
+        return Ok(Some(OLD_LEVELS[n.clamp(0, 5) as usize]));
+    }
+    Err(TopoError::from(ConfigError::BadValue {
+        name: name.to_string(),
+        value: v.to_string(),
+        origin: cfg
+            .setting(name)
+            .map_or(Source::Default, |s| s.source.clone()),
+        expected: "path level".into(),
+        hint: "use one of LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS (or NCCL's old numbers 0-5)"
+            .into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LoadOptions;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Config {
+        Config::load(&LoadOptions {
+            env: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            home: Some("/nonexistent".into()),
+            system_conf: Some("/nonexistent/nccl.conf".into()),
+            ..LoadOptions::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn levels_by_name_number_and_disable() {
+        assert_eq!(
+            TopoParams::from_config(&cfg(&[])).unwrap(),
+            TopoParams::default()
+        );
+        let p = TopoParams::from_config(&cfg(&[
+            ("NCCL_P2P_LEVEL", "PHB"),
+            ("NCCL_NET_GDR_LEVEL", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(p.p2p_level, Some(PathType::Phb));
+        assert_eq!(p.net_gdr_level, Some(PathType::Pxb));
+        let p = TopoParams::from_config(&cfg(&[
+            ("NCCL_P2P_LEVEL", "PHB"),
+            ("NCCL_P2P_DISABLE", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(p.p2p_level, Some(PathType::Loc));
+        assert_eq!(
+            TopoParams::from_config(&cfg(&[("NCCL_P2P_LEVEL", "9")]))
+                .unwrap()
+                .p2p_level,
+            Some(PathType::Sys)
+        );
+        let e = TopoParams::from_config(&cfg(&[("NCCL_P2P_LEVEL", "nvlink")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NCCL_P2P_LEVEL") && e.contains("nvlink"), "{e}");
+    }
+}
