@@ -213,12 +213,14 @@ impl BootstrapNet {
             None
         };
         let iface = ifaces::bootstrap_interface(cfg, comm_id_hint)?;
-        if id.root_by_rank0 && rank == 0 {
+        let hosted_root = if id.root_by_rank0 && rank == 0 {
             let l = TcpListener::bind(id.root).map_err(|e| {
                 Error::system(format!("rank 0 starting the bootstrap root at {} (NCCL_COMM_ID / MASTER_ADDR:MASTER_PORT)", id.root), e)
             })?;
-            root::spawn(l, id.magic, timeout)?;
-        }
+            Some(root::spawn(l, id.magic, timeout)?)
+        } else {
+            None
+        };
         let msg_listener = TcpListener::bind(SocketAddr::new(iface.addr, 0)).map_err(|e| {
             Error::system(
                 format!(
@@ -259,7 +261,13 @@ impl BootstrapNet {
         };
         let mailbox = Arc::new(Mailbox::new(nranks));
         let service = Service::start(msg_listener, id.magic, mailbox.clone())?;
-        let peers = check_in(id, rank, nranks, info, retry, deadline)?;
+        let peers = check_in(id, rank, nranks, info, retry, deadline);
+        // A rank hosting the root waits until the root has answered everyone (it exits right
+        // after), so exiting on an error cannot cut another rank's answer short.
+        if let Some(root) = hosted_root {
+            let _ = root.join();
+        }
+        let peers = peers?;
         if let Some(p) = peers.iter().find(|p| p.version != peers[rank].version) {
             return Err(Error::invalid_usage(format!(
                 "rnccl version mismatch: {} runs {} but this rank runs {}; use the same build everywhere",

@@ -52,15 +52,20 @@ pub enum RootReply {
 ///
 /// Errors: [`Error::System`] when the listener cannot be made non-blocking or the thread fails
 /// to start.
-pub fn spawn(listener: TcpListener, magic: u64, timeout: Duration) -> Result<()> {
+/// The returned handle lets a rank that hosts the root wait until the root has answered every
+/// rank before its process exits.
+pub fn spawn(
+    listener: TcpListener,
+    magic: u64,
+    timeout: Duration,
+) -> Result<std::thread::JoinHandle<()>> {
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::system("configuring the bootstrap root socket", e))?;
     std::thread::Builder::new()
         .name("rnccl-root".into())
         .spawn(move || serve(listener, magic, timeout))
-        .map_err(|e| Error::system("starting the bootstrap root thread", e))?;
-    Ok(())
+        .map_err(|e| Error::system("starting the bootstrap root thread", e))
 }
 
 fn serve(listener: TcpListener, magic: u64, timeout: Duration) {

@@ -58,7 +58,8 @@ impl UniqueId {
             .local_addr()
             .map_err(|e| Error::system("reading the bootstrap root address", e))?;
         let magic = random_magic()?;
-        root::spawn(listener, magic, timeout)?;
+        // This root serves whoever uses the id; nothing waits for it.
+        drop(root::spawn(listener, magic, timeout)?);
         Ok(UniqueId {
             magic,
             root,

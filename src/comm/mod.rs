@@ -54,7 +54,47 @@ impl Core {
     pub fn deadline(&self) -> Deadline {
         Deadline::after(self.timeout)
     }
+
+    /// What `rank` reported when it gave up, if it left a failure notice (waiting up to 200 ms
+    /// for one): the root cause of a cascade of failures.
+    pub fn failure_notice(&self, rank: usize) -> Option<String> {
+        let notice = self.net.recv(
+            self.net_rank[rank],
+            self.tag,
+            FAILURE_NOTICE,
+            Deadline::after(std::time::Duration::from_millis(200)),
+            "waiting for a failure notice",
+        );
+        notice
+            .ok()
+            .map(|t| String::from_utf8_lossy(&t).into_owned())
+    }
+
+    /// Tells every peer this rank has connections with why it is giving up (best effort, within
+    /// 300 ms), so their errors can name the root cause.
+    pub fn notify_failure(&self, conns: &Connections, why: &str) {
+        let deadline = Deadline::after(std::time::Duration::from_millis(300));
+        let mut peers: Vec<usize> = conns.links().iter().map(|l| l.key.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let text: String = why.chars().take(600).collect();
+        for p in peers.into_iter().filter(|&p| p != self.rank) {
+            if deadline.passed() {
+                break;
+            }
+            let _ = self.net.send(
+                self.net_rank[p],
+                self.tag,
+                FAILURE_NOTICE,
+                text.as_bytes(),
+                deadline,
+            );
+        }
+    }
 }
+
+/// Bootstrap tag of the failure notice a rank leaves with its peers when it gives up.
+const FAILURE_NOTICE: u64 = 5 << 60;
 
 /// Mutable per-rank state.
 pub(crate) struct State {
@@ -288,6 +328,11 @@ impl Communicator {
     pub fn abort(self) {
         self.core.abort.store(true, Ordering::SeqCst);
         let mut st = self.state.borrow_mut();
+        let why = format!(
+            "{} aborted its communicator",
+            self.core.describe(self.core.rank)
+        );
+        self.core.notify_failure(&st.conns, &why);
         st.failed = Some("aborted".into());
         st.conns = Connections::default();
     }

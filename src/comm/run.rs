@@ -62,7 +62,10 @@ pub(crate) fn run_group(ops: Vec<Queued<'_>>) -> Result<()> {
     }
     let result = connect_all(&works, &mut states).and_then(|()| execute(&mut works, &mut states));
     if let Err(e) = &result {
-        for st in &mut states {
+        for (w, st) in works.iter().zip(states.iter_mut()) {
+            if st.failed.is_none() {
+                w.comm.core.notify_failure(&st.conns, &e.to_string());
+            }
             st.failed.get_or_insert_with(|| e.to_string());
         }
     }
@@ -232,7 +235,10 @@ fn drive(
             all_done = false;
             match ex.progress(conns) {
                 Ok(m) => moved |= m,
-                Err(f) => return Err(exec::link_error(what, &f, &|r| core.describe(r))),
+                Err(f) => {
+                    let notice = |r| core.failure_notice(r);
+                    return Err(exec::link_error(what, &f, &|r| core.describe(r), &notice));
+                }
             }
             if ex.done(conns) {
                 moved = true;
@@ -255,7 +261,8 @@ fn drive(
         let check = || -> Result<()> {
             for (ci, ex, what) in running.iter() {
                 let core = &works[*ci].comm.core;
-                exec::liveness(ex, &states[*ci].conns, what, &|r| core.describe(r))?;
+                let notice = |r| core.failure_notice(r);
+                exec::liveness(ex, &states[*ci].conns, what, &|r| core.describe(r), &notice)?;
             }
             Ok(())
         };

@@ -4,12 +4,11 @@
 //!
 //! A step that both receives and sends handles one slot at a time — received slot in, reduced or
 //! copied result straight into the next send slot — so data pipelines through the ring at slot
-//! granularity. [`Execution::progress`] never blocks; [`run`] loops it with a [`Waiter`].
+//! granularity. [`Execution::progress`] never blocks; the communicator's group runner loops it
+//! with a [`Waiter`].
 
 pub mod conns;
 mod wait;
-
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use conns::Connections;
 pub use wait::{WaitPolicy, Waiter};
@@ -473,74 +472,55 @@ fn offset(loc: Loc, by: usize) -> Loc {
     }
 }
 
-/// Runs `exec` to completion, waiting with `waiter` and describing peers with `describe`.
-///
-/// Errors: [`Error::Remote`] when a peer failed or went away (naming it), [`Error::Timeout`]
-/// when nothing moved for the waiter's timeout (naming what each lane waits for),
-/// [`Error::Aborted`] when `abort` is raised.
-pub fn run(
-    exec: &mut Execution,
-    conns: &mut Connections,
-    waiter: &mut Waiter,
-    abort: &AtomicBool,
-    what: &str,
-    describe: &dyn Fn(usize) -> String,
-) -> Result<()> {
-    loop {
-        let moved = match exec.progress(conns) {
-            Ok(m) => m,
-            Err(f) => return Err(link_error(what, &f, describe)),
-        };
-        if exec.done(conns) {
-            return Ok(());
-        }
-        if moved {
-            waiter.reset();
-            continue;
-        }
-        if abort.load(Ordering::Relaxed) {
-            return Err(Error::Aborted(format!(
-                "{what} interrupted: the communicator was aborted"
-            )));
-        }
-        let after = waiter.timeout();
-        waiter.idle(
-            || liveness(exec, conns, what, describe),
-            || timeout(exec, what, after, describe),
-        )?;
-    }
-}
-
 /// The error for a failed link.
-pub fn link_error(what: &str, f: &LinkFailure, describe: &dyn Fn(usize) -> String) -> Error {
+///
+/// `notice` gives what a peer reported when it gave up, appended as the root cause.
+pub fn link_error(
+    what: &str,
+    f: &LinkFailure,
+    describe: &dyn Fn(usize) -> String,
+    notice: &dyn Fn(usize) -> Option<String>,
+) -> Error {
     if f.key.peer == usize::MAX {
         return Error::Internal(format!("{what}: {}", f.message));
     }
     Error::Remote(format!(
-        "{what} failed on channel {} with {}: {}",
+        "{what} failed on channel {} with {}: {}{}",
         f.key.channel,
         describe(f.key.peer),
-        f.message
+        f.message,
+        reported(notice(f.key.peer))
     ))
 }
 
+fn reported(notice: Option<String>) -> String {
+    notice
+        .map(|n| format!("; it reported: {n}"))
+        .unwrap_or_default()
+}
+
 /// A peer found gone or dead, as an error.
+///
+/// `notice` gives what a peer reported when it gave up, appended as the root cause.
 pub fn liveness(
     exec: &Execution,
     conns: &Connections,
     what: &str,
     describe: &dyn Fn(usize) -> String,
+    notice: &dyn Fn(usize) -> Option<String>,
 ) -> Result<()> {
     match exec.dead_peer(conns) {
         Some((key, PeerState::Dead)) => Err(Error::Remote(format!(
-            "{what}: {} exited (process gone) while this rank waited on channel {}",
+            "{what}: {} exited (process gone) while this rank waited on channel {}{}",
             describe(key.peer),
-            key.channel
+            key.channel,
+            reported(notice(key.peer))
         ))),
         Some((key, _)) => Err(Error::Remote(format!(
-            "{what}: {} aborted or dropped its communicator (channel {})",
+            "{what}: {} went away (closed its connection or dropped its communicator) on channel {}{}",
             describe(key.peer),
-            key.channel
+            key.channel,
+            reported(notice(key.peer))
         ))),
         None => Ok(()),
     }
