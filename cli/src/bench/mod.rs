@@ -99,15 +99,25 @@ fn run_threads(
             })
             .collect()
     });
+    // Every failing rank has its own view of what went wrong: report them all.
     let mut code = ExitCode::SUCCESS;
+    let mut errors = Vec::new();
     for (r, res) in results.into_iter().enumerate() {
         match res {
             Ok(c) if r == 0 => code = c,
             Ok(_) => {}
-            Err(e) => return Err(e.context(format!("rank {r}"))),
+            Err(e) => errors.push(format!("rank {r}: {e:#}")),
         }
     }
-    Ok(code)
+    match errors.len() {
+        0 => Ok(code),
+        1 => Err(anyhow::anyhow!("{}", errors[0])),
+        _ => Err(anyhow::anyhow!(
+            "{} ranks failed:\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        )),
+    }
 }
 
 /// This host's CPU model, for the device lines.
@@ -179,7 +189,8 @@ fn bench_rank(
         opts.agg,
         u8::from(opts.check > 0)
     );
-    let mut out = std::io::stdout().lock();
+    // Only the lead rank prints; ranks as threads share one stdout, so never hold its lock.
+    let mut out = std::io::stdout();
     if lead && text {
         write!(out, "{}", report::header(&test, &params, &devices))?;
         out.flush()?;
