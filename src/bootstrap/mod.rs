@@ -54,8 +54,6 @@ pub struct PeerInfo {
     pub iface: String,
     /// rnccl version, which must match across ranks.
     pub version: String,
-    /// Bytes per transport FIFO slot this rank would use (rank 0's value is used by all).
-    pub slot_bytes: u64,
 }
 
 impl PeerInfo {
@@ -203,7 +201,6 @@ impl BootstrapNet {
         nranks: usize,
         cfg: &Config,
         timeout: Duration,
-        slot_bytes: usize,
     ) -> Result<Arc<BootstrapNet>> {
         let deadline = Deadline::after(timeout);
         let retry = Retry::from_config(cfg)?;
@@ -257,7 +254,6 @@ impl BootstrapNet {
             data: local(&data_listener)?,
             iface: iface.name.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            slot_bytes: slot_bytes as u64,
         };
         let mailbox = Arc::new(Mailbox::new(nranks));
         let service = Service::start(msg_listener, id.magic, mailbox.clone())?;

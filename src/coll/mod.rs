@@ -337,6 +337,10 @@ pub struct Plan {
     pub scratch_bytes: usize,
     /// The algorithm chosen.
     pub algo: Algo,
+    /// Every connection the plan sends on, once each.
+    pub send_keys: Vec<ConnKey>,
+    /// Every connection the plan receives on, once each.
+    pub recv_keys: Vec<ConnKey>,
 }
 
 /// How channels are laid out for collectives: per channel, the ring order of all ranks.
@@ -409,11 +413,22 @@ pub fn plan(
         (Func::Send, _) => p2p::send_op(args),
         (Func::Recv, _) => p2p::recv_op(args),
     };
-    let lanes = lanes
+    let lanes: Vec<(LaneKey, Vec<Step>)> = lanes
         .into_iter()
         .filter(|(_, steps)| !steps.is_empty())
         .collect();
+    let keys = |pick: fn(&Step) -> Option<ConnKey>| {
+        let mut k: Vec<ConnKey> = lanes
+            .iter()
+            .flat_map(|(_, s)| s.iter().filter_map(pick))
+            .collect();
+        k.sort_unstable();
+        k.dedup();
+        k
+    };
     Ok(Plan {
+        send_keys: keys(|s| s.send),
+        recv_keys: keys(|s| s.recv),
         lanes,
         scratch_bytes: scratch,
         algo,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Algo, CollArgs, Func, Geometry, Rings, plan};
 use crate::device::cpu::reduce::ReduceSpec;
 use crate::dtype::DataType;
-use crate::exec::{Connections, Execution, LaneStep, OpBuffers};
+use crate::exec::{Connections, Execution, OpBuffers, Segment};
 use crate::redop::RedOp;
 use crate::transport::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_region};
 use crate::transport::setup::ConnKey;
@@ -84,11 +84,20 @@ fn run(
                 spec,
                 snapshot_input: args.in_place && args.func == Func::AllToAll,
                 snapshot: Vec::new(),
+                stream_output: false,
             }];
-            let lanes = p
-                .lanes
-                .iter()
-                .map(|(k, s)| (*k, s.iter().map(|&step| LaneStep { op: 0, step }).collect()))
+            let plan = Arc::new(p.clone());
+            let lanes = (0..plan.lanes.len())
+                .map(|i| {
+                    (
+                        plan.lanes[i].0,
+                        vec![Segment {
+                            op: 0,
+                            plan: plan.clone(),
+                            lane: i,
+                        }],
+                    )
+                })
                 .collect();
             Execution::new(ops, lanes, &conns[r]).expect("execution")
         })

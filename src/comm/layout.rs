@@ -12,10 +12,13 @@ use crate::topo::System;
 use crate::topo::kinds::NodeType;
 use crate::transport::fifo::NSLOTS;
 
-/// Buffer bytes per connection for CPU ranks when `NCCL_BUFFSIZE` is auto: 512 KiB, so a slot
-/// is 64 KiB and a ring chunk (four slots) stays in the L2/L3 caches while it is handed on.
-/// (NCCL's GPU default is 4 MiB, internals §5.)
+/// Buffer bytes per connection for CPU ranks on one host when `NCCL_BUFFSIZE` is auto: 512 KiB,
+/// so a slot is 64 KiB and a ring chunk (four slots) stays in the L2/L3 caches while it is handed
+/// on. (NCCL's GPU default is 4 MiB, internals §5.)
 pub const CPU_DEFAULT_BUFFSIZE: usize = 512 << 10;
+/// Buffer bytes per connection when the communicator spans hosts and `NCCL_BUFFSIZE` is auto:
+/// NCCL's 4 MiB, so TCP moves 512 KiB per slot and pays fewer system calls per byte.
+pub const NET_DEFAULT_BUFFSIZE: usize = 4 << 20;
 /// Channels for CPU ranks when no topology gives a count: each channel is a separate ring with
 /// its own connections (and sockets), which keeps TCP links busy.
 pub const CPU_DEFAULT_CHANNELS: usize = 2;
@@ -35,15 +38,16 @@ pub struct Layout {
     pub source: String,
 }
 
-/// Slot bytes from `NCCL_BUFFSIZE` (auto: [`CPU_DEFAULT_BUFFSIZE`]).
+/// Slot bytes from `NCCL_BUFFSIZE` (auto: [`CPU_DEFAULT_BUFFSIZE`] on one host,
+/// [`NET_DEFAULT_BUFFSIZE`] across hosts).
 ///
 /// Errors: a buffer too small to hold eight 64-byte slots.
-pub fn slot_bytes(cfg: &Config) -> Result<usize> {
+pub fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
     let b = cfg.int("NCCL_BUFFSIZE")?;
-    let buff = if b < 0 {
-        CPU_DEFAULT_BUFFSIZE
-    } else {
-        b as usize
+    let buff = match b {
+        b if b >= 0 => b as usize,
+        _ if hosts > 1 => NET_DEFAULT_BUFFSIZE,
+        _ => CPU_DEFAULT_BUFFSIZE,
     };
     let slot = (buff / NSLOTS) / 64 * 64;
     if slot == 0 {
@@ -82,7 +86,7 @@ pub fn channel_count(cfg: &Config, base: usize) -> Result<usize> {
 /// Errors: bad knob values, or an `NCCL_TOPO_FILE` that cannot be read.
 pub fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
     let nranks = peers.len();
-    let slot_bytes = slot_bytes(cfg)?;
+    let slot_bytes = slot_bytes(cfg, ranks_by_host(peers).len())?;
     let algo = cfg.string("NCCL_ALGO").map(str::to_string);
     if let Some((rings, source)) = topology_rings(cfg, peers)? {
         return Ok(Layout {
@@ -227,13 +231,14 @@ mod tests {
 
     #[test]
     fn buffsize_sets_slots() {
-        assert_eq!(slot_bytes(&cfg(&[])).unwrap(), 64 << 10);
+        assert_eq!(slot_bytes(&cfg(&[]), 1).unwrap(), 64 << 10);
+        assert_eq!(slot_bytes(&cfg(&[]), 2).unwrap(), 512 << 10);
         assert_eq!(
-            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "4194304")])).unwrap(),
+            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "4194304")]), 1).unwrap(),
             512 << 10
         );
         assert!(
-            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "100")]))
+            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "100")]), 1)
                 .unwrap_err()
                 .to_string()
                 .contains("too small")

@@ -4,6 +4,7 @@ mod api;
 pub mod config;
 mod group;
 pub mod layout;
+mod plans;
 mod run;
 mod split;
 
@@ -103,6 +104,8 @@ pub(crate) struct State {
     pub failed: Option<String>,
     pub splits: u64,
     pub ops: u64,
+    /// Plans of operations seen before.
+    pub plans: plans::PlanCache,
 }
 
 /// One rank's handle on a communicator.
@@ -152,8 +155,9 @@ impl Communicator {
         }
         let (knobs, timeout) = config.resolve()?;
         let params = TransportParams::from_config(&knobs)?;
-        let slot = layout::slot_bytes(&knobs)?;
-        let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout, slot)?;
+        // Fail fast on a bad NCCL_BUFFSIZE before meeting the other ranks.
+        layout::slot_bytes(&knobs, 1)?;
+        let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout)?;
         let tag = fnv1a(&id.magic.to_le_bytes());
         let net_rank: Vec<usize> = (0..nranks).collect();
         let deadline = Deadline::after(timeout);
@@ -273,6 +277,7 @@ impl Communicator {
                 failed: None,
                 splits: 0,
                 ops: 0,
+                plans: plans::PlanCache::default(),
             }),
         })
     }

@@ -6,15 +6,16 @@
 //! concurrently (as NCCL fuses them). Phase `i` of every communicator in the group runs at the
 //! same time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
 use super::group::{Queued, describe_op};
 use super::{Communicator, State};
-use crate::coll::{self, Func, LaneKey};
+use crate::coll::{Algo, CollArgs, Func, LaneKey};
 use crate::device::cpu::reduce::ReduceSpec;
+use crate::device::cpu::stream::{STREAM_THRESHOLD, fence};
 use crate::error::{Error, Result};
-use crate::exec::{self, Execution, LaneStep, OpBuffers, Waiter};
+use crate::exec::{self, Execution, OpBuffers, Segment, WaitPolicy, Waiter};
 use crate::transport::setup::{ConnKey, ConnectJob, Endpoints};
 
 /// One communicator's share of a group.
@@ -25,8 +26,30 @@ struct CommWork<'g> {
 
 struct Phase {
     ops: Vec<OpBuffers>,
-    lanes: BTreeMap<LaneKey, Vec<LaneStep>>,
-    what: String,
+    lanes: Vec<(LaneKey, Vec<Segment>)>,
+    label: Label,
+}
+
+/// How an operation (or a fused group of Send/Recv) is named in errors; formatted only when an
+/// error is reported, never on the fast path.
+#[derive(Debug, Clone, Copy)]
+struct Label {
+    args: CollArgs,
+    seq: u64,
+    algo: Algo,
+    /// Operations fused into the phase.
+    ops: usize,
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let one = describe_op(&self.args, self.seq, self.algo.nccl_name());
+        if self.ops > 1 {
+            write!(f, "group of {} Send/Recv ({one} …)", self.ops)
+        } else {
+            f.write_str(&one)
+        }
+    }
 }
 
 pub(crate) fn run_group(ops: Vec<Queued<'_>>) -> Result<()> {
@@ -74,21 +97,13 @@ pub(crate) fn run_group(ops: Vec<Queued<'_>>) -> Result<()> {
 
 fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Result<Vec<Phase>> {
     let core = &comm.core;
-    let (rank, n) = (core.rank, core.nranks);
+    let n = core.nranks;
     let mut phases: Vec<Phase> = Vec::new();
     let mut p2p_phase: Option<usize> = None;
     for q in ops.iter().filter(|q| std::ptr::eq(q.comm, comm)) {
         let a = q.args;
-        let bytes = a.input_bytes(n).max(a.output_bytes(n));
-        let algo = coll::choose(
-            a.func,
-            bytes,
-            n,
-            core.algo.as_ref().map(|(raw, l)| (raw.as_str(), l)),
-        )?;
-        let plan = coll::plan(&a, rank, n, &core.rings, core.geo, algo)?;
+        let plan = st.plans.get(core, &a)?;
         st.ops += 1;
-        let what = describe_op(&a, st.ops, algo.nccl_name());
         let buffers = OpBuffers {
             input: q.input,
             input_len: q.input_len,
@@ -98,14 +113,21 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
             snapshot_input: a.in_place && a.func == Func::AllToAll,
             snapshot: Vec::new(),
+            stream_output: q.output_len >= STREAM_THRESHOLD,
+        };
+        let label = Label {
+            args: a,
+            seq: st.ops,
+            algo: plan.algo,
+            ops: 1,
         };
         let idx = match (a.func, p2p_phase) {
             (Func::Send | Func::Recv, Some(i)) => i,
             _ => {
                 phases.push(Phase {
                     ops: Vec::new(),
-                    lanes: BTreeMap::new(),
-                    what: what.clone(),
+                    lanes: Vec::new(),
+                    label,
                 });
                 if matches!(a.func, Func::Send | Func::Recv) {
                     p2p_phase = Some(phases.len() - 1);
@@ -114,19 +136,44 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             }
         };
         let ph = &mut phases[idx];
-        if ph.ops.len() == 1 {
-            ph.what = format!("group of Send/Recv ({} …)", ph.what);
-        }
-        let op_idx = ph.ops.len();
+        let op = ph.ops.len();
+        ph.label.ops = op + 1;
         ph.ops.push(buffers);
-        for (key, steps) in plan.lanes {
-            ph.lanes
-                .entry(key)
-                .or_default()
-                .extend(steps.into_iter().map(|step| LaneStep { op: op_idx, step }));
+        for (lane, (key, _)) in plan.lanes.iter().enumerate() {
+            let seg = Segment {
+                op,
+                plan: plan.clone(),
+                lane,
+            };
+            match ph.lanes.iter_mut().find(|(k, _)| k == key) {
+                Some((_, segs)) => segs.push(seg),
+                None => ph.lanes.push((*key, vec![seg])),
+            }
         }
     }
+    if let Some(i) = p2p_phase {
+        snapshot_overlapping_sends(&mut phases[i].ops);
+    }
     Ok(phases)
+}
+
+/// A Send whose input overlaps a Recv's output in the same phase reads a snapshot, so an
+/// in-place send/recv exchange sends the data the buffer held when the group started.
+fn snapshot_overlapping_sends(ops: &mut [OpBuffers]) {
+    let outputs: Vec<(usize, usize)> = ops
+        .iter()
+        .filter(|o| o.output_len > 0)
+        .map(|o| (o.output as usize, o.output_len))
+        .collect();
+    for op in ops
+        .iter_mut()
+        .filter(|o| o.input_len > 0 && o.output_len == 0)
+    {
+        let (a, la) = (op.input as usize, op.input_len);
+        if outputs.iter().any(|&(b, lb)| a < b + lb && b < a + la) {
+            op.snapshot_input = true;
+        }
+    }
 }
 
 /// Opens every connection the group's plans need and this rank does not have yet, on all
@@ -135,17 +182,13 @@ fn connect_all(works: &[CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
     let mut jobs = Vec::new();
     for (w, st) in works.iter().zip(states.iter()) {
         let (mut sends, mut recvs) = (BTreeSet::new(), BTreeSet::new());
-        for ph in &w.phases {
-            for steps in ph.lanes.values() {
-                for s in steps {
-                    if let Some(k) = s.step.send.filter(|k| !st.conns.has_send(k)) {
-                        sends.insert(k);
-                    }
-                    if let Some(k) = s.step.recv.filter(|k| !st.conns.has_recv(k)) {
-                        recvs.insert(k);
-                    }
-                }
-            }
+        for seg in w
+            .phases
+            .iter()
+            .flat_map(|ph| ph.lanes.iter().flat_map(|(_, s)| s))
+        {
+            sends.extend(seg.plan.send_keys.iter().filter(|k| !st.conns.has_send(k)));
+            recvs.extend(seg.plan.recv_keys.iter().filter(|k| !st.conns.has_recv(k)));
         }
         if sends.is_empty() && recvs.is_empty() {
             jobs.push(None);
@@ -195,18 +238,18 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
         .map(|w| std::mem::take(&mut w.phases).into_iter())
         .collect();
     for _ in 0..nphases {
-        let mut running: Vec<(usize, Execution, String)> = Vec::new();
+        let mut running: Vec<(usize, Execution, Label)> = Vec::new();
         for (ci, q) in queues.iter_mut().enumerate() {
             if let Some(ph) = q.next() {
-                let lanes: Vec<(LaneKey, Vec<LaneStep>)> = ph.lanes.into_iter().collect();
                 running.push((
                     ci,
-                    Execution::new(ph.ops, lanes, &states[ci].conns)?,
-                    ph.what,
+                    Execution::new(ph.ops, ph.lanes, &states[ci].conns)?,
+                    ph.label,
                 ));
             }
         }
         drive(works, states, &mut running)?;
+        fence();
     }
     Ok(())
 }
@@ -215,13 +258,26 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
 fn drive(
     works: &[CommWork<'_>],
     states: &mut [std::cell::RefMut<'_, State>],
-    running: &mut [(usize, Execution, String)],
+    running: &mut [(usize, Execution, Label)],
 ) -> Result<()> {
     let policy = works
         .iter()
         .map(|w| w.comm.core.policy)
         .min_by_key(|p| p.timeout)
         .expect("at least one communicator");
+    // With only sockets involved, spin briefly: past the spin phase the waiter blocks in
+    // poll(2), and each spin costs system calls that return nothing.
+    let tcp_only = running
+        .iter()
+        .all(|(ci, ex, _)| !ex.uses_memory(&states[*ci].conns));
+    let policy = if tcp_only {
+        WaitPolicy {
+            spins: policy.spins.min(64),
+            ..policy
+        }
+    } else {
+        policy
+    };
     let mut waiter = Waiter::new(policy);
     loop {
         let mut moved = false;
@@ -237,7 +293,8 @@ fn drive(
                 Ok(m) => moved |= m,
                 Err(f) => {
                     let notice = |r| core.failure_notice(r);
-                    return Err(exec::link_error(what, &f, &|r| core.describe(r), &notice));
+                    let what = what.to_string();
+                    return Err(exec::link_error(&what, &f, &|r| core.describe(r), &notice));
                 }
             }
             if ex.done(conns) {
@@ -262,7 +319,14 @@ fn drive(
             for (ci, ex, what) in running.iter() {
                 let core = &works[*ci].comm.core;
                 let notice = |r| core.failure_notice(r);
-                exec::liveness(ex, &states[*ci].conns, what, &|r| core.describe(r), &notice)?;
+                let what = || what.to_string();
+                exec::liveness(
+                    ex,
+                    &states[*ci].conns,
+                    &what,
+                    &|r| core.describe(r),
+                    &notice,
+                )?;
             }
             Ok(())
         };
@@ -272,9 +336,27 @@ fn drive(
                 .find(|(ci, ex, _)| !ex.done(&states[*ci].conns))
                 .expect("a running execution");
             let core = &works[*ci].comm.core;
-            exec::timeout(ex, what, waiter_timeout(works), &|r| core.describe(r))
+            exec::timeout(ex, &what.to_string(), waiter_timeout(works), &|r| {
+                core.describe(r)
+            })
         };
-        waiter.idle(check, on_timeout)?;
+        // Block in poll(2) on the sockets when every connection involved is TCP; memory FIFOs
+        // can only be polled, so any of them keeps the waiter yielding instead.
+        let block = |limit: std::time::Duration| -> bool {
+            let mut interest = Vec::new();
+            for (ci, ex, _) in running.iter() {
+                let conns = &states[*ci].conns;
+                if ex.done(conns) {
+                    continue;
+                }
+                if ex.uses_memory(conns) {
+                    return false;
+                }
+                interest.extend(ex.poll_interest(conns));
+            }
+            exec::block_on(&interest, limit)
+        };
+        waiter.idle_or_block(check, on_timeout, block)?;
     }
 }
 

@@ -116,6 +116,7 @@ impl Communicator {
                 failed: None,
                 splits: 0,
                 ops: 0,
+                plans: super::plans::PlanCache::default(),
             }),
         }))
     }

@@ -1,7 +1,8 @@
 //! A communicator's open connections, indexed by key, with their counters.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::stats::{Direction, Link, LinkCounters, LinkSnapshot};
 use crate::transport::setup::ConnKey;
@@ -30,8 +31,8 @@ pub struct Connections {
     pub sends: Vec<SendLink>,
     /// Receiving ends.
     pub recvs: Vec<RecvLink>,
-    send_index: HashMap<ConnKey, usize>,
-    recv_index: HashMap<ConnKey, usize>,
+    send_index: FxHashMap<ConnKey, usize>,
+    recv_index: FxHashMap<ConnKey, usize>,
 }
 
 impl Connections {

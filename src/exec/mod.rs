@@ -11,10 +11,13 @@ pub mod conns;
 mod wait;
 
 pub use conns::Connections;
-pub use wait::{WaitPolicy, Waiter};
+pub use wait::{WaitPolicy, Waiter, block_on};
 
-use crate::coll::{Buf, Kind, LaneKey, Loc, Step};
+use std::sync::Arc;
+
+use crate::coll::{Buf, Kind, LaneKey, Loc, Plan, Step};
 use crate::device::cpu::reduce::{ReduceSpec, Transforms, copy, reduce};
+use crate::device::cpu::stream::{copy_streaming, reduce_streaming};
 use crate::error::{Error, Result};
 use crate::transport::fifo::PeerState;
 use crate::transport::setup::ConnKey;
@@ -38,6 +41,9 @@ pub struct OpBuffers {
     pub snapshot_input: bool,
     /// The snapshot, when taken.
     pub snapshot: Vec<u8>,
+    /// Write the output with streaming stores (large outputs; see
+    /// [`crate::device::cpu::stream`]).
+    pub stream_output: bool,
 }
 
 impl OpBuffers {
@@ -74,23 +80,55 @@ fn check(loc: Loc, bytes: usize, len: usize) -> Result<()> {
     Ok(())
 }
 
-/// A step of a lane, tagged with the operation it belongs to.
-#[derive(Debug, Clone, Copy)]
-pub struct LaneStep {
+/// Part of an execution lane: lane `lane` of a (shared, cached) plan, whose steps belong to
+/// operation `op` of the execution. A lane runs its segments one after another.
+#[derive(Debug, Clone)]
+pub struct Segment {
     /// Index into the execution's operations.
     pub op: usize,
-    /// The step.
-    pub step: Step,
+    /// The plan.
+    pub plan: Arc<Plan>,
+    /// Which of the plan's lanes.
+    pub lane: usize,
+}
+
+impl Segment {
+    fn steps(&self) -> &[Step] {
+        &self.plan.lanes[self.lane].1
+    }
 }
 
 struct Lane {
     key: LaneKey,
-    steps: Vec<LaneStep>,
+    segs: Vec<Segment>,
+    seg: usize,
     cur: usize,
     sent: usize,
     got: usize,
     send: Option<usize>,
     recv: Option<usize>,
+}
+
+impl Lane {
+    /// The current step and its operation.
+    fn current(&self) -> Option<(usize, Step)> {
+        let seg = self.segs.get(self.seg)?;
+        seg.steps().get(self.cur).map(|s| (seg.op, *s))
+    }
+
+    fn next_step(&mut self) {
+        self.cur += 1;
+        if self.cur == self.segs[self.seg].steps().len() {
+            self.seg += 1;
+            self.cur = 0;
+        }
+        self.sent = 0;
+        self.got = 0;
+    }
+
+    fn finished(&self) -> bool {
+        self.seg >= self.segs.len()
+    }
 }
 
 /// Where a lane is stuck, for timeout and failure messages.
@@ -129,25 +167,23 @@ impl Execution {
     /// Errors: [`Error::Internal`] when a step names a connection that was not set up.
     pub fn new(
         ops: Vec<OpBuffers>,
-        lanes: Vec<(LaneKey, Vec<LaneStep>)>,
+        lanes: Vec<(LaneKey, Vec<Segment>)>,
         conns: &Connections,
     ) -> Result<Execution> {
         let mut sends = Vec::new();
         let mut recvs = Vec::new();
-        for (_, steps) in &lanes {
-            for s in steps {
-                if let Some(k) = s.step.send {
-                    sends.push(
-                        conns.send_idx(&k).ok_or_else(|| {
-                            Error::Internal(format!("no send connection for {k:?}"))
-                        })?,
-                    );
-                }
-                if let Some(k) = s.step.recv {
-                    recvs.push(conns.recv_idx(&k).ok_or_else(|| {
-                        Error::Internal(format!("no receive connection for {k:?}"))
-                    })?);
-                }
+        for seg in lanes.iter().flat_map(|(_, s)| s) {
+            for k in &seg.plan.send_keys {
+                let i = conns
+                    .send_idx(k)
+                    .ok_or_else(|| Error::Internal(format!("no send connection for {k:?}")))?;
+                sends.push(i);
+            }
+            for k in &seg.plan.recv_keys {
+                let i = conns
+                    .recv_idx(k)
+                    .ok_or_else(|| Error::Internal(format!("no receive connection for {k:?}")))?;
+                recvs.push(i);
             }
         }
         sends.sort_unstable();
@@ -165,16 +201,17 @@ impl Execution {
         }
         let lanes = lanes
             .into_iter()
-            .filter(|(_, s)| !s.is_empty())
-            .map(|(key, steps)| Lane {
+            .map(|(key, segs)| Lane {
                 key,
-                steps,
+                segs: segs.into_iter().filter(|s| !s.steps().is_empty()).collect(),
+                seg: 0,
                 cur: 0,
                 sent: 0,
                 got: 0,
                 send: None,
                 recv: None,
             })
+            .filter(|l| !l.segs.is_empty())
             .collect();
         Ok(Execution {
             ops,
@@ -186,7 +223,7 @@ impl Execution {
 
     /// True when every lane finished and every byte sent has left this process.
     pub fn done(&self, conns: &Connections) -> bool {
-        self.lanes.iter().all(|l| l.cur == l.steps.len())
+        self.lanes.iter().all(Lane::finished)
             && self.sends.iter().all(|&i| !conns.sends[i].conn.pending())
     }
 
@@ -216,20 +253,48 @@ impl Execution {
         Ok(moved)
     }
 
+    /// Sockets this execution's inline TCP connections wait on (see
+    /// [`Waiter::idle_or_block`]); empty when only memory FIFOs are involved, which cannot be
+    /// waited on in the kernel.
+    pub fn poll_interest(
+        &self,
+        conns: &Connections,
+    ) -> Vec<(std::os::fd::RawFd, nix::poll::PollFlags)> {
+        let mut out = Vec::new();
+        for &i in &self.sends {
+            out.extend(conns.sends[i].conn.poll_interest());
+        }
+        for &i in &self.recvs {
+            out.extend(conns.recvs[i].conn.poll_interest());
+        }
+        out
+    }
+
+    /// True when some connection of this execution is a memory FIFO (which only polling sees).
+    pub fn uses_memory(&self, conns: &Connections) -> bool {
+        self.sends
+            .iter()
+            .any(|&i| matches!(conns.sends[i].conn, crate::transport::SendConn::Mem(_)))
+            || self
+                .recvs
+                .iter()
+                .any(|&i| matches!(conns.recvs[i].conn, crate::transport::RecvConn::Mem(_)))
+    }
+
     /// The connections lanes are currently waiting on.
     pub fn blocked(&self) -> Vec<Blocked> {
         let mut out = Vec::new();
         for l in &self.lanes {
-            let Some(s) = l.steps.get(l.cur) else {
+            let Some((_, s)) = l.current() else {
                 continue;
             };
-            if let Some(k) = s.step.recv {
+            if let Some(k) = s.recv {
                 out.push(Blocked {
                     key: k,
                     receiving: true,
                 });
             }
-            if let Some(k) = s.step.send {
+            if let Some(k) = s.send {
                 out.push(Blocked {
                     key: k,
                     receiving: false,
@@ -262,7 +327,7 @@ impl Execution {
     pub fn running_lanes(&self) -> Vec<LaneKey> {
         self.lanes
             .iter()
-            .filter(|l| l.cur < l.steps.len())
+            .filter(|l| !l.finished())
             .map(|l| l.key)
             .collect()
     }
@@ -282,7 +347,7 @@ fn advance(
     conns: &mut Connections,
 ) -> Result<bool, LinkFailure> {
     let mut moved = false;
-    while let Some(&LaneStep { op, step }) = lane.steps.get(lane.cur) {
+    while let Some((op, step)) = lane.current() {
         if lane.sent == 0 && lane.got == 0 {
             lane.send = step.send.and_then(|k| conns.send_idx(&k));
             lane.recv = step.recv.and_then(|k| conns.recv_idx(&k));
@@ -300,9 +365,7 @@ fn advance(
         if !complete {
             return Ok(moved);
         }
-        lane.cur += 1;
-        lane.sent = 0;
-        lane.got = 0;
+        lane.next_step();
     }
     Ok(moved)
 }
@@ -338,12 +401,23 @@ fn run_step(
         post: step.post,
     };
     let esize = spec.dtype.size();
+    let stream = op.stream_output;
+    // Writes into the output go through streaming stores for large outputs.
+    let put = |d0: *mut u8, d1: Option<*mut u8>, src: *const u8, t: Transforms, n: usize| {
+        // SAFETY: callers pass bounds-checked ranges that equal or do not overlap each other.
+        unsafe {
+            if stream {
+                copy_streaming(&spec, t, d0, d1, src, n)
+            } else {
+                copy(&spec, t, d0, d1, src, n)
+            }
+        }
+    };
     match step.kind {
         Kind::Copy => {
             let src = op.src(step.src.expect("copy src"), step.bytes)?;
             let dst = op.dst(step.dst.expect("copy dst"), step.bytes)?;
-            // SAFETY: both ranges were bounds-checked; plans never overlap them partially.
-            unsafe { copy(&spec, both, dst, None, src, step.bytes / esize) };
+            put(dst, None, src, both, step.bytes / esize);
             Ok(true)
         }
         Kind::Send | Kind::CopySend => {
@@ -360,8 +434,12 @@ fn run_step(
                     }
                     _ => None,
                 };
-                // SAFETY: slot holds slot_bytes >= n; ranges bounds-checked.
-                unsafe { copy(&spec, pre, slot, extra, src, n / esize) };
+                match extra {
+                    // The output copy streams; the slot copy stays cached for the peer.
+                    Some(dst) => put(dst, Some(slot), src, pre, n / esize),
+                    // SAFETY: slot holds slot_bytes >= n; the source is bounds-checked.
+                    None => unsafe { copy(&spec, pre, slot, None, src, n / esize) },
+                }
                 s.conn.post(n);
                 s.link.counters.add(n);
                 lane.sent += n;
@@ -376,8 +454,7 @@ fn run_step(
                 };
                 expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), step.recv)?;
                 let dst = op.dst(offset(step.dst.expect("recv dst"), lane.got), n)?;
-                // SAFETY: slot holds n bytes; destination bounds-checked.
-                unsafe { copy(&spec, Transforms::default(), dst, None, p, n / esize) };
+                put(dst, None, p, Transforms::default(), n / esize);
                 r.conn.release();
                 r.link.counters.add(n);
                 lane.got += n;
@@ -410,7 +487,7 @@ fn run_step(
                 match step.kind {
                     Kind::RecvCopySend => {
                         let dst = op.dst(offset(step.dst.expect("dst"), lane.got), n)?;
-                        unsafe { copy(&spec, Transforms::default(), dst, slot, p, count) };
+                        put(dst, slot, p, Transforms::default(), count);
                     }
                     Kind::RecvReduceSend => {
                         let src = op.src(offset(step.src.expect("src"), lane.got), n)?;
@@ -419,7 +496,13 @@ fn run_step(
                     _ => {
                         let src = op.src(offset(step.src.expect("src"), lane.got), n)?;
                         let dst = op.dst(offset(step.dst.expect("dst"), lane.got), n)?;
-                        unsafe { reduce(&spec, both, dst, slot, p, src, count) };
+                        unsafe {
+                            if stream {
+                                reduce_streaming(&spec, both, dst, slot, p, src, count)
+                            } else {
+                                reduce(&spec, both, dst, slot, p, src, count)
+                            }
+                        };
                     }
                 }
                 let r = &mut conns.recvs[lane.recv.expect("recv conn")];
@@ -505,19 +588,21 @@ fn reported(notice: Option<String>) -> String {
 pub fn liveness(
     exec: &Execution,
     conns: &Connections,
-    what: &str,
+    what: &dyn Fn() -> String,
     describe: &dyn Fn(usize) -> String,
     notice: &dyn Fn(usize) -> Option<String>,
 ) -> Result<()> {
     match exec.dead_peer(conns) {
         Some((key, PeerState::Dead)) => Err(Error::Remote(format!(
-            "{what}: {} exited (process gone) while this rank waited on channel {}{}",
+            "{}: {} exited (process gone) while this rank waited on channel {}{}",
+            what(),
             describe(key.peer),
             key.channel,
             reported(notice(key.peer))
         ))),
         Some((key, _)) => Err(Error::Remote(format!(
-            "{what}: {} went away (closed its connection or dropped its communicator) on channel {}{}",
+            "{}: {} went away (closed its connection or dropped its communicator) on channel {}{}",
+            what(),
             describe(key.peer),
             key.channel,
             reported(notice(key.peer))
@@ -596,8 +681,9 @@ mod tests {
             spec: ReduceSpec::copy(DataType::Uint8),
             snapshot_input: false,
             snapshot: Vec::new(),
+            stream_output: false,
         }];
-        let mut step = Step {
+        let step = Step {
             kind: Kind::Send,
             src: Some(Loc::input(0)),
             dst: None,
@@ -607,8 +693,21 @@ mod tests {
             pre: false,
             post: false,
         };
-        step.send = Some(key);
-        let lanes = vec![(LaneKey::Channel(0), vec![LaneStep { op: 0, step }])];
+        let plan = Arc::new(Plan {
+            lanes: vec![(LaneKey::Channel(0), vec![step])],
+            scratch_bytes: 0,
+            algo: crate::coll::Algo::Direct,
+            send_keys: vec![key],
+            recv_keys: vec![],
+        });
+        let lanes = vec![(
+            LaneKey::Channel(0),
+            vec![Segment {
+                op: 0,
+                plan,
+                lane: 0,
+            }],
+        )];
         let mut ex = Execution::new(ops, lanes, &conns).unwrap();
         assert!(
             ex.progress(&mut conns).unwrap(),

@@ -72,6 +72,22 @@ impl Waiter {
         check: impl FnOnce() -> Result<()>,
         on_timeout: impl FnOnce() -> Error,
     ) -> Result<()> {
+        self.idle_or_block(check, on_timeout, |_| false)
+    }
+
+    /// As [`Waiter::idle`], but past the spin phase `block` may wait in the kernel for the
+    /// awaited events (sockets becoming ready) for at most the duration it is given; it returns
+    /// false when it has nothing to wait on, and the waiter then yields or sleeps instead.
+    /// Blocking in `poll(2)` leaves the CPU to the network stack and wakes as soon as data moves.
+    ///
+    /// Errors: as [`Waiter::idle`].
+    #[inline]
+    pub fn idle_or_block(
+        &mut self,
+        check: impl FnOnce() -> Result<()>,
+        on_timeout: impl FnOnce() -> Error,
+        block: impl FnOnce(Duration) -> bool,
+    ) -> Result<()> {
         self.idle = self.idle.saturating_add(1);
         if self.idle <= self.policy.spins {
             std::hint::spin_loop();
@@ -91,6 +107,9 @@ impl Waiter {
         if stalled >= self.policy.timeout {
             return Err(on_timeout());
         }
+        if block(Duration::from_millis(1)) {
+            return Ok(());
+        }
         if stalled < self.policy.yield_for {
             std::thread::yield_now();
         } else {
@@ -99,6 +118,24 @@ impl Waiter {
         }
         Ok(())
     }
+}
+
+/// Waits until one of `fds` is ready for what it asks, or `limit` passes. Returns false (without
+/// waiting) when `fds` is empty.
+pub fn block_on(fds: &[(std::os::fd::RawFd, nix::poll::PollFlags)], limit: Duration) -> bool {
+    use nix::poll::{PollFd, PollTimeout, poll};
+    use std::os::fd::BorrowedFd;
+    if fds.is_empty() {
+        return false;
+    }
+    // SAFETY: the descriptors belong to sockets the caller's connections own for the duration.
+    let mut pfds: Vec<PollFd> = fds
+        .iter()
+        .map(|&(fd, f)| PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, f))
+        .collect();
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX).max(1);
+    let _ = poll(&mut pfds, PollTimeout::from(ms));
+    true
 }
 
 #[cfg(test)]

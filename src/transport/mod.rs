@@ -87,6 +87,14 @@ impl SendConn {
         }
     }
 
+    /// Raw sockets this end waits on and for what (TCP driven inline only).
+    pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, nix::poll::PollFlags)> {
+        match self {
+            SendConn::Mem(_) => Vec::new(),
+            SendConn::Tcp(t) => t.poll_interest(),
+        }
+    }
+
     /// True while posted data has not yet left this process.
     pub fn pending(&self) -> bool {
         match self {
@@ -144,6 +152,14 @@ impl RecvConn {
         match self {
             RecvConn::Mem(_) => Ok(false),
             RecvConn::Tcp(t) => t.progress(),
+        }
+    }
+
+    /// Raw sockets this end waits on and for what (TCP driven inline only).
+    pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, nix::poll::PollFlags)> {
+        match self {
+            RecvConn::Mem(_) => Vec::new(),
+            RecvConn::Tcp(t) => t.poll_interest(),
         }
     }
 

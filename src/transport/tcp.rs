@@ -251,6 +251,19 @@ fn send_vectored(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> std::io::Result<usiz
     .map_err(std::io::Error::from)
 }
 
+/// Sockets of an inline-driven connection end that have work waiting for readiness, with the
+/// readiness they wait for (empty when helper threads drive the sockets).
+fn interest(driver: &Driver, sh: &Shared) -> Vec<(std::os::fd::RawFd, PollFlags)> {
+    use std::os::fd::AsRawFd;
+    match driver {
+        Driver::Inline(streams) => streams
+            .iter()
+            .filter_map(|s| s.wants_poll(sh).map(|f| (s.sock.as_raw_fd(), f)))
+            .collect(),
+        Driver::Threads { .. } => Vec::new(),
+    }
+}
+
 /// Who drives a connection's sockets.
 enum Driver {
     /// The executor calls [`Driver::progress`] from its loop.
@@ -461,6 +474,11 @@ impl TcpSender {
     pub fn pending(&self) -> bool {
         self.completed < self.posted
     }
+
+    /// Sockets waiting to become writable (see [`crate::exec::Waiter::idle_or_block`]).
+    pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, PollFlags)> {
+        interest(&self.driver, &self.shared)
+    }
 }
 
 impl Drop for TcpSender {
@@ -548,6 +566,14 @@ impl TcpReceiver {
         } else {
             PeerState::Alive
         }
+    }
+
+    /// Sockets waiting to become readable (see [`crate::exec::Waiter::idle_or_block`]).
+    pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, PollFlags)> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        interest(&self.driver, &self.shared)
     }
 
     fn peek_state(&self) -> u64 {

@@ -14,6 +14,15 @@ pub enum Format {
     Json,
 }
 
+/// Where local ranks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Bind {
+    /// One CPU per local rank.
+    Core,
+    /// The scheduler decides.
+    None,
+}
+
 /// Arguments of `rnccl bench`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
@@ -97,6 +106,10 @@ pub struct Args {
     /// Run the ranks as threads of this process instead of one process per rank.
     #[arg(long)]
     pub threads: bool,
+    /// Pin each local rank to its own CPU when there are at least as many CPUs as ranks
+    /// (`core`, as `mpirun --bind-to core`), or leave placement to the scheduler (`none`).
+    #[arg(long, value_enum, default_value_t = Bind::Core)]
+    pub bind: Bind,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -5,6 +5,7 @@
 //! children and serves the rendezvous), or threads of this process with `--threads`.
 
 mod args;
+mod bind;
 mod json;
 mod report;
 mod spawn;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use args::Args;
-use args::Format;
+use args::{Bind, Format};
 use rnccl::bench::{BenchOptions, BenchRow, run_rank};
 use rnccl::config::{Config, Source};
 use rnccl::{CommConfig, Communicator, UniqueId};
@@ -39,6 +40,9 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let config = CommConfig::with_knobs(knobs.clone());
     if let Some(child) = spawn::ChildEnv::from_env(&env)? {
+        if args.bind == Bind::Core {
+            bind::bind_local_rank(child.rank, child.nranks)?;
+        }
         let comm = Communicator::init_rank(child.nranks, &child.id, child.rank, config)?;
         return bench_rank(&comm, &args, opts, &knobs);
     }
@@ -88,7 +92,12 @@ fn run_threads(
             .into_iter()
             .map(|c| {
                 let (opts, knobs) = (opts.clone(), knobs.clone());
-                s.spawn(move || bench_rank(&c, args, opts, &knobs))
+                s.spawn(move || {
+                    if args.bind == Bind::Core {
+                        bind::bind_local_rank(c.rank(), nranks)?;
+                    }
+                    bench_rank(&c, args, opts, &knobs)
+                })
             })
             .collect();
         handles
