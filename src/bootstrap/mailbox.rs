@@ -195,14 +195,10 @@ fn serve(listener: TcpListener, magic: u64, mailbox: &Mailbox, stop: &EventFd) {
             if !readable.get(i).copied().unwrap_or(false) {
                 continue;
             }
-            match read_some(c, &mut chunk) {
-                Ok(true) => {}
-                Ok(false) | Err(()) => {
-                    dead.push(i);
-                    continue;
-                }
-            }
-            if dispatch(c, magic, mailbox).is_err() {
+            // File whatever arrived before acting on an end of stream: a peer that sends its last
+            // message and exits at once must not lose it.
+            let open = read_some(c, &mut chunk);
+            if dispatch(c, magic, mailbox).is_err() || open != Ok(true) {
                 dead.push(i);
             }
         }
@@ -257,4 +253,58 @@ fn dispatch(c: &mut Incoming, magic: u64, mailbox: &Mailbox) -> Result<(), ()> {
         mailbox.deliver(from, comm, tag, payload);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use super::super::wire::{HelloKind, encode_message, write_hello};
+    use super::super::{Deadline, PeerHello};
+    use super::*;
+
+    /// A peer that sends its last message and closes at once: the message must still arrive,
+    /// and only then does the peer count as closed.
+    #[test]
+    fn last_message_before_close_is_delivered() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mailbox = Arc::new(Mailbox::new(2));
+        let mut service = Service::start(l, 42, mailbox.clone()).unwrap();
+        for round in 0..20u64 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let mut bytes = Vec::new();
+            write_hello(
+                &mut bytes,
+                42,
+                HelloKind::PeerMessages,
+                &PeerHello { from: 1 },
+            )
+            .unwrap();
+            bytes.extend(encode_message(7, round, b"bye"));
+            s.write_all(&bytes).unwrap();
+            drop(s);
+            let got = mailbox.take(
+                1,
+                7,
+                round,
+                Deadline::after(Duration::from_secs(5)),
+                &AtomicBool::new(false),
+            );
+            assert_eq!(got.as_deref(), Ok(&b"bye"[..]), "round {round}");
+        }
+        let closed = mailbox.take(
+            1,
+            7,
+            99,
+            Deadline::after(Duration::from_secs(5)),
+            &AtomicBool::new(false),
+        );
+        assert_eq!(closed, Err(Missing::Closed));
+        service.stop();
+    }
 }
