@@ -271,11 +271,11 @@ mod tests {
     /// and only then does the peer count as closed.
     #[test]
     fn last_message_before_close_is_delivered() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let mailbox = Arc::new(Mailbox::new(2));
-        let mut service = Service::start(l, 42, mailbox.clone()).unwrap();
         for round in 0..20u64 {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let mailbox = Arc::new(Mailbox::new(2));
+            let mut service = Service::start(l, 42, mailbox.clone()).unwrap();
             let mut s = TcpStream::connect(addr).unwrap();
             let mut bytes = Vec::new();
             write_hello(
@@ -288,23 +288,14 @@ mod tests {
             bytes.extend(encode_message(7, round, b"bye"));
             s.write_all(&bytes).unwrap();
             drop(s);
-            let got = mailbox.take(
-                1,
-                7,
-                round,
-                Deadline::after(Duration::from_secs(5)),
-                &AtomicBool::new(false),
-            );
+            let wait = || Deadline::after(Duration::from_secs(5));
+            let got = mailbox.take(1, 7, round, wait(), &AtomicBool::new(false));
             assert_eq!(got.as_deref(), Ok(&b"bye"[..]), "round {round}");
+            assert_eq!(
+                mailbox.take(1, 7, round, wait(), &AtomicBool::new(false)),
+                Err(Missing::Closed)
+            );
+            service.stop();
         }
-        let closed = mailbox.take(
-            1,
-            7,
-            99,
-            Deadline::after(Duration::from_secs(5)),
-            &AtomicBool::new(false),
-        );
-        assert_eq!(closed, Err(Missing::Closed));
-        service.stop();
     }
 }
