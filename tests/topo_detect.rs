@@ -23,6 +23,7 @@ fn cfg(pairs: &[(&str, &str)]) -> Config {
         env: Some(env),
         home: Some("/nonexistent".into()),
         system_conf: Some("/nonexistent/nccl.conf".into()),
+        ..LoadOptions::default()
     })
     .unwrap()
 }

@@ -127,6 +127,7 @@ fn cfg() -> Config {
         )])),
         home: Some("/nonexistent".into()),
         system_conf: Some("/nonexistent/nccl.conf".into()),
+        ..LoadOptions::default()
     })
     .unwrap()
 }
