@@ -15,9 +15,9 @@ const RNCCL: KnobSpec = KnobSpec {
 pub(super) const KNOBS: &[KnobSpec] = &[
     KnobSpec { name: "RNCCL_BENCH_ID", ty: T::Text, category: C::Dangerous, related: &["RNCCL_BENCH_RANK", "RNCCL_BENCH_NRANKS"], source: "rnccl: cli/src/bench/spawn.rs",
         description: "Set by `rnccl bench` for the rank processes it starts: the communicator's unique id (rnccl:<magic>@<host>:<port>). With RNCCL_BENCH_RANK and RNCCL_BENCH_NRANKS it makes the process join that job as one rank; never set it by hand.", ..RNCCL },
-    KnobSpec { name: "RNCCL_BENCH_NRANKS", ty: T::Int, category: C::Dangerous, range: Some((1, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_RANK"], source: "rnccl: cli/src/bench/spawn.rs",
+    KnobSpec { name: "RNCCL_BENCH_NRANKS", ty: T::Int, auto: "set by rnccl bench", category: C::Dangerous, range: Some((1, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_RANK"], source: "rnccl: cli/src/bench/spawn.rs",
         description: "Set by `rnccl bench` for the rank processes it starts: the number of ranks. Never set it by hand.", ..RNCCL },
-    KnobSpec { name: "RNCCL_BENCH_RANK", ty: T::Int, category: C::Dangerous, range: Some((0, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_NRANKS"], source: "rnccl: cli/src/bench/spawn.rs",
+    KnobSpec { name: "RNCCL_BENCH_RANK", ty: T::Int, auto: "set by rnccl bench", category: C::Dangerous, range: Some((0, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_NRANKS"], source: "rnccl: cli/src/bench/spawn.rs",
         description: "Set by `rnccl bench` for the rank processes it starts: this process's rank. Never set it by hand.", ..RNCCL },
     KnobSpec { name: "RNCCL_CONFIG", ty: T::File, related: &["NCCL_CONF_FILE", "RNCCL_SYSTEM_CONF"], source: "rnccl: src/config/load.rs",
         description: "YAML config file with typed knob values and per-host sections (see docs/config.md); the --config option overrides it. Read from the environment only. Its values rank below the environment and above the conf files.", ..RNCCL },
