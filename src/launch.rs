@@ -5,7 +5,9 @@
 //! MPI), `SLURM_PROCID`/`SLURM_NTASKS` (Slurm), `RANK`/`WORLD_SIZE` (torchrun). Rendezvous:
 //! `NCCL_COMM_ID`, else `MASTER_ADDR:MASTER_PORT`; when neither is set and every rank is on one
 //! host (`OMPI_COMM_WORLD_LOCAL_SIZE`, `MPI_LOCALNRANKS` or `SLURM_NNODES=1` says so), a loopback
-//! address with a port derived from the job's id.
+//! address with a port derived from the job's id; under srun across hosts, the first host of
+//! `SLURM_STEP_NODELIST` (where Slurm places task 0 for block, cyclic and plane distributions)
+//! with that port.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +41,13 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
         ("srun (Slurm)", "SLURM_PROCID", "SLURM_NTASKS"),
         ("torchrun", "RANK", "WORLD_SIZE"),
     ];
+    // As for NCCL's own variables, an empty value counts as unset.
+    let env: BTreeMap<&str, &str> = env
+        .iter()
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let env = &env;
     let Some(&(launcher, rk, sz)) = SOURCES
         .iter()
         .find(|(_, r, s)| env.contains_key(*r) && env.contains_key(*s))
@@ -56,8 +65,8 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
             "{launcher}: {rk}={rank} is not a rank of {sz}={size}"
         )));
     }
-    let root = if let Some(id) = env.get("NCCL_COMM_ID").filter(|v| !v.is_empty()) {
-        Some(id.clone())
+    let root = if let Some(id) = env.get("NCCL_COMM_ID") {
+        Some(id.to_string())
     } else if let (Some(a), Some(p)) = (env.get("MASTER_ADDR"), env.get("MASTER_PORT")) {
         Some(if a.contains(':') && !a.starts_with('[') {
             format!("[{a}]:{p}")
@@ -66,6 +75,8 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
         })
     } else if single_host(env, size) {
         Some(format!("127.0.0.1:{}", job_port(env)))
+    } else if let Some(host) = slurm_first_host(env).filter(|_| rk == "SLURM_PROCID") {
+        Some(format!("{host}:{}", job_port(env)))
     } else {
         None
     };
@@ -77,16 +88,38 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
     }))
 }
 
-fn single_host(env: &BTreeMap<String, String>, size: usize) -> bool {
+fn single_host(env: &BTreeMap<&str, &str>, size: usize) -> bool {
     let eq = |k: &str| env.get(k).and_then(|v| v.parse::<usize>().ok()) == Some(size);
     eq("OMPI_COMM_WORLD_LOCAL_SIZE")
         || eq("MPI_LOCALNRANKS")
-        || env.get("SLURM_NNODES").map(String::as_str) == Some("1")
+        || env.get("SLURM_NNODES").copied() == Some("1")
         || eq("LOCAL_WORLD_SIZE")
 }
 
+/// The first host of the step's (else the job's) Slurm node list, a hostlist expression such as
+/// `gpu[01-04,09],login1` or `rack[1-2]-n[3-4]`: each bracket group contributes its first value.
+fn slurm_first_host(env: &BTreeMap<&str, &str>) -> Option<String> {
+    let list = ["SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"]
+        .iter()
+        .find_map(|k| env.get(k))?;
+    let mut host = String::new();
+    let mut chars = list.trim().chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' => break,
+            '[' => {
+                let group: String = chars.by_ref().take_while(|&c| c != ']').collect();
+                let first = group.split([',', '-']).next().unwrap_or("");
+                host.push_str(first);
+            }
+            c => host.push(c),
+        }
+    }
+    (!host.is_empty()).then_some(host)
+}
+
 /// A port in 20000..60000 derived from the job's identity, the same in every rank of the job.
-fn job_port(env: &BTreeMap<String, String>) -> u16 {
+fn job_port(env: &BTreeMap<&str, &str>) -> u16 {
     let keys = [
         "PMIX_NAMESPACE",
         "OMPI_MCA_orte_hnp_uri",
@@ -151,6 +184,16 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(l.root.unwrap().starts_with("127.0.0.1:"));
+        let l = detect(&env(&[
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "16"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_JOB_ID", "77"),
+            ("SLURM_STEP_NODELIST", "gpu[07-08,11]"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(l.root.unwrap().starts_with("gpu07:"));
         let l = detect(&env(&[("PMI_RANK", "0"), ("PMI_SIZE", "16")]))
             .unwrap()
             .unwrap();
@@ -158,6 +201,17 @@ mod tests {
             l.root, None,
             "multi-host without an address: the caller must say what to set"
         );
+    }
+
+    #[test]
+    fn slurm_hostlists_give_their_first_host() {
+        let first = |v: &str| slurm_first_host(&BTreeMap::from([("SLURM_JOB_NODELIST", v)]));
+        assert_eq!(first("n1").as_deref(), Some("n1"));
+        assert_eq!(first("a01,b02").as_deref(), Some("a01"));
+        assert_eq!(first("gpu[001-016]").as_deref(), Some("gpu001"));
+        assert_eq!(first("gpu[3,5-9],x").as_deref(), Some("gpu3"));
+        assert_eq!(first("rack[2-3]-n[07-09]").as_deref(), Some("rack2-n07"));
+        assert_eq!(first("[]"), None);
     }
 
     #[test]

@@ -21,8 +21,9 @@ fn hosts(tag: &str, n: usize) -> Option<TestHosts> {
     }
 }
 
-/// Runs one bench across `h`'s hosts; returns rank 0's stdout after checking every rank
-/// succeeded.
+/// Runs one bench across `h`'s hosts, started as torchrun would (`extra_env` may add or blank
+/// variables; `{rank}` in a value becomes the rank); returns rank 0's stdout after checking
+/// every rank succeeded.
 fn run(h: &TestHosts, extra_env: &[(&str, String)], args: &[&str]) -> String {
     let bin = rnccl_bin();
     let port = 20000 + (std::process::id() % 20000) as u16;
@@ -30,7 +31,11 @@ fn run(h: &TestHosts, extra_env: &[(&str, String)], args: &[&str]) -> String {
     let children: Vec<_> = (0..n)
         .map(|r| {
             let mut env: Vec<(&str, String)> = vec![("NCCL_HOSTID", format!("node-{r}"))];
-            env.extend(extra_env.iter().cloned());
+            env.extend(
+                extra_env
+                    .iter()
+                    .map(|(k, v)| (*k, v.replace("{rank}", &r.to_string()))),
+            );
             spawn_rank(&bin, Some(&h.hosts[r]), r, n, &h.addrs[0], port, &env, args)
         })
         .collect();
@@ -94,6 +99,29 @@ fn two_hosts_over_veth() {
         !links.is_empty() && links.iter().all(|l| l["transport"] == "Tcp"),
         "{links:?}"
     );
+    // Started as srun starts tasks, with no rendezvous address: the root is found on the first
+    // host of the step's node list.
+    let srun = [
+        ("RANK", String::new()),
+        ("WORLD_SIZE", String::new()),
+        ("MASTER_ADDR", String::new()),
+        ("MASTER_PORT", String::new()),
+        ("SLURM_PROCID", "{rank}".to_string()),
+        ("SLURM_NTASKS", "2".to_string()),
+        ("SLURM_NNODES", "2".to_string()),
+        ("SLURM_JOB_ID", std::process::id().to_string()),
+        ("SLURM_STEP_NODELIST", format!("{},{}", h.addrs[0], h.addrs[1])),
+    ];
+    assert_clean_table(&run(&h, &srun, &["-b", "8", "-e", "1M", "-f", "16", "-n", "2"]));
+    // Open MPI's variables with NCCL_COMM_ID naming rank 0's host.
+    let mpirun = [
+        ("RANK", String::new()),
+        ("WORLD_SIZE", String::new()),
+        ("OMPI_COMM_WORLD_RANK", "{rank}".to_string()),
+        ("OMPI_COMM_WORLD_SIZE", "2".to_string()),
+        ("NCCL_COMM_ID", format!("{}:29511", h.addrs[0])),
+    ];
+    assert_clean_table(&run(&h, &mpirun, &["-b", "8", "-e", "1M", "-f", "16", "-n", "2"]));
     // NCCL_SOCKET_IFNAME selects the veth by exact name.
     assert_clean_table(&run(
         &h,
