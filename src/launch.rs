@@ -99,9 +99,13 @@ fn single_host(env: &BTreeMap<&str, &str>, size: usize) -> bool {
 /// The first host of the step's (else the job's) Slurm node list, a hostlist expression such as
 /// `gpu[01-04,09],login1` or `rack[1-2]-n[3-4]`: each bracket group contributes its first value.
 fn slurm_first_host(env: &BTreeMap<&str, &str>) -> Option<String> {
-    let list = ["SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"]
-        .iter()
-        .find_map(|k| env.get(k))?;
+    let list = [
+        "SLURM_STEP_NODELIST",
+        "SLURM_JOB_NODELIST",
+        "SLURM_NODELIST",
+    ]
+    .iter()
+    .find_map(|k| env.get(k))?;
     let mut host = String::new();
     let mut chars = list.trim().chars();
     while let Some(c) = chars.next() {

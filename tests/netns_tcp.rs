@@ -110,9 +110,16 @@ fn two_hosts_over_veth() {
         ("SLURM_NTASKS", "2".to_string()),
         ("SLURM_NNODES", "2".to_string()),
         ("SLURM_JOB_ID", std::process::id().to_string()),
-        ("SLURM_STEP_NODELIST", format!("{},{}", h.addrs[0], h.addrs[1])),
+        (
+            "SLURM_STEP_NODELIST",
+            format!("{},{}", h.addrs[0], h.addrs[1]),
+        ),
     ];
-    assert_clean_table(&run(&h, &srun, &["-b", "8", "-e", "1M", "-f", "16", "-n", "2"]));
+    assert_clean_table(&run(
+        &h,
+        &srun,
+        &["-b", "8", "-e", "1M", "-f", "16", "-n", "2"],
+    ));
     // Open MPI's variables with NCCL_COMM_ID naming rank 0's host.
     let mpirun = [
         ("RANK", String::new()),
@@ -121,7 +128,11 @@ fn two_hosts_over_veth() {
         ("OMPI_COMM_WORLD_SIZE", "2".to_string()),
         ("NCCL_COMM_ID", format!("{}:29511", h.addrs[0])),
     ];
-    assert_clean_table(&run(&h, &mpirun, &["-b", "8", "-e", "1M", "-f", "16", "-n", "2"]));
+    assert_clean_table(&run(
+        &h,
+        &mpirun,
+        &["-b", "8", "-e", "1M", "-f", "16", "-n", "2"],
+    ));
     // NCCL_SOCKET_IFNAME selects the veth by exact name.
     assert_clean_table(&run(
         &h,

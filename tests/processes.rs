@@ -63,6 +63,11 @@ fn every_collective_type_and_op_over_shared_memory() {
             );
             assert_clean_table(&stdout);
             assert!(stdout.contains(&format!("# Collective test starting: {coll}_perf")));
+            // nccl-tests' header echoes the requested range (300K = 307200), not the last size.
+            assert!(
+                stdout.contains("minBytes 1 maxBytes 307200 step: 17(factor)"),
+                "{stdout}"
+            );
             let pids: std::collections::BTreeSet<&str> = stdout
                 .lines()
                 .filter(|l| l.starts_with("#  Rank"))

@@ -177,6 +177,13 @@ impl Args {
         })
     }
 
+    /// `-b` and `-e` in bytes, as nccl-tests' header shows them (the requested range, not the
+    /// sizes the sweep lands on). Unparsable values show as 0: `options` reports them.
+    pub fn byte_range(&self) -> (usize, usize) {
+        let get = |s: &str| parse_size(s).unwrap_or(0);
+        (get(&self.minbytes), get(&self.maxbytes))
+    }
+
     /// The step as nccl-tests' header shows it: `2(factor)` or `1048576(bytes)`.
     pub fn step_label(&self) -> String {
         let step = self

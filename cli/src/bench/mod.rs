@@ -188,10 +188,11 @@ fn bench_rank(
     let lead = comm.rank() == 0;
     let test = opts.coll.test_name();
     let text = args.format == Format::Text;
+    let (min_bytes, max_bytes) = args.byte_range();
     let params = format!(
         "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: 0 unalign: 0",
-        opts.sizes.first().copied().unwrap_or(0),
-        opts.sizes.last().copied().unwrap_or(0),
+        min_bytes,
+        max_bytes,
         args.step_label(),
         opts.warmup,
         opts.iters,

@@ -209,6 +209,7 @@ mod tests {
             ("NCCL_PROTO", "LL128"),
             ("nccl_debug", "INFO"),
             ("RNCCL_TIMEOUTS", "5"),
+            ("NCCL_VERSION", "2.28.3-1"),
         ]);
         let typo = item(&r, "NCCL_SOCKET_IFNAM");
         assert_eq!(typo.worst(), Some(Severity::Error));
@@ -229,6 +230,9 @@ mod tests {
             own.findings[0].message.starts_with("rnccl does not read"),
             "{own:?}"
         );
+        let image = item(&r, "NCCL_VERSION");
+        assert_eq!(image.worst(), Some(Severity::Note), "{image:?}");
+        assert!(image.findings[0].message.contains("container"), "{image:?}");
         assert!(r.has_errors());
     }
 

@@ -27,6 +27,12 @@ pub(super) fn check(name: &str, setting: &Setting, spec: Option<&KnobSpec>) -> V
     out
 }
 
+/// `NCCL_*` variables that are not knobs but that common environments set, with who sets them.
+const CONTAINER_VARS: &[(&str, &str)] = &[(
+    "NCCL_VERSION",
+    "set by NVIDIA's CUDA container images to record the NCCL version installed in the image",
+)];
+
 fn unknown(name: &str, from_file: bool) -> Vec<Finding> {
     let upper = name.to_ascii_uppercase();
     let is_nccl = upper.starts_with("NCCL_") || upper.starts_with("RNCCL_");
@@ -60,6 +66,9 @@ fn unknown(name: &str, from_file: bool) -> Vec<Finding> {
             "not an NCCL setting"
         };
         return vec![Finding::note(msg)];
+    }
+    if let Some((_, what)) = CONTAINER_VARS.iter().find(|(n, _)| *n == name) {
+        return vec![Finding::note(format!("{what}; NCCL does not read it"))];
     }
     match did_you_mean(name).as_slice() {
         [] => vec![Finding::warning(
