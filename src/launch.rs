@@ -75,10 +75,10 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
         })
     } else if single_host(env, size) {
         Some(format!("127.0.0.1:{}", job_port(env)))
-    } else if let Some(host) = slurm_first_host(env).filter(|_| rk == "SLURM_PROCID") {
-        Some(format!("{host}:{}", job_port(env)))
     } else {
-        None
+        slurm_first_host(env)
+            .filter(|_| rk == "SLURM_PROCID")
+            .map(|host| format!("{host}:{}", job_port(env)))
     };
     Ok(Some(LaunchEnv {
         launcher,

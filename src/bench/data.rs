@@ -179,7 +179,9 @@ pub fn count_wrong(s: &DataSpec, rank: usize, out: &[u8], count: usize) -> u64 {
                 };
                 let got = ($to)(<$t>::from_ne_bytes(c.try_into().expect("element")));
                 let tol = eps * (n as f64 + 2.0) * want.abs().max(4.0);
-                wrong += u64::from(!((got - want).abs() <= tol));
+                // A NaN is never within tolerance, so it counts as wrong.
+                let within = (got - want).abs() <= tol;
+                wrong += u64::from(!within);
             }
             wrong
         }};

@@ -95,12 +95,13 @@ pub fn select(all: &[Interface], cfg: &Config, comm_id: Option<IpAddr>) -> Resul
         Some("AF_INET6") => i.addr.is_ipv6(),
         _ => true,
     };
-    if let Some(f) = family {
-        if f != "AF_INET" && f != "AF_INET6" {
-            return Err(Error::invalid_usage(format!(
-                "NCCL_SOCKET_FAMILY={f:?} is not AF_INET or AF_INET6"
-            )));
-        }
+    if let Some(f) = family
+        && f != "AF_INET"
+        && f != "AF_INET6"
+    {
+        return Err(Error::invalid_usage(format!(
+            "NCCL_SOCKET_FAMILY={f:?} is not AF_INET or AF_INET6"
+        )));
     }
     let listing = || {
         let mut names: Vec<String> = all

@@ -25,7 +25,7 @@ fn args<T: Element>(func: Func, count: usize, op: RedOp, root: usize) -> CollArg
 }
 
 fn blocks(func: &str, len: usize, n: usize) -> Result<usize> {
-    if len % n != 0 {
+    if !len.is_multiple_of(n) {
         return Err(Error::invalid_arg(format!(
             "{func}: a buffer of {len} elements does not split into {n} equal blocks (one per rank)"
         )));

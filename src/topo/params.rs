@@ -71,7 +71,7 @@ fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, TopoError> {
         origin: cfg
             .setting(name)
             .map_or(Source::Default, |s| s.source.clone()),
-        expected: "path level".into(),
+        expected: "path level",
         hint: "use one of LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS (or NCCL's old numbers 0-5)"
             .into(),
     }))

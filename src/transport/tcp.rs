@@ -616,13 +616,13 @@ mod tests {
         let total = 300usize;
         let (mut sent, mut got) = (0usize, 0usize);
         while got < total {
-            if sent < total {
-                if let Some(p) = s.acquire() {
-                    let n = 1 + (sent * 37) % slot;
-                    unsafe { std::ptr::write_bytes(p, (sent % 251) as u8, n) };
-                    s.post(n);
-                    sent += 1;
-                }
+            if sent < total
+                && let Some(p) = s.acquire()
+            {
+                let n = 1 + (sent * 37) % slot;
+                unsafe { std::ptr::write_bytes(p, (sent % 251) as u8, n) };
+                s.post(n);
+                sent += 1;
             }
             s.progress().unwrap();
             r.progress().unwrap();

@@ -16,6 +16,7 @@ pub fn free_port() -> u16 {
 
 /// Starts `rnccl bench` as rank `rank` of `size` with torchrun-style variables, optionally
 /// inside a network namespace.
+#[allow(clippy::too_many_arguments)] // one parameter per launcher variable a test varies
 pub fn spawn_rank(
     bin: &Path,
     netns: Option<&str>,

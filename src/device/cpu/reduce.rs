@@ -433,7 +433,7 @@ unsafe fn binary_loop<T: Copy>(
     n: usize,
     f: impl Fn(T, T) -> T + Copy,
 ) {
-    let aligned = |p: *const T| (p as usize) % std::mem::align_of::<T>() == 0;
+    let aligned = |p: *const T| (p as usize).is_multiple_of(std::mem::align_of::<T>());
     let all_aligned = aligned(d0) && aligned(a) && aligned(b) && d1.is_none_or(|d| aligned(d));
     // SAFETY (whole body): the caller guarantees every pointer is valid for n elements, that
     // destinations equal an input or do not overlap it, and that `d1` overlaps nothing; the
@@ -612,7 +612,7 @@ mod tests {
     fn two_destinations_and_in_place() {
         let spec = ReduceSpec::new(DataType::Uint32, RedOp::Sum.lower(DataType::Uint32, 2));
         let mut acc = vec![1u32, 2, 3];
-        let b = vec![10u32, 20, 30];
+        let b = [10u32, 20, 30];
         let mut d1 = vec![0u32; 3];
         let p = acc.as_mut_ptr().cast::<u8>();
         unsafe {
@@ -667,7 +667,7 @@ mod tests {
             DataType::Bfloat16,
             RedOp::PreMulSum(Scalar::Float(0.5)).lower(DataType::Bfloat16, 2),
         );
-        let hs = vec![bf16::from_f32(3.0)];
+        let hs = [bf16::from_f32(3.0)];
         let mut hd = vec![bf16::ZERO];
         unsafe {
             copy(

@@ -121,7 +121,7 @@ impl TuneParams {
                         origin: cfg
                             .setting(name)
                             .map_or(Source::Default, |s| s.source.clone()),
-                        expected: "algorithm/protocol list".into(),
+                        expected: "algorithm/protocol list",
                         hint,
                     })
                 })

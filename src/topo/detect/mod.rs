@@ -80,7 +80,7 @@ fn filter(cfg: &Config, name: &str) -> Result<Option<DeviceFilter>, TopoError> {
             origin: cfg
                 .setting(name)
                 .map_or(Source::Default, |s| s.source.clone()),
-            expected: "device list".into(),
+            expected: "device list",
             hint,
         })
     })
