@@ -155,63 +155,73 @@ pub fn all_reduce(args: &CollArgs, rank: usize, n: usize, rings: &Rings, geo: Ge
 
 /// Ring Broadcast: a chain from the root around each channel's ring.
 pub fn broadcast(args: &CollArgs, rank: usize, n: usize, rings: &Rings, geo: Geometry) -> Lanes {
-    let es = args.dtype.size();
-    let bytes = args.count * es;
     if n == 1 {
+        let bytes = args.count * args.dtype.size();
         return local_copy(bytes, Loc::input(0), Loc::output(0), false, false);
     }
-    let nch = channels_for(bytes, geo.chunk_bytes(), rings.nchannels());
-    let mut lanes = Vec::with_capacity(nch);
-    for (c, (start, len)) in split_even(args.count, nch, line_elems(es))
-        .into_iter()
-        .enumerate()
-    {
-        let (idx, next, prev) = neighbours(rings, c, rank);
-        let root_idx = rings.order[c]
-            .iter()
-            .position(|&r| r == args.root)
-            .expect("root in ring");
-        let p = (idx + n - root_idx) % n;
-        let mut steps = Vec::new();
-        let mut e = Emit {
-            steps: &mut steps,
-            next,
-            prev,
-            channel: c,
-        };
-        let (o, b) = (start * es, len * es);
-        match p {
-            0 => e.push(
-                Kind::CopySend,
-                b,
-                Some(Loc::input(o)),
-                Some(Loc::output(o)),
-                false,
-                false,
-            ),
-            _ if p == n - 1 => e.push(Kind::Recv, b, None, Some(Loc::output(o)), false, false),
-            _ => e.push(
-                Kind::RecvCopySend,
-                b,
-                None,
-                Some(Loc::output(o)),
-                false,
-                false,
-            ),
-        }
-        lanes.push((LaneKey::Channel(c as u16), steps));
-    }
-    lanes
+    // Position 0 is the root; the chain runs on from it and ends at position n - 1.
+    chain(args, rank, n, rings, geo, |e, p, o, b| match p {
+        0 => e.push(
+            Kind::CopySend,
+            b,
+            Some(Loc::input(o)),
+            Some(Loc::output(o)),
+            false,
+            false,
+        ),
+        _ if p == n - 1 => e.push(Kind::Recv, b, None, Some(Loc::output(o)), false, false),
+        _ => e.push(
+            Kind::RecvCopySend,
+            b,
+            None,
+            Some(Loc::output(o)),
+            false,
+            false,
+        ),
+    })
 }
 
 /// Ring Reduce: a chain that starts after the root and ends at it.
 pub fn reduce(args: &CollArgs, rank: usize, n: usize, rings: &Rings, geo: Geometry) -> Lanes {
-    let es = args.dtype.size();
-    let bytes = args.count * es;
     if n == 1 {
+        let bytes = args.count * args.dtype.size();
         return local_copy(bytes, Loc::input(0), Loc::output(0), true, true);
     }
-    let nch = channels_for(bytes, geo.chunk_bytes(), rings.nchannels());
+    // Position 1 (the root's successor) starts the chain; the root (position 0) ends it.
+    chain(args, rank, n, rings, geo, |e, p, o, b| match p {
+        0 => e.push(
+            Kind::RecvReduceCopy,
+            b,
+            Some(Loc::input(o)),
+            Some(Loc::output(o)),
+            true,
+            true,
+        ),
+        1 => e.push(Kind::Send, b, Some(Loc::input(o)), None, true, false),
+        _ => e.push(
+            Kind::RecvReduceSend,
+            b,
+            Some(Loc::input(o)),
+            None,
+            true,
+            false,
+        ),
+    })
+}
+
+/// A rooted chain around each channel's ring (Broadcast, Reduce): the buffer is split evenly
+/// over the channels, and `step(emit, p, offset, bytes)` emits this rank's one step for its
+/// channel slice, `p` being the rank's position after the root along that channel's ring.
+fn chain(
+    args: &CollArgs,
+    rank: usize,
+    n: usize,
+    rings: &Rings,
+    geo: Geometry,
+    step: impl Fn(&mut Emit<'_>, usize, usize, usize),
+) -> Lanes {
+    let es = args.dtype.size();
+    let nch = channels_for(args.count * es, geo.chunk_bytes(), rings.nchannels());
     let mut lanes = Vec::with_capacity(nch);
     for (c, (start, len)) in split_even(args.count, nch, line_elems(es))
         .into_iter()
@@ -222,7 +232,6 @@ pub fn reduce(args: &CollArgs, rank: usize, n: usize, rings: &Rings, geo: Geomet
             .iter()
             .position(|&r| r == args.root)
             .expect("root in ring");
-        let p = (idx + n - root_idx) % n;
         let mut steps = Vec::new();
         let mut e = Emit {
             steps: &mut steps,
@@ -230,26 +239,7 @@ pub fn reduce(args: &CollArgs, rank: usize, n: usize, rings: &Rings, geo: Geomet
             prev,
             channel: c,
         };
-        let (o, b) = (start * es, len * es);
-        match p {
-            0 => e.push(
-                Kind::RecvReduceCopy,
-                b,
-                Some(Loc::input(o)),
-                Some(Loc::output(o)),
-                true,
-                true,
-            ),
-            1 => e.push(Kind::Send, b, Some(Loc::input(o)), None, true, false),
-            _ => e.push(
-                Kind::RecvReduceSend,
-                b,
-                Some(Loc::input(o)),
-                None,
-                true,
-                false,
-            ),
-        }
+        step(&mut e, (idx + n - root_idx) % n, start * es, len * es);
         lanes.push((LaneKey::Channel(c as u16), steps));
     }
     lanes
