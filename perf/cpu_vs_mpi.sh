@@ -13,7 +13,8 @@
 # sides are interleaved size by size for ROUNDS rounds (default 3) and every round prints the
 # ratio measured in that round; the summary gives the best of each side and the median ratio.
 # Needs: openmpi-bin libopenmpi-dev (mpicc.openmpi, mpirun.openmpi), iperf3, iproute2.
-# mpi_coll_bench.c is the project's MPI anchor benchmark (../shared/anchors/cpu).
+# mpi_coll_bench.c is the project's MPI anchor benchmark (../shared/anchors/cpu); shm_handoff.c
+# measures the host's own cross-process copy path in each round, as iperf3 does for TCP.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -23,6 +24,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"; [ -n "${netns_up:-}" ] && netns_down' EXIT
 
 mpicc.openmpi -O2 -o "$work/bench_ompi" "$here/mpi_coll_bench.c" -lm
+cc -O2 -o "$work/shm_handoff" "$here/shm_handoff.c"
 (cd "$root" && cargo build --release -q)
 rnccl="$root/target/release/rnccl"
 mpirun=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
@@ -64,6 +66,9 @@ if [[ " $modes " == *" shm "* ]]; then
   echo "== shared memory, 2 processes, float32 all_reduce (busbw GB/s; time us)"
   : > "$work/shm"
   for round in $(seq "$rounds"); do
+    # The machine's cross-core copy path drifts between modes minutes apart (a plain C slot
+    # FIFO between two pinned processes has given 2 to 20 GB/s here): print it every round.
+    printf 'round %d  shm_handoff probe (plain C slot FIFO, one way) %s GB/s\n' "$round" "$("$work/shm_handoff")"
     for s in 8 1048576 16777216 268435456; do
       read -r rb rt < <(rnccl_point "$s")
       read -r mb mt < <(ompi_point "$s" --mca pml ob1 --mca btl self,vader)

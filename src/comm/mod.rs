@@ -24,7 +24,7 @@ use crate::coll::{Geometry, Rings};
 use crate::config::Config;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
 use crate::error::{Error, Result};
-use crate::exec::{Connections, WaitPolicy};
+use crate::exec::{Connections, WaitPolicy, spin_cores};
 use crate::stats::LinkSnapshot;
 use crate::transport::setup::TransportParams;
 
@@ -243,9 +243,7 @@ impl Communicator {
             .iter()
             .filter(|&&r| net.peers()[r].host_hash == me.host_hash)
             .count();
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let cores = spin_cores();
         tracing::info!(
             target: "rnccl::init",
             "comm rank {rank} nRanks {nranks} localRanks {local} nChannels {} slot {} B rings from {}",

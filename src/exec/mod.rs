@@ -11,7 +11,7 @@ pub mod conns;
 mod wait;
 
 pub use conns::Connections;
-pub use wait::{WaitPolicy, Waiter, block_on};
+pub use wait::{WaitPolicy, Waiter, block_on, spin_cores};
 
 use std::sync::Arc;
 

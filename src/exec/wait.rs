@@ -29,6 +29,21 @@ impl WaitPolicy {
     }
 }
 
+/// How many CPUs this host's ranks may spin on, for [`WaitPolicy::new`]: the CPUs this process
+/// may run on, except that a process pinned to a single CPU (`rnccl bench --bind core`,
+/// `mpirun --bind-to core`, `srun --cpu-bind=cores`) was given that CPU as its own, so it counts
+/// every online CPU.
+pub fn spin_cores() -> usize {
+    let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if allowed > 1 {
+        return allowed;
+    }
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+        .ok()
+        .flatten()
+        .map_or(1, |n| n.max(1) as usize)
+}
+
 /// Tracks one stall.
 #[derive(Debug)]
 pub struct Waiter {
