@@ -38,14 +38,14 @@ pub enum Error {
     /// The calls or the configuration do not fit together (bad knob value, group misuse…).
     #[error("invalid usage: {0}")]
     InvalidUsage(String),
-    /// A system call failed; `context` says what rnccl was doing.
-    #[error("system error while {context}: {source}")]
+    /// A system call failed; `context` says what rnccl was doing. The message includes the
+    /// OS error (so it is not also reported as the error's `source`, which would print it twice).
+    #[error("system error while {context}: {os_error}")]
     System {
         /// What rnccl was doing when the call failed.
         context: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        os_error: std::io::Error,
     },
     /// A peer went away, sent something malformed, or the network broke.
     #[error("remote error: {0}")]
@@ -85,7 +85,7 @@ impl Error {
     pub fn system(context: impl Into<String>, source: std::io::Error) -> Error {
         Error::System {
             context: context.into(),
-            source,
+            os_error: source,
         }
     }
 

@@ -196,3 +196,31 @@ fn invalid_arguments_get_clear_errors() {
         "{e}"
     );
 }
+
+/// A full /dev/shm (the 64 MiB of a default container) is an error that says what to do, not a
+/// rank killed by SIGBUS on first touch. Runs the ranks in a private mount namespace with a
+/// 1 MiB tmpfs on /dev/shm; needs root and unshare(1).
+#[test]
+fn a_full_dev_shm_is_a_clear_error() {
+    if !common::procs::is_root() {
+        println!("skipped: mounting a small /dev/shm needs root (CI runs as root)");
+        return;
+    }
+    let bin = rnccl_bin();
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec {} bench --ranks 2 -b 1M -e 1M -n 2 -w 1 -T 30",
+        bin.display()
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .expect("unshare(1) from util-linux");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("/dev/shm is full"), "{stderr}");
+    assert!(stderr.contains("NCCL_SHM_DISABLE=1"), "{stderr}");
+    assert!(
+        !stderr.contains("Bus error") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

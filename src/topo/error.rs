@@ -51,7 +51,7 @@ impl From<TopoError> for crate::Error {
                 error,
             } => crate::Error::System {
                 context: format!("trying to {action} {}", path.display()),
-                source: error,
+                os_error: error,
             },
             other => crate::Error::InvalidUsage(other.to_string()),
         }

@@ -33,7 +33,8 @@ unsafe impl Sync for ShmSegment {}
 impl ShmSegment {
     /// Creates and maps a new zero-filled segment of `len` bytes with a fresh unique name.
     ///
-    /// Errors: [`Error::System`] naming the segment when `/dev/shm` refuses it (full, missing).
+    /// Errors: [`Error::System`] naming the segment when `/dev/shm` refuses it (missing, or too
+    /// full to reserve `len` bytes: the pages are reserved here, not on first touch).
     pub fn create(len: usize) -> Result<ShmSegment> {
         let mut rnd = [0u8; 8];
         getrandom::fill(&mut rnd).map_err(|e| {
@@ -71,11 +72,22 @@ impl ShmSegment {
     fn map(name: String, fd: OwnedFd, len: usize, create: bool) -> Result<ShmSegment> {
         let file = File::from(fd);
         if create {
-            file.set_len(len as u64).map_err(|e| {
-                Error::system(
-                    format!("sizing shared-memory segment {name} to {len} bytes"),
-                    e,
-                )
+            // Reserve the pages now: a tmpfs that runs out later would kill the rank with SIGBUS
+            // on first touch (the "Bus error" of containers with a small /dev/shm).
+            nix::fcntl::posix_fallocate(&file, 0, len as i64).map_err(|e| {
+                let what = format!("reserving {len} bytes for shared-memory segment {name}");
+                if e == nix::errno::Errno::ENOSPC {
+                    Error::system(
+                        format!(
+                            "{what}: /dev/shm is full (containers often give it 64 MiB: raise it \
+                             with `docker run --shm-size=1g`, lower NCCL_BUFFSIZE, or set \
+                             NCCL_SHM_DISABLE=1 to use sockets)"
+                        ),
+                        e.into(),
+                    )
+                } else {
+                    Error::system(what, e.into())
+                }
             })?;
         }
         // SAFETY: the segment is private to rnccl ranks, which access it through atomics.
