@@ -13,7 +13,7 @@ use std::io::{IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -64,8 +64,9 @@ struct Shared {
     error: std::sync::Mutex<Option<String>>,
     failed: AtomicBool,
     shutdown: AtomicBool,
-    /// Receiver: a socket reached a clean end of stream.
-    closed: AtomicBool,
+    /// Receiver: sockets that reached a clean end of stream. The peer is gone only once all
+    /// have: with several sockets, one may close while another still carries the last frames.
+    closed_socks: AtomicUsize,
 }
 
 impl Shared {
@@ -79,7 +80,7 @@ impl Shared {
             error: std::sync::Mutex::new(None),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
+            closed_socks: AtomicUsize::new(0),
         }
     }
 
@@ -89,6 +90,11 @@ impl Shared {
             *e = Some(msg);
         }
         self.failed.store(true, Ordering::Release);
+    }
+
+    /// Receiver: every socket reached a clean end of stream.
+    fn closed(&self) -> bool {
+        self.closed_socks.load(Ordering::Acquire) >= self.nsocks
     }
 
     fn take_error(&self) -> Option<String> {
@@ -116,6 +122,8 @@ struct Stream {
     done: usize,
     header: [u8; FRAME_HEADER],
     peer: String,
+    /// Receiver: this socket reached a clean end of stream.
+    eof: bool,
 }
 
 impl Stream {
@@ -167,7 +175,7 @@ impl Stream {
 
     fn progress_recv(&mut self, sh: &Shared) -> Result<bool, String> {
         let mut moved = false;
-        if sh.closed.load(Ordering::Acquire) {
+        if self.eof {
             return Ok(false);
         }
         loop {
@@ -188,8 +196,9 @@ impl Stream {
             match r {
                 Ok(0) if self.done == 0 => {
                     // A clean close between frames: fine unless more data is wanted later,
-                    // which the receiver's peer_state reports.
-                    sh.closed.store(true, Ordering::Release);
+                    // which the receiver's peer_state reports once every socket has closed.
+                    self.eof = true;
+                    sh.closed_socks.fetch_add(1, Ordering::AcqRel);
                     return Ok(moved);
                 }
                 Ok(0) => {
@@ -229,7 +238,9 @@ impl Stream {
     fn wants_poll(&self, sh: &Shared) -> Option<PollFlags> {
         match self.dir {
             Dir::Send if self.seq < sh.counter.load(Ordering::Acquire) => Some(PollFlags::POLLOUT),
-            Dir::Recv if self.seq < sh.counter.load(Ordering::Acquire) + NSLOTS as u64 => {
+            Dir::Recv
+                if !self.eof && self.seq < sh.counter.load(Ordering::Acquire) + NSLOTS as u64 =>
+            {
                 Some(PollFlags::POLLIN)
             }
             _ => None,
@@ -412,6 +423,7 @@ impl TcpSender {
                 done: 0,
                 header: [0; 8],
                 peer: peer.to_string(),
+                eof: false,
             })
             .collect();
         let driver = Driver::new(streams, nthreads, &shared);
@@ -513,6 +525,7 @@ impl TcpReceiver {
                 done: 0,
                 header: [0; 8],
                 peer: peer.to_string(),
+                eof: false,
             })
             .collect();
         let driver = Driver::new(streams, nthreads, &shared);
@@ -561,7 +574,7 @@ impl TcpReceiver {
 
     /// Whether the sender is still there: gone once its side closed and no filled slot remains.
     pub fn peer_state(&self) -> PeerState {
-        if self.shared.closed.load(Ordering::Acquire) && self.peek_state() == 0 {
+        if self.shared.closed() && self.peek_state() == 0 {
             PeerState::Gone
         } else {
             PeerState::Alive
@@ -570,7 +583,7 @@ impl TcpReceiver {
 
     /// Sockets waiting to become readable (see [`crate::exec::Waiter::idle_or_block`]).
     pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, PollFlags)> {
-        if self.shared.closed.load(Ordering::Acquire) {
+        if self.shared.closed() {
             return Vec::new();
         }
         interest(&self.driver, &self.shared)

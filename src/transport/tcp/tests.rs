@@ -100,6 +100,35 @@ fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
 }
 
 #[test]
+fn every_socket_is_drained_before_the_peer_counts_as_gone() {
+    // The sender posts six slots over three sockets and closes them all before the receiver
+    // reads anything: the first socket's end of stream must not abandon the others' frames.
+    let (tx, rx) = socket_pairs(3);
+    let mut s = TcpSender::new(tx, 1024, 0, "rank 1");
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0");
+    for i in 0..6u8 {
+        let p = s.acquire().unwrap();
+        unsafe { *p = i };
+        s.post(1);
+    }
+    while s.pending() {
+        s.progress().unwrap();
+    }
+    drop(s);
+    let start = std::time::Instant::now();
+    let mut got = Vec::new();
+    while r.peer_state() == PeerState::Alive {
+        r.progress().unwrap();
+        if let Some((p, n)) = r.peek() {
+            got.push((unsafe { *p }, n));
+            r.release();
+        }
+        assert!(start.elapsed().as_secs() < 10, "received {got:?}");
+    }
+    assert_eq!(got, (0..6u8).map(|i| (i, 1)).collect::<Vec<_>>());
+}
+
+#[test]
 fn close_mid_slot_is_an_error_naming_the_peer() {
     let (mut tx, rx) = socket_pairs(1);
     let mut r = TcpReceiver::new(rx, 1024, 0, "rank 7 (host x)");
