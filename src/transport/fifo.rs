@@ -290,10 +290,13 @@ impl MemReceiver {
             .store(self.head, Ordering::Release);
     }
 
-    /// How the sending end is doing.
+    /// How the sending end is doing: `Alive` while a filled slot is still waiting here, even if
+    /// the sender has since left (what it posted before leaving is still delivered).
     pub fn peer_state(&self) -> PeerState {
         let s = &header(&*self.mem).sender;
-        if s.gone.load(Ordering::Acquire) != 0 {
+        if s.tail.load(Ordering::Acquire) != self.head {
+            PeerState::Alive
+        } else if s.gone.load(Ordering::Acquire) != 0 {
             PeerState::Gone
         } else if !process_alive(s.pid.load(Ordering::Relaxed)) {
             PeerState::Dead
@@ -383,6 +386,19 @@ mod tests {
         let (s, r) = pair(64);
         assert_eq!(r.peer_state(), PeerState::Alive);
         drop(s);
+        assert_eq!(r.peer_state(), PeerState::Gone);
+    }
+
+    #[test]
+    fn what_was_posted_before_leaving_is_still_delivered() {
+        let (mut s, mut r) = pair(64);
+        let p = s.acquire().unwrap();
+        unsafe { *p = 5 };
+        s.post(1);
+        drop(s); // aborted: sets `gone`
+        assert_eq!(r.peer_state(), PeerState::Alive, "a filled slot waits");
+        assert_eq!(r.peek().map(|(p, n)| (unsafe { *p }, n)), Some((5, 1)));
+        r.release();
         assert_eq!(r.peer_state(), PeerState::Gone);
     }
 }
