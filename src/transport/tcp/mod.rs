@@ -409,24 +409,37 @@ pub struct TcpSender {
     posted: u64,
 }
 
+/// The shared slot state and the driver for one direction of a connection over `socks`
+/// (stream `i` carries slots `i`, `i + nsocks`, …).
+fn start(
+    socks: Vec<TcpStream>,
+    dir: Dir,
+    slot_bytes: usize,
+    nthreads: usize,
+    peer: &str,
+) -> (Arc<Shared>, Driver) {
+    let shared = Arc::new(Shared::new(slot_bytes, socks.len()));
+    let streams = socks
+        .into_iter()
+        .enumerate()
+        .map(|(i, sock)| Stream {
+            sock,
+            dir,
+            seq: i as u64,
+            done: 0,
+            header: [0; FRAME_HEADER],
+            peer: peer.to_string(),
+            eof: false,
+        })
+        .collect();
+    let driver = Driver::new(streams, nthreads, &shared);
+    (shared, driver)
+}
+
 impl TcpSender {
     /// Wraps connected, prepared sockets (index order = stream order) to `peer` (for messages).
     pub fn new(socks: Vec<TcpStream>, slot_bytes: usize, nthreads: usize, peer: &str) -> TcpSender {
-        let shared = Arc::new(Shared::new(slot_bytes, socks.len()));
-        let streams = socks
-            .into_iter()
-            .enumerate()
-            .map(|(i, sock)| Stream {
-                sock,
-                dir: Dir::Send,
-                seq: i as u64,
-                done: 0,
-                header: [0; 8],
-                peer: peer.to_string(),
-                eof: false,
-            })
-            .collect();
-        let driver = Driver::new(streams, nthreads, &shared);
+        let (shared, driver) = start(socks, Dir::Send, slot_bytes, nthreads, peer);
         TcpSender {
             shared,
             driver,
@@ -514,21 +527,7 @@ impl TcpReceiver {
         nthreads: usize,
         peer: &str,
     ) -> TcpReceiver {
-        let shared = Arc::new(Shared::new(slot_bytes, socks.len()));
-        let streams = socks
-            .into_iter()
-            .enumerate()
-            .map(|(i, sock)| Stream {
-                sock,
-                dir: Dir::Recv,
-                seq: i as u64,
-                done: 0,
-                header: [0; 8],
-                peer: peer.to_string(),
-                eof: false,
-            })
-            .collect();
-        let driver = Driver::new(streams, nthreads, &shared);
+        let (shared, driver) = start(socks, Dir::Recv, slot_bytes, nthreads, peer);
         TcpReceiver {
             shared,
             driver,
