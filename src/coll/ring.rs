@@ -247,61 +247,39 @@ fn chain(
 
 /// Ring AllGather: every rank's block travels once around each channel's ring.
 pub fn all_gather(args: &CollArgs, rank: usize, n: usize, rings: &Rings, geo: Geometry) -> Lanes {
-    let es = args.dtype.size();
-    let m = args.count;
+    let (es, m) = (args.dtype.size(), args.count);
     if n == 1 {
         return local_copy(m * es, Loc::input(0), Loc::output(0), false, false);
     }
-    let nch = channels_for(m * n * es, geo.chunk_bytes(), rings.nchannels());
-    let unit = line_elems(es);
-    let chunk_elems = (geo.chunk_bytes() / es).max(unit);
-    let mut lanes = Vec::with_capacity(nch);
-    for (c, (start, len)) in split_even(m, nch, unit).into_iter().enumerate() {
-        let (idx, next, prev) = neighbours(rings, c, rank);
-        let ring = &rings.order[c];
-        let mut steps = Vec::new();
-        let mut e = Emit {
-            steps: &mut steps,
-            next,
-            prev,
-            channel: c,
-        };
-        let mut base = 0;
-        while base < len {
-            let l = (len - base).min(chunk_elems);
-            let b = l * es;
-            let block = |q: usize| Loc::output((q * m + start + base) * es);
+    per_rank_blocks(args, rank, n, rings, geo, |e, ring, idx, off, b| {
+        let block = |q: usize| Loc::output((q * m + off) * es);
+        e.push(
+            Kind::CopySend,
+            b,
+            Some(Loc::input(off * es)),
+            Some(block(rank)),
+            false,
+            false,
+        );
+        for k in 1..n - 1 {
             e.push(
-                Kind::CopySend,
-                b,
-                Some(Loc::input((start + base) * es)),
-                Some(block(rank)),
-                false,
-                false,
-            );
-            for k in 1..n - 1 {
-                e.push(
-                    Kind::RecvCopySend,
-                    b,
-                    None,
-                    Some(block(ring[(idx + n - k) % n])),
-                    false,
-                    false,
-                );
-            }
-            e.push(
-                Kind::Recv,
+                Kind::RecvCopySend,
                 b,
                 None,
-                Some(block(ring[(idx + 1) % n])),
+                Some(block(ring[(idx + n - k) % n])),
                 false,
                 false,
             );
-            base += l;
         }
-        lanes.push((LaneKey::Channel(c as u16), steps));
-    }
-    lanes
+        e.push(
+            Kind::Recv,
+            b,
+            None,
+            Some(block(ring[(idx + 1) % n])),
+            false,
+            false,
+        );
+    })
 }
 
 /// Ring ReduceScatter: every rank's block is reduced once around each channel's ring and ends
@@ -313,18 +291,55 @@ pub fn reduce_scatter(
     rings: &Rings,
     geo: Geometry,
 ) -> Lanes {
-    let es = args.dtype.size();
-    let m = args.count;
+    let (es, m) = (args.dtype.size(), args.count);
     if n == 1 {
         return local_copy(m * es, Loc::input(0), Loc::output(0), true, true);
     }
+    per_rank_blocks(args, rank, n, rings, geo, |e, ring, idx, off, b| {
+        let block = |q: usize| Loc::input((q * m + off) * es);
+        let owner = |k: usize| ring[(idx + n - k) % n];
+        e.push(Kind::Send, b, Some(block(owner(1))), None, true, false);
+        for k in 2..n {
+            e.push(
+                Kind::RecvReduceSend,
+                b,
+                Some(block(owner(k))),
+                None,
+                true,
+                false,
+            );
+        }
+        e.push(
+            Kind::RecvReduceCopy,
+            b,
+            Some(block(rank)),
+            Some(Loc::output(off * es)),
+            true,
+            true,
+        );
+    })
+}
+
+/// The channel and chunk loops AllGather and ReduceScatter share: each rank's block of
+/// `args.count` elements is split evenly over the channels, and each channel's slice into
+/// chunks of at most `geo.chunk_bytes()`. For every chunk, `chunk(emit, ring, idx, offset,
+/// bytes)` emits the steps, with `ring` the channel's order, `idx` this rank's place in it,
+/// `offset` the chunk's first element within a block and `bytes` its length.
+fn per_rank_blocks(
+    args: &CollArgs,
+    rank: usize,
+    n: usize,
+    rings: &Rings,
+    geo: Geometry,
+    chunk: impl Fn(&mut Emit<'_>, &[usize], usize, usize, usize),
+) -> Lanes {
+    let (es, m) = (args.dtype.size(), args.count);
     let nch = channels_for(m * n * es, geo.chunk_bytes(), rings.nchannels());
     let unit = line_elems(es);
     let chunk_elems = (geo.chunk_bytes() / es).max(unit);
     let mut lanes = Vec::with_capacity(nch);
     for (c, (start, len)) in split_even(m, nch, unit).into_iter().enumerate() {
         let (idx, next, prev) = neighbours(rings, c, rank);
-        let ring = &rings.order[c];
         let mut steps = Vec::new();
         let mut e = Emit {
             steps: &mut steps,
@@ -335,28 +350,7 @@ pub fn reduce_scatter(
         let mut base = 0;
         while base < len {
             let l = (len - base).min(chunk_elems);
-            let b = l * es;
-            let block = |q: usize| Loc::input((q * m + start + base) * es);
-            let owner = |k: usize| ring[(idx + n - k) % n];
-            e.push(Kind::Send, b, Some(block(owner(1))), None, true, false);
-            for k in 2..n {
-                e.push(
-                    Kind::RecvReduceSend,
-                    b,
-                    Some(block(owner(k))),
-                    None,
-                    true,
-                    false,
-                );
-            }
-            e.push(
-                Kind::RecvReduceCopy,
-                b,
-                Some(block(rank)),
-                Some(Loc::output((start + base) * es)),
-                true,
-                true,
-            );
+            chunk(&mut e, &rings.order[c], idx, start + base, l * es);
             base += l;
         }
         lanes.push((LaneKey::Channel(c as u16), steps));
