@@ -1,25 +1,8 @@
 //! `rnccl rings` driven as a user runs it, checked against NCCL's own dumps and INFO lines.
 
-use assert_cmd::Command;
+mod common;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn rnccl() -> Command {
-    let mut c = Command::cargo_bin("rnccl").unwrap();
-    c.env_clear().current_dir(ROOT);
-    c
-}
-
-fn stdout(args: &[&str]) -> String {
-    let out = rnccl()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    String::from_utf8(out).unwrap()
-}
+use common::{ROOT, rnccl, stdout};
 
 fn anchor(name: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/tests/fixtures/anchors/h200x2/{name}")).unwrap()

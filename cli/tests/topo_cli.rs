@@ -1,24 +1,8 @@
 //! `rnccl topo` driven as a user runs it: on captured hosts, on topology files, on this host.
 
-use assert_cmd::Command;
+mod common;
 
-fn rnccl() -> Command {
-    let mut c = Command::cargo_bin("rnccl").unwrap();
-    c.env_clear()
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    c
-}
-
-fn stdout(args: &[&str]) -> String {
-    let out = rnccl()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    String::from_utf8(out).unwrap()
-}
+use common::{rnccl, stdout};
 
 #[test]
 fn captured_h200_host() {
