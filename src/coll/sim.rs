@@ -85,6 +85,7 @@ fn run(
                 snapshot_input: args.in_place && args.func == Func::AllToAll,
                 snapshot: Vec::new(),
                 stream_output: false,
+                stream_slots: false,
             }];
             let plan = Arc::new(p.clone());
             let lanes = (0..plan.lanes.len())

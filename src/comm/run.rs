@@ -114,6 +114,7 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             snapshot_input: a.in_place && a.func == Func::AllToAll,
             snapshot: Vec::new(),
             stream_output: q.output_len >= STREAM_THRESHOLD,
+            stream_slots: q.output_len.max(q.input_len) >= STREAM_THRESHOLD,
         };
         let label = Label {
             args: a,

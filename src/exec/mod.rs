@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use crate::coll::{Buf, Kind, LaneKey, Loc, Plan, Step};
 use crate::device::cpu::reduce::{ReduceSpec, Transforms, copy, reduce};
-use crate::device::cpu::stream::{copy_streaming, reduce_streaming};
+use crate::device::cpu::stream::{Streams, copy_streaming, fence, reduce_streaming};
 use crate::error::{Error, Result};
+use crate::transport::SendConn;
 use crate::transport::fifo::PeerState;
 use crate::transport::setup::ConnKey;
 
@@ -44,6 +45,9 @@ pub struct OpBuffers {
     /// Write the output with streaming stores (large outputs; see
     /// [`crate::device::cpu::stream`]).
     pub stream_output: bool,
+    /// Write memory-FIFO send slots with streaming stores (large operations; see
+    /// [`Streams`]).
+    pub stream_slots: bool,
 }
 
 impl OpBuffers {
@@ -401,23 +405,23 @@ fn run_step(
         post: step.post,
     };
     let esize = spec.dtype.size();
-    let stream = op.stream_output;
-    // Writes into the output go through streaming stores for large outputs.
-    let put = |d0: *mut u8, d1: Option<*mut u8>, src: *const u8, t: Transforms, n: usize| {
+    let out = op.stream_output;
+    // Large operations write the output, and the slots of memory FIFOs, with streaming stores;
+    // a streamed slot is fenced before it is posted.
+    let put = |d0: *mut u8, d1: Option<*mut u8>, src: *const u8, t: Transforms, n: usize, s| {
         // SAFETY: callers pass bounds-checked ranges that equal or do not overlap each other.
-        unsafe {
-            if stream {
-                copy_streaming(&spec, t, d0, d1, src, n)
-            } else {
-                copy(&spec, t, d0, d1, src, n)
-            }
-        }
+        unsafe { copy_streaming(&spec, t, d0, d1, src, n, s) }
     };
+    let slot_nt = op.stream_slots
+        && lane
+            .send
+            .is_some_and(|i| matches!(conns.sends[i].conn, SendConn::Mem(_)));
     match step.kind {
         Kind::Copy => {
             let src = op.src(step.src.expect("copy src"), step.bytes)?;
             let dst = op.dst(step.dst.expect("copy dst"), step.bytes)?;
-            put(dst, None, src, both, step.bytes / esize);
+            let s = Streams { d0: out, d1: false };
+            put(dst, None, src, both, step.bytes / esize, s);
             Ok(true)
         }
         Kind::Send | Kind::CopySend => {
@@ -434,11 +438,33 @@ fn run_step(
                     }
                     _ => None,
                 };
+                // SAFETY: slot holds slot_bytes >= n; the source is bounds-checked.
                 match extra {
-                    // The output copy streams; the slot copy stays cached for the peer.
-                    Some(dst) => put(dst, Some(slot), src, pre, n / esize),
-                    // SAFETY: slot holds slot_bytes >= n; the source is bounds-checked.
-                    None => unsafe { copy(&spec, pre, slot, None, src, n / esize) },
+                    Some(dst) => put(
+                        dst,
+                        Some(slot),
+                        src,
+                        pre,
+                        n / esize,
+                        Streams {
+                            d0: out,
+                            d1: slot_nt,
+                        },
+                    ),
+                    None => put(
+                        slot,
+                        None,
+                        src,
+                        pre,
+                        n / esize,
+                        Streams {
+                            d0: slot_nt,
+                            d1: false,
+                        },
+                    ),
+                }
+                if slot_nt {
+                    fence();
                 }
                 s.conn.post(n);
                 s.link.counters.add(n);
@@ -454,7 +480,8 @@ fn run_step(
                 };
                 expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), step.recv)?;
                 let dst = op.dst(offset(step.dst.expect("recv dst"), lane.got), n)?;
-                put(dst, None, p, Transforms::default(), n / esize);
+                let s = Streams { d0: out, d1: false };
+                put(dst, None, p, Transforms::default(), n / esize, s);
                 r.conn.release();
                 r.link.counters.add(n);
                 lane.got += n;
@@ -487,28 +514,40 @@ fn run_step(
                 match step.kind {
                     Kind::RecvCopySend => {
                         let dst = op.dst(offset(step.dst.expect("dst"), lane.got), n)?;
-                        put(dst, slot, p, Transforms::default(), count);
+                        let s = Streams {
+                            d0: out,
+                            d1: slot_nt,
+                        };
+                        put(dst, slot, p, Transforms::default(), count, s);
                     }
                     Kind::RecvReduceSend => {
                         let src = op.src(offset(step.src.expect("src"), lane.got), n)?;
-                        unsafe { reduce(&spec, pre, slot.expect("slot"), None, p, src, count) };
+                        let (d, s) = (
+                            slot.expect("slot"),
+                            Streams {
+                                d0: slot_nt,
+                                d1: false,
+                            },
+                        );
+                        unsafe { reduce_streaming(&spec, pre, d, None, p, src, count, s) };
                     }
                     _ => {
                         let src = op.src(offset(step.src.expect("src"), lane.got), n)?;
                         let dst = op.dst(offset(step.dst.expect("dst"), lane.got), n)?;
-                        unsafe {
-                            if stream {
-                                reduce_streaming(&spec, both, dst, slot, p, src, count)
-                            } else {
-                                reduce(&spec, both, dst, slot, p, src, count)
-                            }
+                        let s = Streams {
+                            d0: out,
+                            d1: slot_nt,
                         };
+                        unsafe { reduce_streaming(&spec, both, dst, slot, p, src, count, s) };
                     }
                 }
                 let r = &mut conns.recvs[lane.recv.expect("recv conn")];
                 r.conn.release();
                 r.link.counters.add(n);
                 if sends {
+                    if slot_nt {
+                        fence();
+                    }
                     let s = &mut conns.sends[lane.send.expect("send conn")];
                     s.conn.post(n);
                     s.link.counters.add(n);

@@ -38,6 +38,7 @@ fn a_blocked_lane_reports_no_progress() {
         snapshot_input: false,
         snapshot: Vec::new(),
         stream_output: false,
+        stream_slots: false,
     }];
     let step = Step {
         kind: Kind::Send,
