@@ -106,6 +106,8 @@ pub(crate) struct State {
     pub ops: u64,
     /// Plans of operations seen before.
     pub plans: plans::PlanCache,
+    /// How each operation size has fared with cached and with streamed FIFO slots.
+    pub slot_stores: crate::exec::SlotStores,
 }
 
 /// One rank's handle on a communicator.
@@ -276,6 +278,7 @@ impl Communicator {
                 splits: 0,
                 ops: 0,
                 plans: plans::PlanCache::default(),
+                slot_stores: Default::default(),
             }),
         })
     }

@@ -28,6 +28,9 @@ struct Phase {
     ops: Vec<OpBuffers>,
     lanes: Vec<(LaneKey, Vec<Segment>)>,
     label: Label,
+    /// A collective's bytes and slot-store choice, to report its time to
+    /// [`crate::exec::SlotStores`] (Send/Recv phases fuse several operations and report nothing).
+    timed: Option<(usize, bool)>,
 }
 
 /// How an operation (or a fused group of Send/Recv) is named in errors; formatted only when an
@@ -104,6 +107,8 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
         let a = q.args;
         let plan = st.plans.get(core, &a)?;
         st.ops += 1;
+        let bytes = q.input_len.max(q.output_len);
+        let stream_slots = st.slot_stores.choose(bytes);
         let buffers = OpBuffers {
             input: q.input,
             input_len: q.input_len,
@@ -114,7 +119,7 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             snapshot_input: a.in_place && a.func == Func::AllToAll,
             snapshot: Vec::new(),
             stream_output: q.output_len >= STREAM_THRESHOLD,
-            stream_slots: q.output_len.max(q.input_len) >= STREAM_THRESHOLD,
+            stream_slots,
         };
         let label = Label {
             args: a,
@@ -129,6 +134,8 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
                     ops: Vec::new(),
                     lanes: Vec::new(),
                     label,
+                    timed: (!matches!(a.func, Func::Send | Func::Recv))
+                        .then_some((bytes, stream_slots)),
                 });
                 if matches!(a.func, Func::Send | Func::Recv) {
                     p2p_phase = Some(phases.len() - 1);
@@ -240,6 +247,7 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
         .collect();
     for _ in 0..nphases {
         let mut running: Vec<(usize, Execution, Label)> = Vec::new();
+        let mut timed = Vec::new();
         for (ci, q) in queues.iter_mut().enumerate() {
             if let Some(ph) = q.next() {
                 running.push((
@@ -247,10 +255,18 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
                     Execution::new(ph.ops, ph.lanes, &states[ci].conns)?,
                     ph.label,
                 ));
+                timed.push((ci, ph.timed));
             }
         }
+        let start = std::time::Instant::now();
         drive(works, states, &mut running)?;
         fence();
+        let elapsed = start.elapsed();
+        for (ci, t) in timed {
+            if let Some((bytes, streamed)) = t {
+                states[ci].slot_stores.record(bytes, streamed, elapsed);
+            }
+        }
     }
     Ok(())
 }

@@ -117,6 +117,7 @@ impl Communicator {
                 splits: 0,
                 ops: 0,
                 plans: super::plans::PlanCache::default(),
+                slot_stores: Default::default(),
             }),
         }))
     }

@@ -8,9 +8,11 @@
 //! with a [`Waiter`].
 
 pub mod conns;
+pub mod slot_stores;
 mod wait;
 
 pub use conns::Connections;
+pub use slot_stores::SlotStores;
 pub use wait::{WaitPolicy, Waiter, block_on, spin_cores};
 
 use std::sync::Arc;
@@ -45,7 +47,7 @@ pub struct OpBuffers {
     /// Write the output with streaming stores (large outputs; see
     /// [`crate::device::cpu::stream`]).
     pub stream_output: bool,
-    /// Write memory-FIFO send slots with streaming stores (large operations; see
+    /// Write memory-FIFO send slots with streaming stores (as [`SlotStores`] chooses; see
     /// [`Streams`]).
     pub stream_slots: bool,
 }

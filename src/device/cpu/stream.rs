@@ -61,12 +61,11 @@ pub fn fence() {
 
 /// Which destinations of a kernel call are written with streaming stores.
 ///
-/// The output streams once it no longer fits in the caches ([`STREAM_THRESHOLD`]). A FIFO slot
-/// streams when another core reads it and the operation is that large too: the reader then
-/// fetches the slot from memory instead of from the writer's cache, which on hosts whose cores
-/// sit in different cache domains (AMD CCDs, sockets) is faster and, above all, steady (2 ranks,
-/// 16 MiB, perf/cpu_vs_mpi.sh: about 2.1 GB/s per direction through cached slots against 3.7
-/// streamed when the two vCPUs are in different domains).
+/// The output streams once it no longer fits in the caches ([`STREAM_THRESHOLD`]). A memory-FIFO
+/// slot streams when [`crate::exec::SlotStores`] finds that faster for the operation's size: the
+/// reader then fetches the slot from memory instead of from the writer's cache, which wins when
+/// the two cores sit in different cache domains (a C slot FIFO on the reference VM, 16 MiB each
+/// way: 2.1 GB/s per direction cached against 3.7 streamed; 3.9 against 3.2 when they share one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Streams {
     /// Stream the first destination.
