@@ -440,31 +440,26 @@ fn run_step(
                     }
                     _ => None,
                 };
-                // SAFETY: slot holds slot_bytes >= n; the source is bounds-checked.
-                match extra {
-                    Some(dst) => put(
+                // The slot is the first destination unless the step also copies to the output.
+                let (d0, d1, streams) = match extra {
+                    Some(dst) => (
                         dst,
                         Some(slot),
-                        src,
-                        pre,
-                        n / esize,
                         Streams {
                             d0: out,
                             d1: slot_nt,
                         },
                     ),
-                    None => put(
+                    None => (
                         slot,
                         None,
-                        src,
-                        pre,
-                        n / esize,
                         Streams {
                             d0: slot_nt,
                             d1: false,
                         },
                     ),
-                }
+                };
+                put(d0, d1, src, pre, n / esize, streams);
                 if slot_nt {
                     fence();
                 }
