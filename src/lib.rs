@@ -17,6 +17,7 @@ pub mod error;
 pub mod exec;
 pub mod graph;
 pub mod launch;
+pub mod mem;
 pub mod redop;
 pub mod stats;
 pub mod topo;
@@ -24,8 +25,9 @@ pub mod transport;
 
 pub use bootstrap::unique_id::UniqueId;
 pub use comm::{
-    AbortHandle, CommConfig, Communicator, Group, SPLIT_NOCOLOR, group_end, group_start,
+    AbortHandle, CommConfig, Communicator, Group, SPLIT_NOCOLOR, Window, group_end, group_start,
 };
+pub use mem::{HostMem, mem_alloc};
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
 pub use redop::{RedOp, Scalar};

@@ -7,6 +7,7 @@ pub mod layout;
 mod plans;
 mod run;
 mod split;
+pub mod window;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use std::time::Duration;
 pub use config::CommConfig;
 pub use group::{Group, group_end, group_start};
 pub use split::SPLIT_NOCOLOR;
+pub use window::Window;
 
 use crate::bootstrap::host::fnv1a;
 use crate::bootstrap::unique_id::UniqueId;
@@ -108,6 +110,25 @@ pub(crate) struct State {
     pub plans: plans::PlanCache,
     /// How each operation size has fared with cached and with streamed FIFO slots.
     pub slot_stores: crate::exec::SlotStores,
+    /// Collectives (not Send/Recv) queued so far: the sequence number direct operations agree on.
+    pub colls: u64,
+    /// Registered windows.
+    pub windows: window::Windows,
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            conns: Connections::default(),
+            failed: None,
+            splits: 0,
+            ops: 0,
+            plans: plans::PlanCache::default(),
+            slot_stores: Default::default(),
+            colls: 0,
+            windows: Default::default(),
+        }
+    }
 }
 
 /// One rank's handle on a communicator.
@@ -272,14 +293,7 @@ impl Communicator {
         };
         Ok(Communicator {
             core: Arc::new(core),
-            state: RefCell::new(State {
-                conns: Connections::default(),
-                failed: None,
-                splits: 0,
-                ops: 0,
-                plans: plans::PlanCache::default(),
-                slot_stores: Default::default(),
-            }),
+            state: RefCell::new(State::new()),
         })
     }
 

@@ -15,6 +15,7 @@ use crate::coll::{Algo, CollArgs, Func, LaneKey};
 use crate::device::cpu::reduce::ReduceSpec;
 use crate::device::cpu::stream::{STREAM_THRESHOLD, fence};
 use crate::error::{Error, Result};
+use crate::exec::direct::{DirectArgs, DirectOp, Fallback, Progress};
 use crate::exec::{self, Execution, OpBuffers, Segment, WaitPolicy, Waiter};
 use crate::transport::setup::{ConnKey, ConnectJob, Endpoints};
 
@@ -31,6 +32,24 @@ struct Phase {
     /// A collective's bytes and slot-store choice, to report its time to
     /// [`crate::exec::SlotStores`] (Send/Recv phases fuse several operations and report nothing).
     timed: Option<(usize, bool)>,
+    /// How the phase meets ranks that use windows.
+    sync: Sync,
+}
+
+/// How a collective coordinates with window-using peers ([`crate::exec::direct`]).
+enum Sync {
+    /// The communicator has no direct windows: nothing to say.
+    None,
+    /// Announce collective `seq` runs through the FIFO plan.
+    Fifo(u64),
+    /// Try the direct path; fall back to the FIFO plan if any rank announces it.
+    Direct(Box<DirectArgs>),
+}
+
+/// A phase in flight: a FIFO plan, or a direct operation that may turn into one.
+enum Running {
+    Fifo(Execution),
+    Direct(DirectOp),
 }
 
 /// How an operation (or a fused group of Send/Recv) is named in errors; formatted only when an
@@ -127,6 +146,7 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             algo: plan.algo,
             ops: 1,
         };
+        let sync = direct_sync(comm, st, q, &buffers);
         let idx = match (a.func, p2p_phase) {
             (Func::Send | Func::Recv, Some(i)) => i,
             _ => {
@@ -134,8 +154,9 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
                     ops: Vec::new(),
                     lanes: Vec::new(),
                     label,
-                    timed: (!matches!(a.func, Func::Send | Func::Recv))
+                    timed: (!matches!(a.func, Func::Send | Func::Recv) && !matches!(sync, Sync::Direct(_)))
                         .then_some((bytes, stream_slots)),
+                    sync,
                 });
                 if matches!(a.func, Func::Send | Func::Recv) {
                     p2p_phase = Some(phases.len() - 1);
@@ -163,6 +184,65 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
         snapshot_overlapping_sends(&mut phases[i].ops);
     }
     Ok(phases)
+}
+
+/// Whether and how collective `q` meets window-using peers; counts collectives.
+fn direct_sync(comm: &Communicator, st: &mut State, q: &Queued<'_>, b: &OpBuffers) -> Sync {
+    let a = q.args;
+    if matches!(a.func, Func::Send | Func::Recv) {
+        return Sync::None;
+    }
+    st.colls += 1;
+    if !st.windows.announces() {
+        return Sync::None;
+    }
+    let seq = st.colls;
+    let eligible = a.count > 0
+        && matches!(
+            a.func,
+            Func::AllReduce
+                | Func::ReduceScatter
+                | Func::AllGather
+                | Func::Broadcast
+                | Func::Reduce
+                | Func::Gather
+                | Func::Scatter
+        );
+    let send = st.windows.place(q.input, q.input_len);
+    let recv = st.windows.place(q.output.cast_const(), q.output_len);
+    if !eligible || send.is_none() || recv.is_none() {
+        return Sync::Fifo(seq);
+    }
+    Sync::Direct(Box::new(DirectArgs {
+        rank: comm.core.rank,
+        seq,
+        func: a.func,
+        count: a.count,
+        esize: a.dtype.size(),
+        root: a.root,
+        signature: signature(&a),
+        spec: b.spec,
+        send,
+        recv,
+        stream_output: b.stream_output,
+    }))
+}
+
+/// What every rank of a direct operation must agree on: function, type, operation, root.
+fn signature(a: &CollArgs) -> u64 {
+    use crate::redop::{RedOp, Scalar};
+    let (op, scalar) = match a.op {
+        RedOp::Sum => (0, 0),
+        RedOp::Prod => (1, 0),
+        RedOp::Max => (2, 0),
+        RedOp::Min => (3, 0),
+        RedOp::Avg => (4, 0),
+        RedOp::PreMulSum(Scalar::Int(v)) => (5, v as u64),
+        RedOp::PreMulSum(Scalar::Uint(v)) => (6, v),
+        RedOp::PreMulSum(Scalar::Float(v)) => (7, v.to_bits()),
+    };
+    let head = a.func as u64 | (a.dtype as u64) << 8 | op << 16 | (a.root as u64) << 24;
+    crate::bootstrap::host::fnv1a(&[head.to_le_bytes(), scalar.to_le_bytes()].concat())
 }
 
 /// A Send whose input overlaps a Recv's output in the same phase reads a snapshot, so an
@@ -246,15 +326,32 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
         .map(|w| std::mem::take(&mut w.phases).into_iter())
         .collect();
     for _ in 0..nphases {
-        let mut running: Vec<(usize, Execution, Label)> = Vec::new();
+        let mut running: Vec<(usize, Running, Label)> = Vec::new();
         let mut timed = Vec::new();
         for (ci, q) in queues.iter_mut().enumerate() {
             if let Some(ph) = q.next() {
-                running.push((
-                    ci,
-                    Execution::new(ph.ops, ph.lanes, &states[ci].conns)?,
-                    ph.label,
-                ));
+                let st = &states[ci];
+                let run = match ph.sync {
+                    Sync::Direct(args) => {
+                        let rank = args.rank;
+                        Running::Direct(DirectOp::new(
+                            *args,
+                            st.windows.controls(),
+                            st.windows.views(rank),
+                            Fallback {
+                                ops: ph.ops,
+                                lanes: ph.lanes,
+                            },
+                        ))
+                    }
+                    sync => {
+                        if let Sync::Fifo(seq) = sync {
+                            st.windows.announce_fifo(works[ci].comm.core.rank, seq);
+                        }
+                        Running::Fifo(Execution::new(ph.ops, ph.lanes, &st.conns)?)
+                    }
+                };
+                running.push((ci, run, ph.label));
                 timed.push((ci, ph.timed));
             }
         }
@@ -275,7 +372,7 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
 fn drive(
     works: &[CommWork<'_>],
     states: &mut [std::cell::RefMut<'_, State>],
-    running: &mut [(usize, Execution, Label)],
+    running: &mut [(usize, Running, Label)],
 ) -> Result<()> {
     let policy = works
         .iter()
@@ -306,14 +403,7 @@ fn drive(
                 continue;
             }
             all_done = false;
-            match ex.progress(conns) {
-                Ok(m) => moved |= m,
-                Err(f) => {
-                    let notice = |r| core.failure_notice(r);
-                    let what = what.to_string();
-                    return Err(exec::link_error(&what, &f, &|r| core.describe(r), &notice));
-                }
-            }
+            moved |= ex.progress(conns, core, what)?;
             if ex.done(conns) {
                 moved = true;
             }
@@ -337,13 +427,7 @@ fn drive(
                 let core = &works[*ci].comm.core;
                 let notice = |r| core.failure_notice(r);
                 let what = || what.to_string();
-                exec::liveness(
-                    ex,
-                    &states[*ci].conns,
-                    &what,
-                    &|r| core.describe(r),
-                    &notice,
-                )?;
+                ex.liveness(&states[*ci].conns, core, &what, &notice)?;
             }
             Ok(())
         };
@@ -353,9 +437,7 @@ fn drive(
                 .find(|(ci, ex, _)| !ex.done(&states[*ci].conns))
                 .expect("a running execution");
             let core = &works[*ci].comm.core;
-            exec::timeout(ex, &what.to_string(), waiter_timeout(works), &|r| {
-                core.describe(r)
-            })
+            ex.timeout(&what.to_string(), waiter_timeout(works), core)
         };
         // Block in poll(2) on the sockets when every connection involved is TCP; memory FIFOs
         // can only be polled, so any of them keeps the waiter yielding instead.
@@ -383,4 +465,97 @@ fn waiter_timeout(works: &[CommWork<'_>]) -> std::time::Duration {
         .map(|w| w.comm.core.timeout)
         .min()
         .unwrap_or_default()
+}
+
+impl Running {
+    fn done(&self, conns: &crate::exec::Connections) -> bool {
+        match self {
+            Running::Fifo(ex) => ex.done(conns),
+            Running::Direct(d) => d.done(),
+        }
+    }
+
+    /// Moves the phase on; a direct operation that finds a rank on the FIFO plan becomes that plan.
+    fn progress(
+        &mut self,
+        conns: &mut crate::exec::Connections,
+        core: &super::Core,
+        what: &Label,
+    ) -> Result<bool> {
+        match self {
+            Running::Fifo(ex) => ex.progress(conns).map_err(|f| {
+                let notice = |r| core.failure_notice(r);
+                exec::link_error(&what.to_string(), &f, &|r| core.describe(r), &notice)
+            }),
+            Running::Direct(d) => match d
+                .progress()
+                .map_err(|e| Error::Remote(format!("{what}: {e}")))?
+            {
+                Progress::Moved(m) => Ok(m),
+                Progress::Fallback(f) => {
+                    *self = Running::Fifo(Execution::new(f.ops, f.lanes, conns)?);
+                    Ok(true)
+                }
+            },
+        }
+    }
+
+    fn uses_memory(&self, conns: &crate::exec::Connections) -> bool {
+        match self {
+            Running::Fifo(ex) => ex.uses_memory(conns),
+            Running::Direct(_) => true,
+        }
+    }
+
+    fn poll_interest(
+        &self,
+        conns: &crate::exec::Connections,
+    ) -> Vec<(std::os::fd::RawFd, nix::poll::PollFlags)> {
+        match self {
+            Running::Fifo(ex) => ex.poll_interest(conns),
+            Running::Direct(_) => Vec::new(),
+        }
+    }
+
+    /// An error when a rank this phase waits on is gone.
+    fn liveness(
+        &self,
+        conns: &crate::exec::Connections,
+        core: &super::Core,
+        what: &dyn Fn() -> String,
+        notice: &dyn Fn(usize) -> Option<String>,
+    ) -> Result<()> {
+        match self {
+            Running::Fifo(ex) => exec::liveness(ex, conns, what, &|r| core.describe(r), notice),
+            Running::Direct(d) => {
+                let Some((p, _)) = d.waiting_for() else {
+                    return Ok(());
+                };
+                let peers = core.net.peers();
+                let (me, peer) = (&peers[core.net_rank[core.rank]], &peers[core.net_rank[p]]);
+                if peer.pid_ns == me.pid_ns && !crate::transport::fifo::process_alive(peer.pid) {
+                    return Err(Error::Remote(format!(
+                        "{}: {} exited (process gone) during a direct collective",
+                        what(),
+                        core.describe(p)
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn timeout(&self, what: &str, after: std::time::Duration, core: &super::Core) -> Error {
+        match self {
+            Running::Fifo(ex) => exec::timeout(ex, what, after, &|r| core.describe(r)),
+            Running::Direct(d) => Error::Timeout {
+                what: format!("{what} (direct, over windows)"),
+                waited_for: d
+                    .waiting_for()
+                    .map(|(p, why)| format!("{} {why}", core.describe(p)))
+                    .unwrap_or_else(|| "nobody (a bug: please report it)".into()),
+                after,
+            },
+        }
+    }
 }

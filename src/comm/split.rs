@@ -10,7 +10,6 @@ use super::{Communicator, Core, State};
 use crate::bootstrap::host::fnv1a;
 use crate::coll::Rings;
 use crate::error::{Error, Result};
-use crate::exec::Connections;
 
 /// `NCCL_SPLIT_NOCOLOR`: a rank passing this color gets no communicator.
 pub const SPLIT_NOCOLOR: i32 = -1;
@@ -111,14 +110,7 @@ impl Communicator {
         };
         Ok(Some(Communicator {
             core: Arc::new(child),
-            state: RefCell::new(State {
-                conns: Connections::default(),
-                failed: None,
-                splits: 0,
-                ops: 0,
-                plans: super::plans::PlanCache::default(),
-                slot_stores: Default::default(),
-            }),
+            state: RefCell::new(State::new()),
         }))
     }
 }

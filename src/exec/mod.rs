@@ -8,6 +8,7 @@
 //! with a [`Waiter`].
 
 pub mod conns;
+pub mod direct;
 pub mod slot_stores;
 mod wait;
 

@@ -140,7 +140,7 @@ pub enum PeerState {
     Dead,
 }
 
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     if pid == 0 || pid == std::process::id() {
         return true;
     }

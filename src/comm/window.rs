@@ -1,0 +1,288 @@
+//! Windows: host memory from [`crate::mem::mem_alloc`] registered on a communicator
+//! (`ncclCommWindowRegister`), so collectives on it read peers' buffers directly
+//! ([`crate::exec::direct`]) instead of through FIFO slots.
+//!
+//! Registration is collective: every rank registers its memory in the same order. When every
+//! rank of the communicator is on this host and reachable through shared memory (not
+//! `NCCL_SHM_DISABLE`d into sockets), ranks exchange the names of their memory and of a
+//! one-page control block, map each other's, and unlink the names; otherwise the window is
+//! recorded and collectives keep using the FIFO plans.
+
+use std::sync::Arc;
+
+use super::{Communicator, Core};
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::exec::direct::{CONTROL_BYTES, Control, Place, WindowView};
+use crate::mem::{HostMem, MemFile, unlink_name};
+use crate::transport::TransportKind;
+use crate::transport::fifo::FifoMemory;
+use crate::transport::shm::ShmSegment;
+
+/// Bootstrap tag of window registration messages (low bits: registration number).
+const WINDOW: u64 = 6 << 60;
+
+/// A registered window (`ncclWindow_t`): pass it to [`Communicator::window_deregister`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Window {
+    id: u64,
+}
+
+/// One registered window on one rank.
+struct Entry {
+    id: u64,
+    /// This rank's memory (kept mapped while registered).
+    file: Arc<MemFile>,
+    /// Every rank's mapping of its memory in this process (`None` for this rank).
+    peers: Vec<Option<ShmSegment>>,
+}
+
+/// A communicator's windows and, once the first is registered with direct access, every
+/// rank's control block.
+#[derive(Default)]
+pub(crate) struct Windows {
+    entries: Vec<Entry>,
+    /// Registrations so far (ids are 1-based and never reused).
+    registered: u64,
+    /// Every rank's control block, mapped here (index: rank).
+    controls: Vec<ShmSegment>,
+}
+
+impl Windows {
+    /// True once a window was registered with direct access: from then on every collective
+    /// announces which way it runs (even after deregistration, so ranks never disagree on it).
+    pub(crate) fn announces(&self) -> bool {
+        !self.controls.is_empty()
+    }
+
+    /// Announces that this rank runs collective `seq` through its FIFO plan.
+    pub(crate) fn announce_fifo(&self, rank: usize, seq: u64) {
+        let c = self.controls[rank].base().cast_const().cast::<Control>();
+        // SAFETY: the control block stays mapped while the communicator lives.
+        unsafe { &*c }.announce_fifo(seq);
+    }
+
+    /// Where `len` bytes at `ptr` lie: a window and offset, an empty place for `len == 0`, or
+    /// `None` when not inside one window.
+    pub(crate) fn place(&self, ptr: *const u8, len: usize) -> Option<Place> {
+        if len == 0 {
+            return Some(Place::default());
+        }
+        let a = ptr as usize;
+        self.entries.iter().find_map(|e| {
+            let base = e.file.base() as usize;
+            (a >= base && a + len <= base + e.file.len()).then(|| Place {
+                win: e.id,
+                off: (a - base) as u64,
+                len: len as u64,
+            })
+        })
+    }
+
+    /// Every rank's control block.
+    pub(crate) fn controls(&self) -> Vec<*const Control> {
+        self.controls
+            .iter()
+            .map(|s| s.base().cast_const().cast::<Control>())
+            .collect()
+    }
+
+    /// Every window as all ranks' mappings in this process.
+    pub(crate) fn views(&self, rank: usize) -> Vec<WindowView> {
+        self.entries
+            .iter()
+            .map(|e| WindowView {
+                id: e.id,
+                ranks: e
+                    .peers
+                    .iter()
+                    .enumerate()
+                    .map(|(p, s)| match s {
+                        Some(s) => (s.base().cast_const(), s.len()),
+                        None => {
+                            debug_assert_eq!(p, rank);
+                            (e.file.base(), e.file.len())
+                        }
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// True when every rank of the communicator can map this rank's memory.
+fn direct_capable(core: &Core) -> bool {
+    let peers = core.net.peers();
+    let me = &peers[core.net_rank[core.rank]];
+    core.nranks > 1
+        && core
+            .net_rank
+            .iter()
+            .all(|&r| core.params.select(me, &peers[r]) != TransportKind::Tcp)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Offer {
+    /// Name of the rank's control block, on the first direct registration.
+    control: Option<String>,
+    /// Name of the registered memory.
+    memory: String,
+}
+
+impl Communicator {
+    /// Registers `mem` as a window of this communicator (`ncclCommWindowRegister`). Every rank
+    /// must call it, in the same order relative to its other window registrations and
+    /// collectives. Afterwards AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Gather
+    /// and Scatter whose send and receive buffers all lie in windows on every rank read peers'
+    /// buffers directly when all ranks share this host; otherwise they run as before.
+    ///
+    /// Errors: [`Error::InvalidUsage`] on a failed communicator; [`Error::System`] when the
+    /// memory cannot be named or a peer's cannot be mapped; bootstrap [`Error::Timeout`] naming
+    /// the ranks that did not register.
+    pub fn window_register<T: Element>(&self, mem: &HostMem<T>) -> Result<Window> {
+        let core = &self.core;
+        let mut st = self.state.borrow_mut();
+        if let Some(why) = &st.failed {
+            return Err(Error::invalid_usage(format!(
+                "cannot register a window on a communicator that failed earlier ({why})"
+            )));
+        }
+        let w = &mut st.windows;
+        w.registered += 1;
+        let id = w.registered;
+        let file = mem.file().clone();
+        let peers = if direct_capable(core) {
+            exchange(core, w, id, &file)?
+        } else {
+            Vec::new()
+        };
+        w.entries.push(Entry { id, file, peers });
+        tracing::info!(target: "rnccl::init", "window {id} registered ({} bytes, direct {})",
+            mem.len() * std::mem::size_of::<T>(), w.announces());
+        Ok(Window { id })
+    }
+
+    /// Removes a window (`ncclCommWindowDeregister`). Every rank should deregister at the same
+    /// point between collectives; a rank that already has will run later operations on that
+    /// memory through FIFO plans, and its peers follow it.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when the window is not registered here.
+    pub fn window_deregister(&self, window: Window) -> Result<()> {
+        let mut st = self.state.borrow_mut();
+        let w = &mut st.windows;
+        let i = w
+            .entries
+            .iter()
+            .position(|e| e.id == window.id)
+            .ok_or_else(|| {
+                Error::invalid_arg(format!("window {} is not registered here", window.id))
+            })?;
+        w.entries.remove(i);
+        Ok(())
+    }
+}
+
+/// Names this rank's memory (and control block, the first time), swaps names with every rank,
+/// maps theirs, and unlinks the names once every rank has mapped.
+fn exchange(core: &Core, w: &mut Windows, id: u64, file: &MemFile) -> Result<Vec<Option<ShmSegment>>> {
+    let deadline = core.deadline();
+    let mut control = if w.controls.is_empty() {
+        Some(ShmSegment::create(CONTROL_BYTES)?)
+    } else {
+        None
+    };
+    let memory = file.link_name()?;
+    let result = (|| -> Result<(Vec<Option<ShmSegment>>, Vec<ShmSegment>)> {
+        let offer = Offer {
+            control: control.as_ref().map(|c| c.name().to_string()),
+            memory: memory.clone(),
+        };
+        let bytes = serde_json::to_vec(&offer).expect("offer serialises");
+        let tag = WINDOW | (id << 1);
+        for r in 0..core.nranks {
+            core.net.send(core.net_rank[r], core.tag, tag, &bytes, deadline)?;
+        }
+        let mut peers = Vec::with_capacity(core.nranks);
+        let mut controls = Vec::new();
+        for r in 0..core.nranks {
+            let b = core.net.recv_abortable(
+                core.net_rank[r],
+                core.tag,
+                tag,
+                deadline,
+                "in window_register, exchanging memory names",
+                &core.abort,
+            )?;
+            let o: Offer = serde_json::from_slice(&b).map_err(|e| {
+                Error::Remote(format!(
+                    "malformed window registration from {}: {e}",
+                    core.describe(r)
+                ))
+            })?;
+            if r == core.rank {
+                peers.push(None);
+            } else {
+                peers.push(Some(ShmSegment::open(&o.memory)?));
+            }
+            if control.is_some() {
+                let name = o.control.ok_or_else(|| {
+                    Error::Remote(format!(
+                        "{} registered a window without a control block: do all ranks register \
+                         the same windows in the same order?",
+                        core.describe(r)
+                    ))
+                })?;
+                controls.push(ShmSegment::open(&name)?);
+            }
+        }
+        // Nobody unlinks before everyone has mapped.
+        let done = WINDOW | (id << 1) | 1;
+        for r in 0..core.nranks {
+            core.net.send(core.net_rank[r], core.tag, done, &[], deadline)?;
+        }
+        for r in 0..core.nranks {
+            core.net.recv_abortable(
+                core.net_rank[r],
+                core.tag,
+                done,
+                deadline,
+                "in window_register, waiting for every rank to map the window",
+                &core.abort,
+            )?;
+        }
+        Ok((peers, controls))
+    })();
+    unlink_name(&memory);
+    if let Some(c) = control.as_mut() {
+        c.unlink();
+    }
+    let (peers, controls) = result?;
+    if control.is_some() {
+        w.controls = controls;
+    }
+    Ok(peers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_inside_windows_only() {
+        let mem = crate::mem::mem_alloc::<u32>(1024).unwrap();
+        let mut w = Windows::default();
+        w.entries.push(Entry {
+            id: 3,
+            file: mem.file().clone(),
+            peers: vec![None],
+        });
+        let base = mem.as_ptr().cast::<u8>();
+        let p = w.place(unsafe { base.add(16) }, 64).unwrap();
+        assert_eq!((p.win, p.off, p.len), (3, 16, 64));
+        assert!(w.place(base, 4097).is_none(), "runs past the window");
+        let heap = vec![0u8; 64];
+        assert!(w.place(heap.as_ptr(), 64).is_none());
+        assert_eq!(w.place(heap.as_ptr(), 0), Some(Place::default()));
+        assert!(!w.announces(), "no control blocks: nothing to announce");
+    }
+}
