@@ -74,6 +74,9 @@ pub struct BenchOptions {
     pub check: usize,
     /// How times are combined (`-a`).
     pub average: Average,
+    /// Allocate the buffers with [`crate::mem_alloc`] and register them as windows
+    /// (nccl-tests `-R 2`), so ranks on one host read each other's buffers directly.
+    pub windows: bool,
 }
 
 /// One side (out-of-place or in-place) of a result row.
@@ -139,7 +142,7 @@ pub fn run_rank(
         }
     }
     let max_bytes = opts.sizes.iter().copied().max().unwrap_or(0);
-    let mut bufs = Buffers::new(opts.coll, max_bytes, n)?;
+    let mut bufs = Buffers::new(comm, opts.coll, max_bytes, opts.windows)?;
     let mut rows = Vec::new();
     for &dtype in &opts.dtypes {
         for &op in &ops {
@@ -157,36 +160,74 @@ pub fn run_rank(
 
 /// Buffers sized for the largest point, 8-byte aligned.
 struct Buffers {
-    send: Vec<u64>,
-    recv: Vec<u64>,
+    send: Mem,
+    recv: Mem,
     /// Receive buffers of the 2nd..agg-th operation of each iteration.
-    extra: Vec<Vec<u64>>,
+    extra: Vec<Mem>,
+    /// Words per buffer.
+    words: usize,
+    windows: bool,
+}
+
+/// One benchmark buffer: heap memory, or a registered window.
+enum Mem {
+    Heap(Vec<u64>),
+    Window(crate::mem::HostMem<u64>),
+}
+
+impl std::ops::Deref for Mem {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        match self {
+            Mem::Heap(v) => v,
+            Mem::Window(m) => m,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Mem {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        match self {
+            Mem::Heap(v) => v,
+            Mem::Window(m) => m,
+        }
+    }
 }
 
 impl Buffers {
-    /// Allocates the send and receive buffers for the largest point.
+    /// Allocates the send and receive buffers for the largest point (registering them as
+    /// windows of `comm` when `windows`: collective).
     ///
-    /// Errors: [`Error::InvalidArgument`] when the memory cannot be had.
-    fn new(coll: BenchColl, max_bytes: usize, n: usize) -> Result<Buffers> {
-        let c = coll.counts(max_bytes, 1, n);
+    /// Errors: [`Error::InvalidArgument`] when the memory cannot be had; registration errors.
+    fn new(comm: &Communicator, coll: BenchColl, max_bytes: usize, windows: bool) -> Result<Buffers> {
+        let c = coll.counts(max_bytes, 1, comm.nranks());
         let words = c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1;
-        let alloc = || -> Result<Vec<u64>> {
-            let mut v = Vec::new();
-            v.try_reserve_exact(words).map_err(|_| {
-                Error::invalid_arg(format!(
-                    "cannot allocate {} bytes for the benchmark buffers: lower -e/--maxbytes",
-                    words * 8
-                ))
-            })?;
-            v.resize(words, 0);
-            Ok(v)
-        };
         Ok(Buffers {
-            send: alloc()?,
-            recv: alloc()?,
+            send: alloc(comm, words, windows)?,
+            recv: alloc(comm, words, windows)?,
             extra: Vec::new(),
+            words,
+            windows,
         })
     }
+}
+
+/// One buffer of `words` 8-byte words.
+fn alloc(comm: &Communicator, words: usize, window: bool) -> Result<Mem> {
+    if window {
+        let m = crate::mem::mem_alloc::<u64>(words)?;
+        comm.window_register(&m)?;
+        return Ok(Mem::Window(m));
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(words).map_err(|_| {
+        Error::invalid_arg(format!(
+            "cannot allocate {} bytes for the benchmark buffers: lower -e/--maxbytes",
+            words * 8
+        ))
+    })?;
+    v.resize(words, 0);
+    Ok(Mem::Heap(v))
 }
 
 fn bytes_mut(v: &mut [u64]) -> &mut [u8] {
@@ -336,7 +377,7 @@ fn check(
 /// buffers; the others get their own receive buffers, since Rust lends each buffer once.
 fn launch(comm: &Communicator, bufs: &mut Buffers, args: &CollArgs, agg: usize) -> Result<()> {
     while bufs.extra.len() + 1 < agg {
-        bufs.extra.push(vec![0u64; bufs.recv.len()]);
+        bufs.extra.push(alloc(comm, bufs.words, bufs.windows)?);
     }
     let send = crate::dtype::as_bytes(&bufs.send);
     let mut g = group_start();

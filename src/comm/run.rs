@@ -49,7 +49,7 @@ enum Sync {
 /// A phase in flight: a FIFO plan, or a direct operation that may turn into one.
 enum Running {
     Fifo(Execution),
-    Direct(DirectOp),
+    Direct(Box<DirectOp>),
 }
 
 /// How an operation (or a fused group of Send/Recv) is named in errors; formatted only when an
@@ -334,7 +334,7 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
                 let run = match ph.sync {
                     Sync::Direct(args) => {
                         let rank = args.rank;
-                        Running::Direct(DirectOp::new(
+                        Running::Direct(Box::new(DirectOp::new(
                             *args,
                             st.windows.controls(),
                             st.windows.views(rank),
@@ -342,7 +342,7 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
                                 ops: ph.ops,
                                 lanes: ph.lanes,
                             },
-                        ))
+                        )))
                     }
                     sync => {
                         if let Sync::Fifo(seq) = sync {

@@ -280,7 +280,7 @@ mod tests {
         let p = w.place(unsafe { base.add(16) }, 64).unwrap();
         assert_eq!((p.win, p.off, p.len), (3, 16, 64));
         assert!(w.place(base, 4097).is_none(), "runs past the window");
-        let heap = vec![0u8; 64];
+        let heap = [0u8; 64];
         assert!(w.place(heap.as_ptr(), 64).is_none());
         assert_eq!(w.place(heap.as_ptr(), 0), Some(Place::default()));
         assert!(!w.announces(), "no control blocks: nothing to announce");

@@ -100,6 +100,17 @@ pub struct Args {
         value_name = "FILE"
     )]
     pub output_file: Option<PathBuf>,
+    /// Buffer registration, as nccl-tests' -R: 0 none (heap buffers); 2 symmetric windows
+    /// (mem_alloc + window_register: ranks on one host read each other's buffers directly).
+    /// 1 (ncclCommRegister local registration) has no CPU-buffer form.
+    #[arg(
+        short = 'R',
+        long = "local_register",
+        alias = "local-register",
+        default_value_t = 0,
+        value_name = "0|2"
+    )]
+    pub register: u32,
     /// Number of local ranks [default: CPU cores, at least 2]. Ignored under a launcher.
     #[arg(long, value_name = "N")]
     pub ranks: Option<usize>,
@@ -163,6 +174,15 @@ impl Args {
         if self.agg == 0 {
             anyhow::bail!("-m/--agg_iters must be at least 1");
         }
+        let windows = match self.register {
+            0 => false,
+            2 => true,
+            1 => anyhow::bail!(
+                "-R 1 (local registration, ncclCommRegister) has no form for CPU buffers in \
+                 rnccl: use -R 2 (symmetric windows) or -R 0"
+            ),
+            v => anyhow::bail!("-R/--local_register {v} is not 0, 1 or 2"),
+        };
         Ok(BenchOptions {
             coll,
             sizes,
@@ -174,6 +194,7 @@ impl Args {
             agg: self.agg,
             check: self.check,
             average: Average::from_flag(self.average)?,
+            windows,
         })
     }
 
