@@ -27,7 +27,7 @@ pub use bootstrap::unique_id::UniqueId;
 pub use comm::{
     AbortHandle, CommConfig, Communicator, Group, SPLIT_NOCOLOR, Window, group_end, group_start,
 };
-pub use mem::{HostMem, mem_alloc};
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
+pub use mem::{HostMem, mem_alloc};
 pub use redop::{RedOp, Scalar};

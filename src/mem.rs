@@ -158,7 +158,9 @@ impl<T: Element> std::ops::Deref for HostMem<T> {
 impl<T: Element> std::ops::DerefMut for HostMem<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         // SAFETY: as Deref; &mut self gives exclusive access from this process.
-        unsafe { std::slice::from_raw_parts_mut(self.file.base().cast_mut().cast::<T>(), self.count) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.file.base().cast_mut().cast::<T>(), self.count)
+        }
     }
 }
 

@@ -48,12 +48,13 @@ fn a_rank_that_never_joins_is_named_within_the_timeout() {
     );
 }
 
-fn kill_mid_collective(env: &[(&str, String)]) {
+fn kill_mid_collective(env: &[(&str, String)], extra: &[&str]) {
     let bin = rnccl_bin();
     let port = free_port();
-    let args = [
+    let mut args = vec![
         "-b", "64M", "-e", "64M", "-n", "100000", "-w", "1", "-c", "0", "-T", "120",
     ];
+    args.extend_from_slice(extra);
     let mut children: Vec<_> = (0..3)
         .map(|r| spawn_rank(&bin, None, r, 3, "127.0.0.1", port, env, &args))
         .collect();
@@ -85,15 +86,24 @@ fn nix_kill(pid: u32) {
 
 #[test]
 fn a_rank_killed_mid_collective_over_shared_memory() {
-    kill_mid_collective(&[]);
+    kill_mid_collective(&[], &[]);
+}
+
+/// With registered windows the survivors wait on the victim's control block, not on a FIFO.
+#[test]
+fn a_rank_killed_mid_collective_on_windows() {
+    kill_mid_collective(&[], &["-R", "2"]);
 }
 
 #[test]
 fn a_rank_killed_mid_collective_over_tcp() {
-    kill_mid_collective(&[
-        ("NCCL_SHM_DISABLE", "1".into()),
-        ("NCCL_SOCKET_IFNAME", "lo".into()),
-    ]);
+    kill_mid_collective(
+        &[
+            ("NCCL_SHM_DISABLE", "1".into()),
+            ("NCCL_SOCKET_IFNAME", "lo".into()),
+        ],
+        &[],
+    );
 }
 
 #[test]

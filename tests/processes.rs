@@ -94,6 +94,43 @@ fn every_collective_type_and_op_over_shared_memory() {
     );
 }
 
+/// `-R 2`: buffers from `mem_alloc` registered as windows, read directly by peer processes;
+/// collectives without a direct form run their FIFO plans on the same memory. Window names
+/// exist in `/dev/shm` only while ranks register, so nothing is left afterwards.
+#[test]
+fn windows_between_processes() {
+    let before = shm_segments();
+    for ranks in [2, 3] {
+        for coll in COLLECTIVES {
+            let stdout = bench(
+                ranks,
+                coll,
+                &[
+                    "-b", "1", "-e", "1M", "-f", "61", "-d", "all", "-o", "all", "-r", "all", "-R",
+                    "2",
+                ],
+            );
+            assert_clean_table(&stdout);
+        }
+    }
+    assert_clean_table(&bench(
+        2,
+        "all_reduce",
+        &["-b", "40M", "-e", "40M", "-R", "2"],
+    ));
+    assert_clean_table(&bench(
+        3,
+        "all_reduce",
+        &["-b", "8M", "-e", "8M", "-m", "3", "-R", "2"],
+    ));
+    std::thread::sleep(Duration::from_millis(100));
+    let leaked: Vec<String> = shm_segments()
+        .into_iter()
+        .filter(|s| !before.contains(s))
+        .collect();
+    assert!(leaked.is_empty(), "names left in /dev/shm: {leaked:?}");
+}
+
 #[test]
 fn threads_mode_and_sockets_between_processes_of_one_host() {
     let out = Command::new(rnccl_bin())

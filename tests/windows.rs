@@ -83,13 +83,19 @@ fn run_case<T: TElem>(
         Func::ReduceScatter => {
             if in_place {
                 fill(&mut recv[..all], r, seed, op, 0);
-                c.reduce_scatter_in_place(&mut recv[..all], op).map_err(err)?;
+                c.reduce_scatter_in_place(&mut recv[..all], op)
+                    .map_err(err)?;
                 let out = &recv[r * count..(r + 1) * count];
-                compare(&what, out, n, |i| reduce_at::<T>(n, r * count + i, seed, op))
+                compare(&what, out, n, |i| {
+                    reduce_at::<T>(n, r * count + i, seed, op)
+                })
             } else {
                 fill(&mut send[..all], r, seed, op, 0);
-                c.reduce_scatter(&send[..all], &mut recv[..count], op).map_err(err)?;
-                compare(&what, &recv[..count], n, |i| reduce_at::<T>(n, r * count + i, seed, op))
+                c.reduce_scatter(&send[..all], &mut recv[..count], op)
+                    .map_err(err)?;
+                compare(&what, &recv[..count], n, |i| {
+                    reduce_at::<T>(n, r * count + i, seed, op)
+                })
             }
         }
         Func::AllGather | Func::Gather => {
@@ -115,7 +121,9 @@ fn run_case<T: TElem>(
             if !gathers {
                 return Ok(());
             }
-            compare(&what, &recv[..all], n, |i| exact(T::value(i / count, i % count, seed, op)))
+            compare(&what, &recv[..all], n, |i| {
+                exact(T::value(i / count, i % count, seed, op))
+            })
         }
         Func::Scatter => {
             let sends = r == root;
@@ -134,7 +142,8 @@ fn run_case<T: TElem>(
                 if sends {
                     fill(&mut send[..all], r, seed, op, 0);
                 }
-                c.scatter(&send[..in_len], &mut recv[..count], root).map_err(err)?;
+                c.scatter(&send[..in_len], &mut recv[..count], root)
+                    .map_err(err)?;
                 compare(&what, &recv[..count], n, |i| {
                     exact(T::value(root, r * count + i, seed, op))
                 })
@@ -237,19 +246,26 @@ fn a_heap_buffer_on_one_rank_falls_back_to_fifos() {
         if r == 1 {
             let heap_in = send.to_vec();
             let mut heap_out = vec![0f32; count];
-            c.all_reduce(&heap_in, &mut heap_out, RedOp::Sum).map_err(|e| e.to_string())?;
+            c.all_reduce(&heap_in, &mut heap_out, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
             recv.copy_from_slice(&heap_out);
         } else {
-            c.all_reduce(&send, &mut recv, RedOp::Sum).map_err(|e| e.to_string())?;
+            c.all_reduce(&send, &mut recv, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
         }
-        compare("fallback", &recv, 2, |i| reduce_at::<f32>(2, i, 7, RedOp::Sum))?;
+        compare("fallback", &recv, 2, |i| {
+            reduce_at::<f32>(2, i, 7, RedOp::Sum)
+        })?;
         if fifo_bytes(c) == before {
             return Err("no FIFO traffic: the fallback did not run".into());
         }
         // Back on windows everywhere: direct again, no FIFO traffic.
         let before = fifo_bytes(c);
-        c.all_reduce(&send, &mut recv, RedOp::Sum).map_err(|e| e.to_string())?;
-        compare("direct", &recv, 2, |i| reduce_at::<f32>(2, i, 7, RedOp::Sum))?;
+        c.all_reduce(&send, &mut recv, RedOp::Sum)
+            .map_err(|e| e.to_string())?;
+        compare("direct", &recv, 2, |i| {
+            reduce_at::<f32>(2, i, 7, RedOp::Sum)
+        })?;
         if fifo_bytes(c) != before {
             return Err("FIFO traffic on windows".into());
         }
@@ -276,15 +292,19 @@ fn other_collectives_on_windows() {
                 (v, 0.0)
             })?;
             let mut g = rnccl::group_start();
-            g.send(c, &send[..count], (r + 1) % n).map_err(|e| e.to_string())?;
-            g.recv(c, &mut recv[..count], (r + n - 1) % n).map_err(|e| e.to_string())?;
+            g.send(c, &send[..count], (r + 1) % n)
+                .map_err(|e| e.to_string())?;
+            g.recv(c, &mut recv[..count], (r + n - 1) % n)
+                .map_err(|e| e.to_string())?;
             g.end().map_err(|e| e.to_string())?;
             compare("sendrecv", &recv[..count], n, |i| {
                 (i64::value((r + n - 1) % n, i, round, RedOp::Sum), 0.0)
             })?;
             c.all_reduce(&send[..count], &mut recv[..count], RedOp::Sum)
                 .map_err(|e| e.to_string())?;
-            compare("allreduce", &recv[..count], n, |i| reduce_at::<i64>(n, i, round, RedOp::Sum))?;
+            compare("allreduce", &recv[..count], n, |i| {
+                reduce_at::<i64>(n, i, round, RedOp::Sum)
+            })?;
         }
         Ok(())
     }));
@@ -305,7 +325,10 @@ fn mismatched_calls_are_errors() {
     });
     for (r, res) in results.into_iter().enumerate() {
         let e = res.expect_err("a mismatched collective must fail");
-        assert!(e.contains("different collective") && e.contains("rank "), "rank {r}: {e}");
+        assert!(
+            e.contains("different collective") && e.contains("rank "),
+            "rank {r}: {e}"
+        );
     }
 }
 
@@ -321,15 +344,19 @@ fn one_rank_deregistering_makes_all_use_fifos() {
         let ws = c.window_register(&send).map_err(|e| e.to_string())?;
         let wr = c.window_register(&recv).map_err(|e| e.to_string())?;
         fill(&mut send[..], r, 3, RedOp::Max, 0);
-        c.all_reduce(&send, &mut recv, RedOp::Max).map_err(|e| e.to_string())?;
+        c.all_reduce(&send, &mut recv, RedOp::Max)
+            .map_err(|e| e.to_string())?;
         let direct = fifo_bytes(c);
         if r == 0 {
             c.window_deregister(ws).map_err(|e| e.to_string())?;
             c.window_deregister(wr).map_err(|e| e.to_string())?;
         }
         recv.fill(0);
-        c.all_reduce(&send, &mut recv, RedOp::Max).map_err(|e| e.to_string())?;
-        compare("after deregister", &recv, 2, |i| reduce_at::<u32>(2, i, 3, RedOp::Max))?;
+        c.all_reduce(&send, &mut recv, RedOp::Max)
+            .map_err(|e| e.to_string())?;
+        compare("after deregister", &recv, 2, |i| {
+            reduce_at::<u32>(2, i, 3, RedOp::Max)
+        })?;
         if fifo_bytes(c) == direct {
             return Err("no FIFO traffic after a rank deregistered".into());
         }

@@ -199,7 +199,12 @@ impl Buffers {
     /// windows of `comm` when `windows`: collective).
     ///
     /// Errors: [`Error::InvalidArgument`] when the memory cannot be had; registration errors.
-    fn new(comm: &Communicator, coll: BenchColl, max_bytes: usize, windows: bool) -> Result<Buffers> {
+    fn new(
+        comm: &Communicator,
+        coll: BenchColl,
+        max_bytes: usize,
+        windows: bool,
+    ) -> Result<Buffers> {
         let c = coll.counts(max_bytes, 1, comm.nranks());
         let words = c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1;
         Ok(Buffers {

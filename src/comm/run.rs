@@ -154,8 +154,9 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
                     ops: Vec::new(),
                     lanes: Vec::new(),
                     label,
-                    timed: (!matches!(a.func, Func::Send | Func::Recv) && !matches!(sync, Sync::Direct(_)))
-                        .then_some((bytes, stream_slots)),
+                    timed: (!matches!(a.func, Func::Send | Func::Recv)
+                        && !matches!(sync, Sync::Direct(_)))
+                    .then_some((bytes, stream_slots)),
                     sync,
                 });
                 if matches!(a.func, Func::Send | Func::Recv) {

@@ -184,7 +184,12 @@ impl Communicator {
 
 /// Names this rank's memory (and control block, the first time), swaps names with every rank,
 /// maps theirs, and unlinks the names once every rank has mapped.
-fn exchange(core: &Core, w: &mut Windows, id: u64, file: &MemFile) -> Result<Vec<Option<ShmSegment>>> {
+fn exchange(
+    core: &Core,
+    w: &mut Windows,
+    id: u64,
+    file: &MemFile,
+) -> Result<Vec<Option<ShmSegment>>> {
     let deadline = core.deadline();
     let mut control = if w.controls.is_empty() {
         Some(ShmSegment::create(CONTROL_BYTES)?)
@@ -200,7 +205,8 @@ fn exchange(core: &Core, w: &mut Windows, id: u64, file: &MemFile) -> Result<Vec
         let bytes = serde_json::to_vec(&offer).expect("offer serialises");
         let tag = WINDOW | (id << 1);
         for r in 0..core.nranks {
-            core.net.send(core.net_rank[r], core.tag, tag, &bytes, deadline)?;
+            core.net
+                .send(core.net_rank[r], core.tag, tag, &bytes, deadline)?;
         }
         let mut peers = Vec::with_capacity(core.nranks);
         let mut controls = Vec::new();
@@ -238,7 +244,8 @@ fn exchange(core: &Core, w: &mut Windows, id: u64, file: &MemFile) -> Result<Vec
         // Nobody unlinks before everyone has mapped.
         let done = WINDOW | (id << 1) | 1;
         for r in 0..core.nranks {
-            core.net.send(core.net_rank[r], core.tag, done, &[], deadline)?;
+            core.net
+                .send(core.net_rank[r], core.tag, done, &[], deadline)?;
         }
         for r in 0..core.nranks {
             core.net.recv_abortable(

@@ -173,7 +173,9 @@ pub enum Progress {
 /// Chunk size in bytes for an operation: about an eighth of a slice, 16-256 KiB, a multiple of
 /// 4 KiB (so of every element size). Every rank computes the same value.
 fn chunk_bytes(slice: usize) -> usize {
-    (slice / 8).clamp(16 << 10, 256 << 10).next_multiple_of(4096)
+    (slice / 8)
+        .clamp(16 << 10, 256 << 10)
+        .next_multiple_of(4096)
 }
 
 /// Rank `q`'s slice of `count` elements (element range) out of `n`.
@@ -289,7 +291,8 @@ impl DirectOp {
                 }
                 Stage::Leave => {
                     let seq = self.args.seq;
-                    if (0..self.nranks).any(|p| self.ctl(p).leave.0[0].load(Ordering::Acquire) < seq)
+                    if (0..self.nranks)
+                        .any(|p| self.ctl(p).leave.0[0].load(Ordering::Acquire) < seq)
                     {
                         return Ok(Progress::Moved(moved));
                     }
@@ -308,9 +311,17 @@ impl DirectOp {
         let direct = a.send.is_some() && a.recv.is_some();
         let (s, r) = (a.send.unwrap_or_default(), a.recv.unwrap_or_default());
         let p = &me.post.0;
-        for (i, v) in [a.signature, a.count as u64, s.win, s.off, s.len, r.win, r.off]
-            .into_iter()
-            .enumerate()
+        for (i, v) in [
+            a.signature,
+            a.count as u64,
+            s.win,
+            s.off,
+            s.len,
+            r.win,
+            r.off,
+        ]
+        .into_iter()
+        .enumerate()
         {
             p[i + 1].store(v, Ordering::Relaxed);
         }
@@ -455,13 +466,17 @@ impl DirectOp {
         if place.len == 0 {
             return Ok(std::ptr::null());
         }
-        let w = self.windows.iter().find(|w| w.id == place.win).ok_or_else(|| {
-            Error::Remote(format!(
-                "rank {p} passed a {what} buffer in window {} that this rank does not have: \
+        let w = self
+            .windows
+            .iter()
+            .find(|w| w.id == place.win)
+            .ok_or_else(|| {
+                Error::Remote(format!(
+                    "rank {p} passed a {what} buffer in window {} that this rank does not have: \
                  register windows on every rank, in the same order",
-                place.win
-            ))
-        })?;
+                    place.win
+                ))
+            })?;
         let (base, len) = w.ranks[p];
         if place.off.saturating_add(place.len) > len as u64 {
             return Err(Error::Remote(format!(
@@ -561,7 +576,13 @@ fn input_copy(rank: usize, src: usize, dst: usize, bytes: usize) -> CopyTask {
 ///
 /// # Safety
 /// Every pointer valid for `n` elements; `dst` equal to `srcs[0]` or disjoint from every source.
-unsafe fn reduce_chunk(spec: &ReduceSpec, dst: *mut u8, srcs: &[*const u8], n: usize, stream: bool) {
+unsafe fn reduce_chunk(
+    spec: &ReduceSpec,
+    dst: *mut u8,
+    srcs: &[*const u8],
+    n: usize,
+    stream: bool,
+) {
     let last = srcs.len() - 1;
     let s = |k: usize| Streams {
         d0: stream && k == last,
@@ -575,7 +596,17 @@ unsafe fn reduce_chunk(spec: &ReduceSpec, dst: *mut u8, srcs: &[*const u8], n: u
     unsafe {
         if spec.pre.is_some() || last == 0 {
             // The first operand of a kernel takes no `pre`: scale it alone first.
-            copy(spec, Transforms { pre: true, post: last == 0 }, dst, None, srcs[0], n);
+            copy(
+                spec,
+                Transforms {
+                    pre: true,
+                    post: last == 0,
+                },
+                dst,
+                None,
+                srcs[0],
+                n,
+            );
             for (k, &b) in srcs.iter().enumerate().skip(1) {
                 reduce_streaming(spec, t(k), dst, None, dst, b, n, s(k));
             }
