@@ -33,9 +33,9 @@ mpirun=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 iters() { case $1 in 8) echo "20000 2000";; 1048576) echo "400 40";; 16777216) echo "40 5";; *) echo "5 2";; esac; }
 
 # Prints "busbw time_us" of rnccl's out-of-place column.
-rnccl_point() { # size [env...] -- runs 2 local processes
+rnccl_point() { # size [bench flags...] -- runs 2 local processes
   local s=$1; shift; read -r n w < <(iters "$s")
-  env "$@" "$rnccl" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 --ranks 2 | awk '!/^#/ {print $8, $6}'
+  "$rnccl" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 --ranks 2 "$@" | awk '!/^#/ {print $8, $6}'
 }
 
 ompi_point() { # size mca...
@@ -64,7 +64,7 @@ PY
 
 if [[ " $modes " == *" shm "* ]]; then
   echo "== shared memory, 2 processes, float32 all_reduce (busbw GB/s; time us)"
-  : > "$work/shm"
+  : > "$work/shm"; : > "$work/shm_win"
   for round in $(seq "$rounds"); do
     # The machine's cross-core copy path drifts between modes minutes apart (a plain C slot
     # FIFO between two pinned processes has given 2 to 20 GB/s here): print it every round.
@@ -72,11 +72,21 @@ if [[ " $modes " == *" shm "* ]]; then
     for s in 8 1048576 16777216 268435456; do
       read -r rb rt < <(rnccl_point "$s")
       read -r mb mt < <(ompi_point "$s" --mca pml ob1 --mca btl self,vader)
-      if [ "$s" = 8 ]; then echo "$s $rt $mt" >> "$work/shm"; else echo "$s $rb $mb" >> "$work/shm"; fi
-      printf 'round %d %10s  rnccl %8s GB/s %10s us | Open MPI %8s GB/s %10s us\n' "$round" "$s" "$rb" "$rt" "$mb" "$mt"
+      # -R 2: the same benchmark on buffers from mem_alloc registered as windows.
+      read -r wb wt < <(rnccl_point "$s" -R 2)
+      if [ "$s" = 8 ]; then
+        echo "$s $rt $mt" >> "$work/shm"; echo "$s $wt $mt" >> "$work/shm_win"
+      else
+        echo "$s $rb $mb" >> "$work/shm"; echo "$s $wb $mb" >> "$work/shm_win"
+      fi
+      printf 'round %d %10s  rnccl %8s GB/s %10s us | Open MPI %8s GB/s %10s us | rnccl -R 2 %8s GB/s %10s us\n' \
+        "$round" "$s" "$rb" "$rt" "$mb" "$mt" "$wb" "$wt"
     done
   done
+  echo "-- rnccl on heap buffers (as the MPI benchmark's malloc) against Open MPI"
   summary "$work/shm"
+  echo "-- rnccl -R 2 (mem_alloc buffers registered as windows) against Open MPI"
+  summary "$work/shm_win"
 fi
 
 netns_up() {
