@@ -211,9 +211,9 @@ fn direct_sync(comm: &Communicator, st: &mut State, q: &Queued<'_>, b: &OpBuffer
         );
     let send = st.windows.place(q.input, q.input_len);
     let recv = st.windows.place(q.output.cast_const(), q.output_len);
-    if !eligible || send.is_none() || recv.is_none() {
+    let (Some(send), Some(recv), true) = (send, recv, eligible) else {
         return Sync::Fifo(seq);
-    }
+    };
     Sync::Direct(Box::new(DirectArgs {
         rank: comm.core.rank,
         seq,

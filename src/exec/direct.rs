@@ -96,10 +96,10 @@ pub struct DirectArgs {
     pub signature: u64,
     /// The reduction.
     pub spec: ReduceSpec,
-    /// Input place (`None`: not in a window, so this rank runs the FIFO plan).
-    pub send: Option<Place>,
-    /// Output place (as `send`).
-    pub recv: Option<Place>,
+    /// Where the input lies.
+    pub send: Place,
+    /// Where the output lies.
+    pub recv: Place,
     /// Write the output with streaming stores (large operations).
     pub stream_output: bool,
 }
@@ -263,7 +263,7 @@ impl DirectOp {
                         // A peer past this operation ran it without us: through the FIFO plan.
                         direct &= e == (seq << 1 | 1);
                     }
-                    if !direct || self.args.send.is_none() || self.args.recv.is_none() {
+                    if !direct {
                         let f = self.fallback.take().expect("fallback taken once");
                         return Ok(Progress::Fallback(f));
                     }
@@ -304,12 +304,11 @@ impl DirectOp {
         }
     }
 
-    /// Publishes this rank's arguments, then `enter`.
+    /// Publishes this rank's arguments, then `enter` with the direct bit.
     fn post(&self) {
         let a = &self.args;
         let me = self.ctl(a.rank);
-        let direct = a.send.is_some() && a.recv.is_some();
-        let (s, r) = (a.send.unwrap_or_default(), a.recv.unwrap_or_default());
+        let (s, r) = (a.send, a.recv);
         let p = &me.post.0;
         for (i, v) in [
             a.signature,
@@ -326,7 +325,7 @@ impl DirectOp {
             p[i + 1].store(v, Ordering::Relaxed);
         }
         me.post2.0[0].store(r.len, Ordering::Relaxed);
-        p[0].store(a.seq << 1 | u64::from(direct), Ordering::Release);
+        p[0].store(a.seq << 1 | 1, Ordering::Release);
     }
 
     /// Reads every rank's places, checks them, and lays out this rank's work.
