@@ -110,6 +110,9 @@ pub(crate) struct State {
     pub plans: plans::PlanCache,
     /// How each operation size has fared with cached and with streamed FIFO slots.
     pub slot_stores: crate::exec::SlotStores,
+    /// The same choice for the output of direct operations on windows, which peers read back
+    /// as FIFO slots are read.
+    pub direct_stores: crate::exec::SlotStores,
     /// Collectives (not Send/Recv) queued so far: the sequence number direct operations agree on.
     pub colls: u64,
     /// Registered windows.
@@ -125,6 +128,7 @@ impl State {
             ops: 0,
             plans: plans::PlanCache::default(),
             slot_stores: Default::default(),
+            direct_stores: Default::default(),
             colls: 0,
             windows: Default::default(),
         }

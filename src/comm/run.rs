@@ -154,9 +154,8 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
                     ops: Vec::new(),
                     lanes: Vec::new(),
                     label,
-                    timed: (!matches!(a.func, Func::Send | Func::Recv)
-                        && !matches!(sync, Sync::Direct(_)))
-                    .then_some((bytes, stream_slots)),
+                    timed: (!matches!(a.func, Func::Send | Func::Recv))
+                        .then_some((bytes, stream_slots)),
                     sync,
                 });
                 if matches!(a.func, Func::Send | Func::Recv) {
@@ -214,6 +213,9 @@ fn direct_sync(comm: &Communicator, st: &mut State, q: &Queued<'_>, b: &OpBuffer
     let (Some(send), Some(recv), true) = (send, recv, eligible) else {
         return Sync::Fifo(seq);
     };
+    // Peers read this rank's output back as they read FIFO slots: learn per size whether
+    // streaming it is faster, as for slots.
+    let streamed = st.direct_stores.choose(q.input_len.max(q.output_len));
     Sync::Direct(Box::new(DirectArgs {
         rank: comm.core.rank,
         seq,
@@ -225,7 +227,7 @@ fn direct_sync(comm: &Communicator, st: &mut State, q: &Queued<'_>, b: &OpBuffer
         spec: b.spec,
         send,
         recv,
-        stream_output: b.stream_output,
+        stream_output: b.stream_output || streamed,
     }))
 }
 
@@ -360,9 +362,15 @@ fn execute(works: &mut [CommWork<'_>], states: &mut [std::cell::RefMut<'_, State
         drive(works, states, &mut running)?;
         fence();
         let elapsed = start.elapsed();
-        for (ci, t) in timed {
-            if let Some((bytes, streamed)) = t {
-                states[ci].slot_stores.record(bytes, streamed, elapsed);
+        for ((ci, t), (_, run, _)) in timed.into_iter().zip(&running) {
+            let Some((bytes, slots)) = t else { continue };
+            match run {
+                Running::Direct(d) => {
+                    states[ci]
+                        .direct_stores
+                        .record(bytes, d.streams_output(), elapsed)
+                }
+                Running::Fifo(_) => states[ci].slot_stores.record(bytes, slots, elapsed),
             }
         }
     }

@@ -214,6 +214,11 @@ impl DirectOp {
         unsafe { &*self.controls[rank] }
     }
 
+    /// Whether this rank's output is written with streaming stores.
+    pub fn streams_output(&self) -> bool {
+        self.args.stream_output
+    }
+
     /// True once every rank has left the operation.
     pub fn done(&self) -> bool {
         self.stage == Stage::Done
