@@ -1,7 +1,7 @@
 //! Collectives on registered windows (`mem_alloc` + `window_register`): every collective with a
 //! direct form × data type × operation × in-place/out-of-place for nranks 2, 3, 4 as threads,
-//! compared with the sequential reference; FIFO traffic must stay zero, which proves the direct
-//! path ran. Then the fallbacks: a rank with heap buffers makes every rank use its FIFO plan,
+//! compared with the sequential reference; FIFO traffic must stay zero above the direct size
+//! threshold (which proves the direct path ran) and grow below it. Then the fallbacks: a rank with heap buffers makes every rank use its FIFO plan,
 //! collectives without a direct form keep working on window memory, and mismatched calls are
 //! errors naming the rank.
 
@@ -10,6 +10,7 @@ mod common;
 use common::{TElem, all_ok, compare, on_threads, ops_for, reduce_at};
 use half::{bf16, f16};
 use rnccl::coll::Func;
+use rnccl::exec::direct::DIRECT_MIN_BYTES;
 use rnccl::{Communicator, DataType, HostMem, RedOp, mem_alloc};
 
 const FUNCS: [Func; 7] = [
@@ -160,7 +161,6 @@ fn matrix<T: TElem>(c: &Communicator, counts: &[usize]) -> Result<(), String> {
     let mut recv = mem_alloc::<T>(max).map_err(|e| e.to_string())?;
     let ws = c.window_register(&send).map_err(|e| e.to_string())?;
     let wr = c.window_register(&recv).map_err(|e| e.to_string())?;
-    let before = fifo_bytes(c);
     let mut seed = 0;
     for &f in &FUNCS {
         let ops = if matches!(f, Func::AllReduce | Func::ReduceScatter | Func::Reduce) {
@@ -172,17 +172,21 @@ fn matrix<T: TElem>(c: &Communicator, counts: &[usize]) -> Result<(), String> {
             for in_place in [false, true] {
                 for &count in counts {
                     seed += 1;
+                    let before = fifo_bytes(c);
                     run_case(c, &mut send, &mut recv, f, op, in_place, count, seed)?;
+                    // Direct above the size threshold (no FIFO bytes), FIFO plans below it.
+                    let direct = count * size_of::<T>() >= DIRECT_MIN_BYTES;
+                    let moved = fifo_bytes(c) - before;
+                    if direct != (moved == 0) {
+                        return Err(format!(
+                            "{f:?} {} count {count}: {moved} bytes through FIFOs, expected the {} path",
+                            T::DTYPE,
+                            if direct { "direct" } else { "FIFO" }
+                        ));
+                    }
                 }
             }
         }
-    }
-    let moved = fifo_bytes(c) - before;
-    if moved != 0 {
-        return Err(format!(
-            "{} bytes went through FIFOs: the direct path did not run",
-            moved
-        ));
     }
     c.window_deregister(ws).map_err(|e| e.to_string())?;
     c.window_deregister(wr).map_err(|e| e.to_string())?;
@@ -190,7 +194,7 @@ fn matrix<T: TElem>(c: &Communicator, counts: &[usize]) -> Result<(), String> {
 }
 
 fn matrix_all_types(c: &Communicator) -> Result<(), String> {
-    let counts = [1, 13, 100_003];
+    let counts = [1, 13, 4099, 100_003];
     for dt in DataType::ALL {
         match dt {
             DataType::Int8 => matrix::<i8>(c, &counts)?,

@@ -197,7 +197,7 @@ fn direct_sync(comm: &Communicator, st: &mut State, q: &Queued<'_>, b: &OpBuffer
         return Sync::None;
     }
     let seq = st.colls;
-    let eligible = a.count > 0
+    let eligible = a.count * a.dtype.size() >= crate::exec::direct::DIRECT_MIN_BYTES
         && matches!(
             a.func,
             Func::AllReduce
