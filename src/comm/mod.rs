@@ -73,6 +73,31 @@ impl Core {
             .map(|t| String::from_utf8_lossy(&t).into_owned())
     }
 
+    /// Sends `mine` to every rank (itself included) under bootstrap `tag` and returns what each
+    /// rank sent, indexed by rank: the all-gather that split and window registration run.
+    ///
+    /// Errors: bootstrap [`Error::Timeout`] naming the rank that did not send (`what` says
+    /// where), [`Error::Aborted`] when the communicator is aborted meanwhile.
+    pub fn all_gather_bytes(&self, tag: u64, mine: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+        let deadline = self.deadline();
+        for r in 0..self.nranks {
+            self.net
+                .send(self.net_rank[r], self.tag, tag, mine, deadline)?;
+        }
+        (0..self.nranks)
+            .map(|r| {
+                self.net.recv_abortable(
+                    self.net_rank[r],
+                    self.tag,
+                    tag,
+                    deadline,
+                    what,
+                    &self.abort,
+                )
+            })
+            .collect()
+    }
+
     /// Tells every peer this rank has connections with why it is giving up (best effort, within
     /// 300 ms), so their errors can name the root cause.
     pub fn notify_failure(&self, conns: &Connections, why: &str) {

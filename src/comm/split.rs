@@ -35,23 +35,11 @@ impl Communicator {
             st.splits += 1;
             st.splits
         };
-        let tag = SPLIT | seq;
-        let deadline = core.deadline();
         let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
-        for r in 0..core.nranks {
-            core.net
-                .send(core.net_rank[r], core.tag, tag, &mine, deadline)?;
-        }
+        let got =
+            core.all_gather_bytes(SPLIT | seq, &mine, "in split, exchanging colors and keys")?;
         let mut all = Vec::with_capacity(core.nranks);
-        for r in 0..core.nranks {
-            let b = core.net.recv_abortable(
-                core.net_rank[r],
-                core.tag,
-                tag,
-                deadline,
-                "in split, exchanging colors and keys",
-                &core.abort,
-            )?;
+        for (r, b) in got.into_iter().enumerate() {
             if b.len() != 8 {
                 return Err(Error::Remote(format!(
                     "malformed split message from {}",

@@ -190,7 +190,6 @@ fn exchange(
     id: u64,
     file: &MemFile,
 ) -> Result<Vec<Option<ShmSegment>>> {
-    let deadline = core.deadline();
     let mut control = if w.controls.is_empty() {
         Some(ShmSegment::create(CONTROL_BYTES)?)
     } else {
@@ -203,22 +202,14 @@ fn exchange(
             memory: memory.clone(),
         };
         let bytes = serde_json::to_vec(&offer).expect("offer serialises");
-        let tag = WINDOW | (id << 1);
-        for r in 0..core.nranks {
-            core.net
-                .send(core.net_rank[r], core.tag, tag, &bytes, deadline)?;
-        }
+        let got = core.all_gather_bytes(
+            WINDOW | (id << 1),
+            &bytes,
+            "in window_register, exchanging memory names",
+        )?;
         let mut peers = Vec::with_capacity(core.nranks);
         let mut controls = Vec::new();
-        for r in 0..core.nranks {
-            let b = core.net.recv_abortable(
-                core.net_rank[r],
-                core.tag,
-                tag,
-                deadline,
-                "in window_register, exchanging memory names",
-                &core.abort,
-            )?;
+        for (r, b) in got.into_iter().enumerate() {
             let o: Offer = serde_json::from_slice(&b).map_err(|e| {
                 Error::Remote(format!(
                     "malformed window registration from {}: {e}",
@@ -242,21 +233,11 @@ fn exchange(
             }
         }
         // Nobody unlinks before everyone has mapped.
-        let done = WINDOW | (id << 1) | 1;
-        for r in 0..core.nranks {
-            core.net
-                .send(core.net_rank[r], core.tag, done, &[], deadline)?;
-        }
-        for r in 0..core.nranks {
-            core.net.recv_abortable(
-                core.net_rank[r],
-                core.tag,
-                done,
-                deadline,
-                "in window_register, waiting for every rank to map the window",
-                &core.abort,
-            )?;
-        }
+        core.all_gather_bytes(
+            WINDOW | (id << 1) | 1,
+            &[],
+            "in window_register, waiting for every rank to map the window",
+        )?;
         Ok((peers, controls))
     })();
     unlink_name(&memory);
