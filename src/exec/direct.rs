@@ -157,7 +157,6 @@ pub struct DirectOp {
     stage: Stage,
     chunk: usize,
     reduce: Option<ReduceTask>,
-    chunks_done: usize,
     copies: Vec<CopyTask>,
     inputs: Vec<*const u8>,
     outputs: Vec<*const u8>,
@@ -207,7 +206,6 @@ impl DirectOp {
             stage: Stage::Enter,
             chunk: 0,
             reduce: None,
-            chunks_done: 0,
             copies: Vec::new(),
             inputs: Vec::new(),
             outputs: Vec::new(),
@@ -427,12 +425,7 @@ impl DirectOp {
         }
         // Every read and write must stay inside the buffers ranks posted.
         for t in &copies {
-            let have = if t.from_output {
-                self.len_of(t.rank, true)
-            } else {
-                self.len_of(t.rank, false)
-            };
-            self.check_len(t.rank, t.src + t.bytes, have)?;
+            self.check_len(t.rank, t.src + t.bytes, self.len_of(t.rank, t.from_output))?;
             self.check_len(me, t.dst + t.bytes, self.len_of(me, true))?;
         }
         if let Some(r) = reduce {
@@ -448,7 +441,6 @@ impl DirectOp {
         });
         self.reduce = reduce;
         self.copies = copies;
-        self.chunks_done = 0;
         Ok(())
     }
 
@@ -525,7 +517,6 @@ impl DirectOp {
             fence();
             self.ctl(me).progress.0[0].store((seq << 32) | c, Ordering::Release);
         }
-        self.chunks_done = c as usize;
     }
 
     /// Runs copies from task `t`, chunk `c`, until one must wait. Returns true when all are done.

@@ -331,6 +331,15 @@ impl Driver {
         Driver::Threads { handles, wakers }
     }
 
+    /// Wakes every helper thread (none when sockets are driven inline).
+    fn wake(&self) {
+        if let Driver::Threads { wakers, .. } = self {
+            for w in wakers {
+                w.wake();
+            }
+        }
+    }
+
     fn progress(&mut self, sh: &Shared) -> Result<bool, String> {
         match self {
             Driver::Inline(streams) => {
@@ -340,10 +349,8 @@ impl Driver {
                 }
                 Ok(moved)
             }
-            Driver::Threads { wakers, .. } => {
-                for w in wakers.iter() {
-                    w.wake();
-                }
+            Driver::Threads { .. } => {
+                self.wake();
                 match sh.take_error() {
                     Some(e) => Err(e),
                     None => Ok(false),
@@ -481,11 +488,7 @@ impl TcpSender {
         self.shared.sizes[idx].store(nbytes as u64, Ordering::Relaxed);
         self.posted += 1;
         self.shared.counter.store(self.posted, Ordering::SeqCst);
-        if let Driver::Threads { wakers, .. } = &self.driver {
-            for w in wakers {
-                w.wake();
-            }
-        }
+        self.driver.wake();
     }
 
     /// Drives the sockets. Errors: the socket failed or the peer went away.
@@ -558,11 +561,7 @@ impl TcpReceiver {
         self.shared.state[idx].store(0, Ordering::Relaxed);
         self.released += 1;
         self.shared.counter.store(self.released, Ordering::SeqCst);
-        if let Driver::Threads { wakers, .. } = &self.driver {
-            for w in wakers {
-                w.wake();
-            }
-        }
+        self.driver.wake();
     }
 
     /// Drives the sockets. Errors: the socket failed, the peer closed mid-slot, or a frame was
