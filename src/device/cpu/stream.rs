@@ -3,50 +3,58 @@
 //! Writing a line the cache does not hold costs a read of it first (read-for-ownership), so a
 //! large out-of-place collective moves each output byte over the memory bus twice. Non-temporal
 //! stores write whole lines without reading them; they pay off once the data no longer fits in
-//! the caches (as glibc's `memcpy` does above its non-temporal threshold). Results are
-//! computed into a small cache-resident block, then streamed out. [`fence`] orders the streamed
-//! stores before the operation is reported complete.
+//! the caches (as glibc's `memcpy` does above its non-temporal threshold). Reductions stream
+//! each 64-byte line from inside the kernel loop as it is computed
+//! ([`super::reduce::reduce_with`]); copies stream straight from the source. [`fence`] orders
+//! the streamed stores before the operation is reported complete.
 
-use super::reduce::{ReduceSpec, Transforms, copy, reduce};
+use super::reduce::{ReduceSpec, Transforms, copy, reduce_with};
 
 /// Outputs at least this large (bytes per rank) are written with streaming stores: past it, a
 /// rank's input and output no longer share the 32 MiB last-level cache of the reference host
 /// with its peer.
 pub const STREAM_THRESHOLD: usize = 8 << 20;
 
-/// Bytes computed per block before streaming.
-const BLOCK: usize = 16 << 10;
-
-#[repr(C, align(64))]
-struct Block([u8; BLOCK]);
-
 /// Copies `bytes` from `src` to `dst` with non-temporal stores where the CPU allows.
 ///
 /// # Safety
 /// `src` and `dst` must be valid for `bytes` and must not overlap.
 pub unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+    let head = dst.align_offset(16).min(bytes);
+    // SAFETY: within the caller's ranges; every line written starts 16-byte aligned.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + 64 <= bytes {
+            stream_line(dst.add(i), src.add(i));
+            i += 64;
+        }
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i);
+    }
+}
+
+/// Writes one 64-byte line from `src` to `dst` with non-temporal stores.
+///
+/// # Safety
+/// `src` and `dst` must be valid for 64 bytes and must not overlap; `dst` must be 16-byte
+/// aligned.
+#[inline(always)]
+pub unsafe fn stream_line(dst: *mut u8, src: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        let head = dst.align_offset(16).min(bytes);
-        // SAFETY: within the caller's ranges; SSE2 is part of the x86-64 baseline.
+        // SAFETY: caller contract; SSE2 is part of the x86-64 baseline.
         unsafe {
-            std::ptr::copy_nonoverlapping(src, dst, head);
-            let mut i = head;
-            while i + 64 <= bytes {
-                for k in (0..64).step_by(16) {
-                    let v = _mm_loadu_si128(src.add(i + k).cast::<__m128i>());
-                    _mm_stream_si128(dst.add(i + k).cast::<__m128i>(), v);
-                }
-                i += 64;
+            for k in (0..64).step_by(16) {
+                let v = _mm_loadu_si128(src.add(k).cast::<__m128i>());
+                _mm_stream_si128(dst.add(k).cast::<__m128i>(), v);
             }
-            std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: caller contract.
     unsafe {
-        std::ptr::copy_nonoverlapping(src, dst, bytes)
+        std::ptr::copy_nonoverlapping(src, dst, 64)
     }
 }
 
@@ -80,11 +88,12 @@ impl Streams {
     }
 }
 
-/// [`reduce`] with the destinations `s` names written with streaming stores. A destination
-/// equal to an input (in place) uses ordinary stores: its lines are already cached.
+/// [`reduce`](super::reduce::reduce) with the destinations `s` names written with streaming stores (see
+/// [`reduce_with`]). A destination equal to an input (in place) uses ordinary stores: its lines
+/// are already cached.
 ///
 /// # Safety
-/// As [`reduce`].
+/// As [`reduce`](super::reduce::reduce).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn reduce_streaming(
     spec: &ReduceSpec,
@@ -96,45 +105,12 @@ pub unsafe fn reduce_streaming(
     n: usize,
     s: Streams,
 ) {
-    let es = spec.dtype.size();
     let s = Streams {
         d0: s.d0 && d0.cast_const() != a && d0.cast_const() != b,
         d1: s.d1 && d1.is_some_and(|d| d.cast_const() != a && d.cast_const() != b),
     };
-    if !s.any(d1) {
-        // SAFETY: caller contract.
-        return unsafe { reduce(spec, t, d0, d1, a, b, n) };
-    }
-    let mut tmp = Block([0; BLOCK]);
-    let per = BLOCK / es;
-    let mut i = 0;
-    while i < n {
-        let m = per.min(n - i);
-        let off = i * es;
-        let bytes = m * es;
-        // SAFETY: offsets stay within the caller's n elements; tmp holds `per` elements.
-        unsafe {
-            let (k0, k1) = match (s.d0, d1) {
-                // The kernel writes the cached destination directly, the block feeds the rest.
-                (false, _) => (d0.add(off), None),
-                (true, Some(d)) if !s.d1 => (tmp.0.as_mut_ptr(), Some(d.add(off))),
-                _ => (tmp.0.as_mut_ptr(), None),
-            };
-            reduce(spec, t, k0, k1, a.add(off), b.add(off), m);
-            if s.d0 {
-                stream_copy(d0.add(off), tmp.0.as_ptr(), bytes);
-            }
-            if let Some(d) = d1.filter(|_| s.d1) {
-                let from = if s.d0 {
-                    tmp.0.as_ptr()
-                } else {
-                    d0.add(off).cast_const()
-                };
-                stream_copy(d.add(off), from, bytes);
-            }
-        }
-        i += m;
-    }
+    // SAFETY: caller contract.
+    unsafe { reduce_with(spec, t, d0, d1, a, b, n, s) }
 }
 
 /// [`copy`] with the destinations `s` names written with streaming stores; transforms and a
@@ -225,6 +201,82 @@ mod tests {
                 fence();
                 assert_eq!(&c[3..], crate::dtype::as_bytes(&a), "n={n} {s:?}");
                 assert_eq!(e, a, "n={n} {s:?}");
+            }
+        }
+    }
+
+    /// Element bytes 1..=5 in a pattern: no NaN or infinity for any type, so results compare
+    /// bitwise.
+    fn pattern(bytes: usize, seed: usize) -> Vec<u8> {
+        (0..bytes).map(|i| ((i * 7 + seed) % 5 + 1) as u8).collect()
+    }
+
+    /// The line loop that streams from inside the kernel gives bit-for-bit the plain kernel's
+    /// results for every type and operation, wherever the destinations start relative to a
+    /// cache line, with either destination streamed, and in place.
+    #[test]
+    fn streamed_kernel_lines_equal_the_plain_kernel() {
+        use crate::redop::Scalar;
+        let ops = RedOp::BUILTIN
+            .into_iter()
+            .chain([RedOp::PreMulSum(Scalar::Int(3))]);
+        let every = [(true, false), (false, true), (true, true)];
+        for dtype in DataType::ALL {
+            let es = dtype.size();
+            for op in ops.clone() {
+                let spec = ReduceSpec::new(dtype, op.lower(dtype, 3));
+                let t = Transforms {
+                    pre: true,
+                    post: true,
+                };
+                for n in [0usize, 1, 63, 64, 65, 1000] {
+                    for (off0, off1) in [(0, 0), (1, 0), (5, 3), (0, 3)] {
+                        // 0: out of place; 1: d0 is a; 2: d0 is b.
+                        for in_place in 0..3 {
+                            for (x0, x1) in every {
+                                let len = (n + 8) * es;
+                                let (a0, b0) = (pattern(len, 1), pattern(len, 2));
+                                let mut want =
+                                    (a0.clone(), b0.clone(), vec![0u8; len], vec![0u8; len]);
+                                let mut got = want.clone();
+                                for (bufs, s) in [
+                                    (&mut want, Streams::default()),
+                                    (&mut got, Streams { d0: x0, d1: x1 }),
+                                ] {
+                                    let (a, b, d, e) = bufs;
+                                    let e1 = unsafe { e.as_mut_ptr().add(off1 * es) };
+                                    let (d0, pa, pb) = unsafe {
+                                        match in_place {
+                                            0 => (
+                                                d.as_mut_ptr().add(off0 * es),
+                                                a.as_ptr(),
+                                                b.as_ptr(),
+                                            ),
+                                            1 => (
+                                                a.as_mut_ptr().add(off0 * es),
+                                                a.as_ptr().add(off0 * es),
+                                                b.as_ptr(),
+                                            ),
+                                            _ => (
+                                                b.as_mut_ptr().add(off0 * es),
+                                                a.as_ptr(),
+                                                b.as_ptr().add(off0 * es),
+                                            ),
+                                        }
+                                    };
+                                    unsafe {
+                                        reduce_streaming(&spec, t, d0, Some(e1), pa, pb, n, s)
+                                    };
+                                    fence();
+                                }
+                                assert!(
+                                    got == want,
+                                    "{dtype:?} {op:?} n={n} offsets {off0}/{off1} in_place={in_place} streams {x0}/{x1}"
+                                );
+                            }
+                        }
+                    }
+                }
             }
         }
     }
