@@ -23,8 +23,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::coll::{Func, LaneKey};
-use crate::device::cpu::reduce::{ReduceSpec, Transforms, copy};
-use crate::device::cpu::stream::{Streams, copy_streaming, fence, reduce_streaming};
+use crate::device::cpu::reduce::{ReduceSpec, Transforms, copy, reduce_with};
+use crate::device::cpu::stream::{Streams, copy_streaming, fence};
 use crate::error::{Error, Result};
 use crate::exec::{OpBuffers, Segment};
 
@@ -610,12 +610,12 @@ unsafe fn reduce_chunk(
                 n,
             );
             for (k, &b) in srcs.iter().enumerate().skip(1) {
-                reduce_streaming(spec, t(k), dst, None, dst, b, n, s(k));
+                reduce_with(spec, t(k), dst, None, dst, b, n, s(k));
             }
         } else {
-            reduce_streaming(spec, t(1), dst, None, srcs[0], srcs[1], n, s(1));
+            reduce_with(spec, t(1), dst, None, srcs[0], srcs[1], n, s(1));
             for (k, &b) in srcs.iter().enumerate().skip(2) {
-                reduce_streaming(spec, t(k), dst, None, dst, b, n, s(k));
+                reduce_with(spec, t(k), dst, None, dst, b, n, s(k));
             }
         }
     }

@@ -19,8 +19,8 @@ pub use wait::{WaitPolicy, Waiter, block_on, spin_cores};
 use std::sync::Arc;
 
 use crate::coll::{Buf, Kind, LaneKey, Loc, Plan, Step};
-use crate::device::cpu::reduce::{ReduceSpec, Transforms, copy, reduce};
-use crate::device::cpu::stream::{Streams, copy_streaming, fence, reduce_streaming};
+use crate::device::cpu::reduce::{ReduceSpec, Transforms, copy, reduce, reduce_with};
+use crate::device::cpu::stream::{Streams, copy_streaming, fence};
 use crate::error::{Error, Result};
 use crate::transport::SendConn;
 use crate::transport::fifo::PeerState;
@@ -527,7 +527,7 @@ fn run_step(
                                 d1: false,
                             },
                         );
-                        unsafe { reduce_streaming(&spec, pre, d, None, p, src, count, s) };
+                        unsafe { reduce_with(&spec, pre, d, None, p, src, count, s) };
                     }
                     _ => {
                         let src = op.src(offset(step.src.expect("src"), lane.got), n)?;
@@ -536,7 +536,7 @@ fn run_step(
                             d0: out,
                             d1: slot_nt,
                         };
-                        unsafe { reduce_streaming(&spec, both, dst, slot, p, src, count, s) };
+                        unsafe { reduce_with(&spec, both, dst, slot, p, src, count, s) };
                     }
                 }
                 let r = &mut conns.recvs[lane.recv.expect("recv conn")];

@@ -80,8 +80,9 @@ pub unsafe fn reduce(
 /// [`reduce`] writing the destinations `s` names with streaming stores from the kernel's own
 /// loop, one 64-byte line at a time (no intermediate block: on the reference VM a 16 KiB block
 /// streamed out afterwards cost a C slot FIFO 25-30% of its 16 MiB all-reduce bandwidth).
-/// Destinations that are not aligned to their element type, or that equal an input, are written
-/// with ordinary stores. The caller fences ([`super::stream::fence`]) before publishing.
+/// Destinations that are not aligned to their element type, or that equal an input (in place),
+/// are written with ordinary stores. The caller fences ([`super::stream::fence`]) before
+/// publishing.
 ///
 /// # Safety
 /// As [`reduce`].
@@ -99,6 +100,11 @@ pub unsafe fn reduce_with(
     if n == 0 {
         return;
     }
+    // A destination equal to an input is cached already: store it the ordinary way.
+    let s = Streams {
+        d0: s.d0 && d0.cast_const() != a && d0.cast_const() != b,
+        d1: s.d1 && d1.is_some_and(|d| d.cast_const() != a && d.cast_const() != b),
+    };
     let pre = if t.pre { spec.pre } else { None };
     let post = if t.post { spec.post_div } else { None };
     // SAFETY: forwarded caller contract.
@@ -472,24 +478,11 @@ unsafe fn binary_dispatch<T: Copy>(
     s: Streams,
 ) {
     let aligned = |p: *const T| (p as usize).is_multiple_of(std::mem::align_of::<T>());
-    let d0_nt = s.d0 && d0.cast_const() != a && d0.cast_const() != b;
-    let d1_nt = s.d1 && d1.is_some_and(|d| d.cast_const() != a && d.cast_const() != b);
     let all_aligned = aligned(d0) && aligned(a) && aligned(b) && d1.is_none_or(|d| aligned(d));
     // SAFETY (both): caller contract.
     unsafe {
-        if (d0_nt || d1_nt) && all_aligned {
-            binary_lines(
-                d0,
-                d1,
-                a,
-                b,
-                n,
-                f,
-                Streams {
-                    d0: d0_nt,
-                    d1: d1_nt,
-                },
-            );
+        if (s.d0 || s.d1) && all_aligned {
+            binary_lines(d0, d1, a, b, n, f, s);
         } else {
             binary_loop(d0, d1, a, b, n, f);
         }

@@ -8,7 +8,7 @@
 //! ([`super::reduce::reduce_with`]); copies stream straight from the source. [`fence`] orders
 //! the streamed stores before the operation is reported complete.
 
-use super::reduce::{ReduceSpec, Transforms, copy, reduce_with};
+use super::reduce::{ReduceSpec, Transforms, copy};
 
 /// Outputs at least this large (bytes per rank) are written with streaming stores: past it, a
 /// rank's input and output no longer share the 32 MiB last-level cache of the reference host
@@ -88,31 +88,6 @@ impl Streams {
     }
 }
 
-/// [`reduce`](super::reduce::reduce) with the destinations `s` names written with streaming stores (see
-/// [`reduce_with`]). A destination equal to an input (in place) uses ordinary stores: its lines
-/// are already cached.
-///
-/// # Safety
-/// As [`reduce`](super::reduce::reduce).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce_streaming(
-    spec: &ReduceSpec,
-    t: Transforms,
-    d0: *mut u8,
-    d1: Option<*mut u8>,
-    a: *const u8,
-    b: *const u8,
-    n: usize,
-    s: Streams,
-) {
-    let s = Streams {
-        d0: s.d0 && d0.cast_const() != a && d0.cast_const() != b,
-        d1: s.d1 && d1.is_some_and(|d| d.cast_const() != a && d.cast_const() != b),
-    };
-    // SAFETY: caller contract.
-    unsafe { reduce_with(spec, t, d0, d1, a, b, n, s) }
-}
-
 /// [`copy`] with the destinations `s` names written with streaming stores; transforms and a
 /// destination equal to the source fall back to [`copy`] for that call.
 ///
@@ -150,6 +125,7 @@ pub unsafe fn copy_streaming(
 
 #[cfg(test)]
 mod tests {
+    use super::super::reduce::reduce_with;
     use super::*;
     use crate::RedOp;
     use crate::dtype::DataType;
@@ -168,7 +144,7 @@ mod tests {
                 let mut slot = vec![0f32; n];
                 let dst = unsafe { d.as_mut_ptr().cast::<u8>().add(2) }; // misaligned on purpose
                 unsafe {
-                    reduce_streaming(
+                    reduce_with(
                         &spec,
                         Transforms::default(),
                         dst,
@@ -264,9 +240,7 @@ mod tests {
                                             ),
                                         }
                                     };
-                                    unsafe {
-                                        reduce_streaming(&spec, t, d0, Some(e1), pa, pb, n, s)
-                                    };
+                                    unsafe { reduce_with(&spec, t, d0, Some(e1), pa, pb, n, s) };
                                     fence();
                                 }
                                 assert!(
@@ -290,7 +264,7 @@ mod tests {
         let p = a.as_mut_ptr().cast::<u8>();
         let s = Streams { d0: true, d1: true };
         unsafe {
-            reduce_streaming(
+            reduce_with(
                 &spec,
                 Transforms::default(),
                 p,
