@@ -15,6 +15,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod exec;
+pub mod func;
 pub mod graph;
 pub mod launch;
 pub mod mem;
@@ -29,5 +30,6 @@ pub use comm::{
 };
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
+pub use func::Func;
 pub use mem::{HostMem, mem_alloc};
 pub use redop::{RedOp, Scalar};

@@ -1,8 +1,9 @@
 //! NCCL's tuning model against the INFO TUNING tables NCCL 2.28.9 printed on the 2×H200 host
 //! (one node of two ranks; two one-GPU nodes over the network), and its algorithm choices.
 
+use rnccl::Func;
 use rnccl::graph::tuning::table::{thresholds_line, tuning_lines};
-use rnccl::graph::tuning::{Func, LL, Model, RING, SIMPLE, TREE, TuneInput, TuneParams};
+use rnccl::graph::tuning::{LL, Model, RING, SIMPLE, TREE, TuneInput, TuneParams};
 use rnccl::graph::{PlanParams, search_and_connect};
 use rnccl::topo::{NodeType, System};
 

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rnccl::graph::tuning::{Func, Model, TuneInput, TuneParams};
+use rnccl::Func;
+use rnccl::graph::tuning::{Model, TuneInput, TuneParams};
 use rnccl::graph::xml::graphs_xml;
 use rnccl::graph::{Channels, PlanParams, search_and_connect};
 use rnccl::topo::{NodeType, System};
@@ -73,7 +74,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         .tune
         .as_deref()
         .map(|t| {
-            Func::parse(t).with_context(|| {
+            Func::parse(t).filter(|f| f.tuned_index().is_some()).with_context(|| {
                 format!("--tune {t}: not a collective NCCL tunes (all_reduce, all_gather, reduce_scatter, broadcast, reduce)")
             })
         })

@@ -135,25 +135,25 @@ impl BenchColl {
     }
 
     /// `(algbw, busbw)` in GB/s (1e9 B/s) for `param` elements of `esize` bytes on `n` ranks
-    /// taking `secs`. busbw factors: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AlltoAll,
-    /// Gather, Scatter (n-1)/n; Broadcast, Reduce, SendRecv 1 (nccl-tests doc/PERFORMANCE.md).
+    /// taking `secs`; busbw uses [`Func::bus_factor`] (nccl-tests doc/PERFORMANCE.md).
     pub fn bandwidth(self, param: usize, esize: usize, n: usize, secs: f64) -> (f64, f64) {
         if secs <= 0.0 {
             return (0.0, 0.0);
         }
-        let nf = n as f64;
         let bytes = (param * esize) as f64;
-        let (alg_bytes, factor) = match self {
-            BenchColl::AllReduce => (bytes, 2.0 * (nf - 1.0) / nf),
+        let alg_bytes = match self {
             BenchColl::AllGather
             | BenchColl::ReduceScatter
             | BenchColl::AllToAll
             | BenchColl::Gather
-            | BenchColl::Scatter => (bytes * nf, (nf - 1.0) / nf),
-            BenchColl::Broadcast | BenchColl::Reduce | BenchColl::SendRecv => (bytes, 1.0),
+            | BenchColl::Scatter => bytes * n as f64,
+            BenchColl::AllReduce
+            | BenchColl::Broadcast
+            | BenchColl::Reduce
+            | BenchColl::SendRecv => bytes,
         };
         let algbw = alg_bytes / 1e9 / secs;
-        (algbw, algbw * factor)
+        (algbw, algbw * self.func().bus_factor(n))
     }
 }
 

@@ -17,6 +17,7 @@ mod tree;
 #[cfg(test)]
 mod sim;
 
+pub use crate::func::Func;
 pub use select::{Algo, choose};
 
 use crate::dtype::DataType;
@@ -24,81 +25,6 @@ use crate::error::{Error, Result};
 use crate::redop::RedOp;
 use crate::transport::fifo::NSLOTS;
 use crate::transport::setup::ConnKey;
-
-/// The collective (or point-to-point) functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum Func {
-    /// `ncclAllReduce`.
-    AllReduce,
-    /// `ncclBroadcast`.
-    Broadcast,
-    /// `ncclReduce`.
-    Reduce,
-    /// `ncclAllGather`.
-    AllGather,
-    /// `ncclReduceScatter`.
-    ReduceScatter,
-    /// `ncclAlltoAll`.
-    AllToAll,
-    /// `ncclGather`.
-    Gather,
-    /// `ncclScatter`.
-    Scatter,
-    /// `ncclSend`.
-    Send,
-    /// `ncclRecv`.
-    Recv,
-}
-
-impl Func {
-    /// NCCL's name of the function (used by `NCCL_ALGO` and in messages).
-    pub fn nccl_name(self) -> &'static str {
-        match self {
-            Func::AllReduce => "AllReduce",
-            Func::Broadcast => "Broadcast",
-            Func::Reduce => "Reduce",
-            Func::AllGather => "AllGather",
-            Func::ReduceScatter => "ReduceScatter",
-            Func::AllToAll => "AlltoAll",
-            Func::Gather => "Gather",
-            Func::Scatter => "Scatter",
-            Func::Send => "Send",
-            Func::Recv => "Recv",
-        }
-    }
-
-    /// Whether the function reduces (and so takes an operation).
-    pub fn reduces(self) -> bool {
-        matches!(self, Func::AllReduce | Func::Reduce | Func::ReduceScatter)
-    }
-
-    /// Whether the function has a root rank.
-    pub fn rooted(self) -> bool {
-        matches!(
-            self,
-            Func::Broadcast | Func::Reduce | Func::Gather | Func::Scatter
-        )
-    }
-
-    /// Elements of the input buffer for `count` on `nranks` ranks (as nccl.h defines `count`).
-    pub fn input_elems(self, count: usize, nranks: usize) -> Option<usize> {
-        match self {
-            Func::ReduceScatter | Func::AllToAll => count.checked_mul(nranks),
-            Func::Scatter => count.checked_mul(nranks),
-            Func::Recv => Some(0),
-            _ => Some(count),
-        }
-    }
-
-    /// Elements of the output buffer for `count` on `nranks` ranks.
-    pub fn output_elems(self, count: usize, nranks: usize) -> Option<usize> {
-        match self {
-            Func::AllGather | Func::AllToAll | Func::Gather => count.checked_mul(nranks),
-            Func::Send => Some(0),
-            _ => Some(count),
-        }
-    }
-}
 
 /// One operation as the caller asked for it.
 #[derive(Debug, Clone, Copy, PartialEq)]

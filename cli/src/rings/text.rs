@@ -1,8 +1,9 @@
 //! The text and JSON views of `rnccl rings`.
 
+use rnccl::Func;
 use rnccl::config::syntax::{ALGORITHMS, PROTOCOLS};
 use rnccl::graph::info::{channel_lines, graph_lines, ring_lines, tree_lines, trees_line};
-use rnccl::graph::tuning::{Func, Model};
+use rnccl::graph::tuning::Model;
 use rnccl::graph::{ChannelPlan, Graph, Pattern};
 use rnccl::topo::{NodeType, System};
 use serde::Serialize;
@@ -62,16 +63,6 @@ fn summary(sys: &System, g: &Graph, inter: bool) -> String {
     )
 }
 
-/// Bus bandwidth factor of nccl-tests (internals §9.3) for `f` on `n` ranks.
-pub fn bus_factor(f: Func, n: usize) -> f64 {
-    let n = n as f64;
-    match f {
-        Func::AllReduce => 2.0 * (n - 1.0) / n,
-        Func::AllGather | Func::ReduceScatter => (n - 1.0) / n,
-        Func::Broadcast | Func::Reduce => 1.0,
-    }
-}
-
 /// Expected bandwidth line for `f` at 1 GiB.
 fn expected(m: &Model, f: Func) -> Option<(String, f64, f64, f32, usize)> {
     let c = m.choose(f, BIG)?;
@@ -79,7 +70,7 @@ fn expected(m: &Model, f: Func) -> Option<(String, f64, f64, f32, usize)> {
     Some((
         format!("{}/{}", ALGORITHMS[c.algo], PROTOCOLS[c.proto]),
         algbw,
-        algbw * bus_factor(f, m.nranks),
+        algbw * f.bus_factor(m.nranks),
         c.time_us,
         c.nchannels,
     ))
@@ -188,14 +179,14 @@ pub fn lines(p: &Planned, rank: usize) -> Vec<String> {
     ] {
         match expected(&p.model, f) {
             Some((ap, alg, bus, time, nc)) => t.row([
-                f.name().to_string(),
+                f.nccl_name().to_string(),
                 ap,
                 nc.to_string(),
                 format!("{:.0} us", time),
                 format!("{alg:.1} GB/s"),
                 format!("{bus:.1} GB/s"),
             ]),
-            None => t.row([f.name().to_string(), "none usable".to_string()]),
+            None => t.row([f.nccl_name().to_string(), "none usable".to_string()]),
         }
     }
     out.extend(t.lines(2));
@@ -301,7 +292,7 @@ pub fn json(p: &Planned, rank: usize, tune_for: Option<Func>) -> RingsJson {
         .into_iter()
         .filter_map(|f| {
             expected(&p.model, f).map(|(ap, algbw, busbw, time_us, nchannels)| ExpectedJson {
-                collective: f.name(),
+                collective: f.nccl_name(),
                 algo_proto: ap,
                 nchannels,
                 time_us,

@@ -1,13 +1,13 @@
 //! `rnccl rings --tune COLL`: NCCL's INFO TUNING table, then the model's prediction and choice
 //! over a size sweep (8 B to 1 GiB, doubling, sizes as nccl-tests counts them).
 
+use rnccl::Func;
 use rnccl::config::syntax::{ALGORITHMS, PROTOCOLS};
 use rnccl::graph::tuning::table::{thresholds_line, tuning_lines};
-use rnccl::graph::tuning::{Func, LL, LL128, PAT, RING, SIMPLE, TREE};
+use rnccl::graph::tuning::{LL, LL128, PAT, RING, SIMPLE, TREE};
 use serde::Serialize;
 
 use super::Planned;
-use super::text::bus_factor;
 use crate::render::Table;
 
 fn sizes() -> impl Iterator<Item = u64> {
@@ -47,7 +47,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     out.push(String::new());
     out.push(format!(
         "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable)",
-        f.name()
+        f.nccl_name()
     ));
     let usable: Vec<(usize, usize)> = combos()
         .into_iter()
@@ -73,7 +73,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
                     c.nthreads.to_string(),
                     format!("{:.1}", c.time_us),
                     format!("{algbw:.2}"),
-                    format!("{:.2}", algbw * bus_factor(f, m.nranks)),
+                    format!("{:.2}", algbw * f.bus_factor(m.nranks)),
                 ]);
             }
             None => row.extend(["none", "-", "-", "-", "-", "-"].map(String::from)),
@@ -113,7 +113,7 @@ pub struct TuneJson {
 pub fn json(p: &Planned, f: Func) -> TuneJson {
     let m = &p.model;
     TuneJson {
-        collective: f.name(),
+        collective: f.nccl_name(),
         table: tuning_lines(m),
         sweep: sizes()
             .map(|s| {

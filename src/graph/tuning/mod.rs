@@ -10,8 +10,9 @@ pub mod table;
 use serde::Serialize;
 
 use self::constants::*;
-use crate::config::syntax::{ALGORITHMS, AlgoProtoList, FUNCTIONS, PROTOCOLS};
+use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
 use crate::config::{Config, ConfigError, Source};
+use crate::func::Func;
 use crate::graph::types::{Graph, Pattern};
 use crate::topo::system::{CpuArch, CpuVendor};
 use crate::topo::{PathType, bw::PCI_BW};
@@ -36,47 +37,6 @@ pub const LL: usize = 0;
 pub const LL128: usize = 1;
 /// Simple.
 pub const SIMPLE: usize = 2;
-
-/// Collective indices in NCCL's order (`ncclFunc*`), as [`FUNCTIONS`] names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Func {
-    /// Broadcast.
-    Broadcast = 0,
-    /// Reduce.
-    Reduce = 1,
-    /// AllGather.
-    AllGather = 2,
-    /// ReduceScatter.
-    ReduceScatter = 3,
-    /// AllReduce.
-    AllReduce = 4,
-}
-
-impl Func {
-    /// All five, in NCCL's order.
-    pub const ALL: [Func; 5] = [
-        Func::Broadcast,
-        Func::Reduce,
-        Func::AllGather,
-        Func::ReduceScatter,
-        Func::AllReduce,
-    ];
-
-    /// NCCL's name.
-    pub fn name(self) -> &'static str {
-        FUNCTIONS[self as usize]
-    }
-
-    /// The function named `s` (NCCL names, nccl-tests names like `all_reduce`, any case).
-    pub fn parse(s: &str) -> Option<Func> {
-        let k: String = s
-            .chars()
-            .filter(|c| *c != '_' && *c != '-')
-            .collect::<String>()
-            .to_lowercase();
-        Func::ALL.into_iter().find(|f| f.name().to_lowercase() == k)
-    }
-}
 
 /// Knobs of the tuning model.
 #[derive(Debug, Clone, Default)]
@@ -306,8 +266,7 @@ impl Model {
             .collect();
         let pat_enabled =
             cc >= 60 && (params.pat_enable == 1 || (params.pat_enable == 2 && nnodes == nranks));
-        for f in Func::ALL {
-            let fi = f as usize;
+        for (fi, f) in Func::TUNED.into_iter().enumerate() {
             let ag_rs = matches!(f, Func::AllGather | Func::ReduceScatter);
             let nsteps = match f {
                 Func::AllReduce => 2 * (nranks - 1),
@@ -475,8 +434,7 @@ impl Model {
     /// user's `NCCL_ALGO`/`NCCL_PROTO`; disabled combinations get bandwidth 0.
     fn apply_enables(&mut self, input: &TuneInput, params: &TuneParams, graphs: &[&Graph; 7]) {
         let (cc_min, cc_max) = input.cc;
-        for f in Func::ALL {
-            let fi = f as usize;
+        for fi in 0..Func::TUNED.len() {
             for (a, g) in graphs.iter().enumerate() {
                 let mut algo_on = params.algo.as_ref().is_none_or(|l| l.enabled[fi][a]);
                 if input.nnodes == 1 && a == NVLS_TREE {
@@ -520,9 +478,6 @@ mod tests {
         assert_eq!(nthreads(100, 64, 512, 512), 512, "not a multiple of 32");
         assert_eq!(nthreads(1024, 64, 512, 512), 512);
         assert_eq!(nthreads(32, 64, 512, 512), 64);
-        assert_eq!(Func::parse("all_reduce"), Some(Func::AllReduce));
-        assert_eq!(Func::parse("ReduceScatter"), Some(Func::ReduceScatter));
-        assert_eq!(Func::parse("alltoall"), None);
         assert_eq!((log2i(1), log2i(1024), log2i(1025)), (0, 10, 10));
     }
 }

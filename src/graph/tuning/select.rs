@@ -6,7 +6,8 @@
 use serde::Serialize;
 
 use super::constants::{MAX_NTHREADS, TREE_CORRECTION, WARP_SIZE};
-use super::{COLLNET_CHAIN, COLLNET_DIRECT, Func, Model, NVLS, NVLS_TREE, PAT, RING, SIMPLE, TREE};
+use super::{COLLNET_CHAIN, COLLNET_DIRECT, Model, NVLS, NVLS_TREE, PAT, RING, SIMPLE, TREE};
+use crate::func::Func;
 
 /// NCCL's pick for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -34,10 +35,11 @@ fn log2i(n: u64) -> i32 {
 impl Model {
     /// Predicted time in µs of `f` on `nbytes` (the larger of the send and receive buffers, as
     /// nccl-tests' size column) with algorithm `a` and protocol `p`; `None` when that combination
-    /// is not usable (bandwidth 0).
+    /// is not usable (bandwidth 0) or `f` is not one of the functions NCCL tunes.
     pub fn time(&self, f: Func, a: usize, p: usize, nbytes: u64) -> Option<f32> {
-        let mut bw = self.bandwidth[f as usize][a][p];
-        let mut lat = self.latency[f as usize][a][p];
+        let fi = f.tuned_index()?;
+        let mut bw = self.bandwidth[fi][a][p];
+        let mut lat = self.latency[fi][a][p];
         if bw == 0.0 {
             return None;
         }
@@ -58,8 +60,10 @@ impl Model {
 
     /// NCCL's choice for `f` on `nbytes`: the fastest usable combination (first in algorithm
     /// then protocol order on ties), then the channels and threads it runs with. `None` when no
-    /// combination is usable (NCCL: "no algorithm/protocol available").
+    /// combination is usable (NCCL: "no algorithm/protocol available") or `f` is not one of the
+    /// functions NCCL tunes.
     pub fn choose(&self, f: Func, nbytes: u64) -> Option<Choice> {
+        f.tuned_index()?;
         if self.nranks <= 1 {
             return Some(Choice {
                 algo: RING,

@@ -1,8 +1,9 @@
 //! NCCL's INFO TUNING table and the lines around it (NCCL 2.28 src/graph/tuning.cc,
 //! src/init.cc), line for line without the `... NCCL INFO ` prefix.
 
-use super::{COLLNET_DIRECT, Func, Model, RING, SIMPLE, TREE};
+use super::{COLLNET_DIRECT, Model, RING, SIMPLE, TREE};
 use crate::config::syntax::{ALGORITHMS, PROTOCOLS};
+use crate::func::Func;
 
 /// The table rank 0 prints: for each block of three algorithms, the `Algorithm`, `Protocol`
 /// and `Max NThreads` header lines and one `latency/bandwidth` line per collective.
@@ -32,14 +33,14 @@ pub fn tuning_lines(m: &Model) -> Vec<String> {
             }
         }
         out.push(l);
-        for f in Func::ALL {
-            let mut l = format!("{:>13} |", f.name());
+        for (fi, f) in Func::TUNED.into_iter().enumerate() {
+            let mut l = format!("{:>13} |", f.nccl_name());
             for &a in &algos {
                 for p in 0..3 {
                     l.push_str(&format!(
                         "{:8.1}/{:6.1} |",
-                        f64::from(m.latency[f as usize][a][p]),
-                        f64::from(m.bandwidth[f as usize][a][p])
+                        f64::from(m.latency[fi][a][p]),
+                        f64::from(m.bandwidth[fi][a][p])
                     ));
                 }
             }
