@@ -63,7 +63,8 @@ fn stitch_1024_nodes(bencher: divan::Bencher) {
         SearchParams::default(),
     );
     let n = nodes(1024, 8);
-    bencher.bench(|| connect(&ring, &tree, &n, 90, 0, 64).unwrap());
+    bencher
+        .bench(|| connect(&ring, &tree, &n, 90, rnccl::graph::ChannelBounds::default()).unwrap());
 }
 
 /// The whole plan the engine asks for: search, connection and per-channel rings over 1024 nodes.

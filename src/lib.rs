@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod coll;
 pub mod comm;
 pub mod config;
+pub mod conn;
 pub mod device;
 pub mod dtype;
 pub mod error;

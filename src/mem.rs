@@ -24,6 +24,21 @@ use crate::error::{Error, Result};
 /// Directory of the tmpfs that holds the files (the one `shm_open` uses).
 const SHM_DIR: &str = "/dev/shm";
 
+/// Memory mapped into this process that other ranks of the host may map too (a window, a
+/// control block), kept valid for as long as the value lives.
+///
+/// # Safety
+/// Implementors guarantee that [`base`](Mapping::base) is page aligned and valid for reads and
+/// writes of [`len`](Mapping::len) bytes for the value's whole life. Other processes may access
+/// the same memory concurrently, so it is only accessed through atomics or copies that the
+/// direct-collective protocol orders.
+pub unsafe trait Mapping: Send + Sync {
+    /// Start of the mapping.
+    fn base(&self) -> *mut u8;
+    /// Length in bytes.
+    fn len(&self) -> usize;
+}
+
 /// The mapped file behind a [`HostMem`]; shared with the windows registering it, so the mapping
 /// (and its address) outlives every registration.
 pub(crate) struct MemFile {
@@ -36,17 +51,18 @@ unsafe impl Send for MemFile {}
 // SAFETY: as above.
 unsafe impl Sync for MemFile {}
 
-impl MemFile {
-    /// Start of the mapping.
-    pub(crate) fn base(&self) -> *const u8 {
-        self.map.as_ptr()
+// SAFETY: the mapping is page aligned and lives as long as the MemFile.
+unsafe impl Mapping for MemFile {
+    fn base(&self) -> *mut u8 {
+        self.map.as_ptr().cast_mut()
     }
 
-    /// Length in bytes.
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.map.len()
     }
+}
 
+impl MemFile {
     /// Gives the file a fresh name in `/dev/shm` (in `shm_open` form, leading `/`) for peers to
     /// open; the caller unlinks it with [`unlink_name`] once they have.
     ///
@@ -158,9 +174,7 @@ impl<T: Element> std::ops::Deref for HostMem<T> {
 impl<T: Element> std::ops::DerefMut for HostMem<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         // SAFETY: as Deref; &mut self gives exclusive access from this process.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.file.base().cast_mut().cast::<T>(), self.count)
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.file.base().cast::<T>(), self.count) }
     }
 }
 
@@ -173,7 +187,6 @@ impl<T: Element> std::fmt::Debug for HostMem<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::fifo::FifoMemory;
 
     #[test]
     fn zeroed_writable_and_unnamed() {
@@ -195,11 +208,11 @@ mod tests {
         unlink_name(&name);
         assert!(!std::path::Path::new(&format!("/dev/shm{name}")).exists());
         // SAFETY: the peer mapping is 4096 bytes long.
-        let v = unsafe { *FifoMemory::base(&peer).cast::<u64>().add(7) };
+        let v = unsafe { *peer.base().cast::<u64>().add(7) };
         assert_eq!(v, 0xfeed);
         m[8] = 1;
         // SAFETY: as above.
-        assert_eq!(unsafe { *FifoMemory::base(&peer).cast::<u64>().add(8) }, 1);
+        assert_eq!(unsafe { *peer.base().cast::<u64>().add(8) }, 1);
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn knobs_choose_transports_channels_and_algorithms() {
                 return Err("wrong sum".into());
             }
             let t = c.traffic();
-            if t.is_empty() || t.iter().any(|l| l.transport != want) {
+            if t.is_empty() || t.iter().any(|l| l.transport != want.into()) {
                 return Err(format!(
                     "expected {want:?} links, got {:?}",
                     t.iter().map(|l| l.transport).collect::<Vec<_>>()

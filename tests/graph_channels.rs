@@ -3,7 +3,7 @@
 //! tree with consistent up/down links) for many node counts.
 
 use proptest::prelude::*;
-use rnccl::graph::{ChannelPlan, PlanParams, search_and_connect};
+use rnccl::graph::{ChannelBounds, ChannelPlan, PlanParams, search_and_connect};
 use rnccl::topo::{NodeType, PathType, System, TopoParams};
 
 fn dgx() -> System {
@@ -85,13 +85,13 @@ fn dgx_nodes_over_the_network_use_nearby_nics() {
 fn channel_bounds_clamp_and_copy() {
     let s = dgx();
     let p = PlanParams {
-        max_channels: 3,
+        bounds: ChannelBounds { min: 0, max: 3 },
         ..PlanParams::default()
     };
     let ch = search_and_connect(&s, &nodes(2, 8), &p).unwrap();
     assert_eq!(ch.plan().nchannels, 3);
     let p = PlanParams {
-        min_channels: 64,
+        bounds: ChannelBounds { min: 64, max: 64 },
         ..PlanParams::default()
     };
     let plan = search_and_connect(&s, &nodes(2, 8), &p).unwrap().plan();

@@ -11,6 +11,7 @@ use common::{TElem, all_ok, compare, on_threads, ops_for, reduce_at};
 use half::{bf16, f16};
 use rnccl::coll::Func;
 use rnccl::exec::direct::DIRECT_MIN_BYTES;
+use rnccl::stats::Path;
 use rnccl::{Communicator, DataType, HostMem, RedOp, mem_alloc};
 
 const FUNCS: [Func; 7] = [
@@ -24,7 +25,19 @@ const FUNCS: [Func; 7] = [
 ];
 
 fn fifo_bytes(c: &Communicator) -> u64 {
-    c.traffic().iter().map(|l| l.bytes).sum()
+    path_bytes(c, |p| p != Path::Window)
+}
+
+fn window_bytes(c: &Communicator) -> u64 {
+    path_bytes(c, |p| p == Path::Window)
+}
+
+fn path_bytes(c: &Communicator, pick: impl Fn(Path) -> bool) -> u64 {
+    c.traffic()
+        .iter()
+        .filter(|l| pick(l.transport))
+        .map(|l| l.bytes)
+        .sum()
 }
 
 /// Writes rank `r`'s input of `len` elements at `dst`.
@@ -172,11 +185,23 @@ fn matrix<T: TElem>(c: &Communicator, counts: &[usize]) -> Result<(), String> {
             for in_place in [false, true] {
                 for &count in counts {
                     seed += 1;
-                    let before = fifo_bytes(c);
+                    let (before, read_before) = (fifo_bytes(c), window_bytes(c));
                     run_case(c, &mut send, &mut recv, f, op, in_place, count, seed)?;
                     // Direct above the size threshold (no FIFO bytes), FIFO plans below it.
                     let direct = count * size_of::<T>() >= DIRECT_MIN_BYTES;
                     let moved = fifo_bytes(c) - before;
+                    let read = window_bytes(c) - read_before;
+                    // A direct collective that reads peers' windows counts those reads (a
+                    // Broadcast root and a Scatter root read only their own buffers).
+                    let is_root = c.rank() == (seed as usize) % c.nranks();
+                    let reads_peers = !(matches!(f, Func::Broadcast | Func::Scatter) && is_root
+                        || matches!(f, Func::Reduce | Func::Gather) && !is_root);
+                    if direct && reads_peers && c.nranks() > 1 && read == 0 {
+                        return Err(format!(
+                            "{f:?} {} count {count}: no window reads counted on the direct path",
+                            T::DTYPE
+                        ));
+                    }
                     if direct != (moved == 0) {
                         return Err(format!(
                             "{f:?} {} count {count}: {moved} bytes through FIFOs, expected the {} path",

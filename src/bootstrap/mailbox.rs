@@ -243,7 +243,7 @@ fn dispatch(c: &mut Incoming, magic: u64, mailbox: &Mailbox) -> Result<(), ()> {
         if c.buf.len() < 16 + len {
             return Ok(());
         }
-        let hello: super::PeerHello =
+        let hello: super::wire::PeerHello =
             serde_json::from_slice(&c.buf[16..16 + len]).map_err(|_| ())?;
         c.from = Some(hello.from as usize);
         c.buf.drain(..16 + len);
@@ -263,8 +263,9 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
+    use super::super::Deadline;
+    use super::super::wire::PeerHello;
     use super::super::wire::{HelloKind, encode_message, write_hello};
-    use super::super::{Deadline, PeerHello};
     use super::*;
 
     /// A peer that sends its last message and closes at once: the message must still arrive,

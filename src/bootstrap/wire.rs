@@ -61,6 +61,13 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
+/// The hello a peer's message connection opens with: who is sending.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct PeerHello {
+    /// The sender's bootstrap rank.
+    pub from: u32,
+}
+
 /// Writes a hello frame with a JSON payload.
 pub fn write_hello<T: serde::Serialize>(
     w: &mut impl Write,

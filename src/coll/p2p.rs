@@ -2,39 +2,35 @@
 //! send and receive lanes on the point-to-point connections, so all transfers run concurrently
 //! (NCCL lowers these to grouped `ncclSend`/`ncclRecv` the same way).
 
-use super::{CollArgs, Kind, LaneKey, Loc, Step, p2p_conn};
+use super::{CollArgs, Lane, LaneKey, Loc, Op, Step};
+use crate::conn::ConnKey;
 
-type Lanes = Vec<(LaneKey, Vec<Step>)>;
-
-fn send(peer: usize, bytes: usize, src: Loc) -> (LaneKey, Vec<Step>) {
-    let mut s = Step::new(Kind::Send, bytes);
-    s.src = Some(src);
-    s.send = Some(p2p_conn(peer));
-    (
-        LaneKey::SendTo(peer),
-        if bytes == 0 { vec![] } else { vec![s] },
-    )
+/// A lane of one step, or of none when `bytes` is zero.
+fn lane(key: LaneKey, op: Op, bytes: usize) -> Lane {
+    let steps = if bytes == 0 {
+        Vec::new()
+    } else {
+        vec![Step::new(op, bytes)]
+    };
+    (key, steps)
 }
 
-fn recv(peer: usize, bytes: usize, dst: Loc) -> (LaneKey, Vec<Step>) {
-    let mut s = Step::new(Kind::Recv, bytes);
-    s.dst = Some(dst);
-    s.recv = Some(p2p_conn(peer));
-    (
-        LaneKey::RecvFrom(peer),
-        if bytes == 0 { vec![] } else { vec![s] },
-    )
+fn send(peer: usize, bytes: usize, src: Loc) -> Lane {
+    let to = ConnKey::p2p(peer);
+    lane(LaneKey::SendTo(peer), Op::Send { src, to }, bytes)
 }
 
-fn copy(bytes: usize, src: Loc, dst: Loc) -> (LaneKey, Vec<Step>) {
-    let mut s = Step::new(Kind::Copy, bytes);
-    s.src = Some(src);
-    s.dst = Some(dst);
-    (LaneKey::Local, if bytes == 0 { vec![] } else { vec![s] })
+fn recv(peer: usize, bytes: usize, dst: Loc) -> Lane {
+    let from = ConnKey::p2p(peer);
+    lane(LaneKey::RecvFrom(peer), Op::Recv { dst, from }, bytes)
+}
+
+fn copy(bytes: usize, src: Loc, dst: Loc) -> Lane {
+    lane(LaneKey::Local, Op::Copy { src, dst }, bytes)
 }
 
 /// `ncclSend` of the whole input to `args.root` (the peer).
-pub fn send_op(args: &CollArgs) -> Lanes {
+pub fn send_op(args: &CollArgs) -> Vec<Lane> {
     vec![send(
         args.root,
         args.count * args.dtype.size(),
@@ -43,7 +39,7 @@ pub fn send_op(args: &CollArgs) -> Lanes {
 }
 
 /// `ncclRecv` of the whole output from `args.root` (the peer).
-pub fn recv_op(args: &CollArgs) -> Lanes {
+pub fn recv_op(args: &CollArgs) -> Vec<Lane> {
     vec![recv(
         args.root,
         args.count * args.dtype.size(),
@@ -52,7 +48,7 @@ pub fn recv_op(args: &CollArgs) -> Lanes {
 }
 
 /// AlltoAll: block `p` of the input goes to rank `p`; block `p` of the output comes from it.
-pub fn all_to_all(args: &CollArgs, rank: usize, n: usize) -> Lanes {
+pub fn all_to_all(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let blk = args.count * args.dtype.size();
     let mut lanes = vec![copy(blk, Loc::input(rank * blk), Loc::output(rank * blk))];
     for p in (0..n).filter(|&p| p != rank) {
@@ -63,7 +59,7 @@ pub fn all_to_all(args: &CollArgs, rank: usize, n: usize) -> Lanes {
 }
 
 /// Gather: every rank's input lands in block `rank` of the root's output.
-pub fn gather(args: &CollArgs, rank: usize, n: usize) -> Lanes {
+pub fn gather(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let blk = args.count * args.dtype.size();
     if rank != args.root {
         return vec![send(args.root, blk, Loc::input(0))];
@@ -76,7 +72,7 @@ pub fn gather(args: &CollArgs, rank: usize, n: usize) -> Lanes {
 }
 
 /// Scatter: block `p` of the root's input lands in rank `p`'s output.
-pub fn scatter(args: &CollArgs, rank: usize, n: usize) -> Lanes {
+pub fn scatter(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let blk = args.count * args.dtype.size();
     if rank != args.root {
         return vec![recv(args.root, blk, Loc::output(0))];

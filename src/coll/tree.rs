@@ -8,23 +8,12 @@
 //! `r ^ 2^k` for each bit, and the folded ranks get the result back. Every rank combines the same
 //! two values at each level, so all ranks end with bitwise identical results.
 
-use super::{CollArgs, Kind, LaneKey, Loc, Step, coll_conn};
+use super::{CollArgs, Lane, LaneKey, Loc, Op, Step};
+use crate::conn::ConnKey;
 
-type Lanes = Vec<(LaneKey, Vec<Step>)>;
-
-fn step(kind: Kind, bytes: usize, src: Option<Loc>, dst: Option<Loc>, peer: Option<usize>) -> Step {
-    let sends = matches!(kind, Kind::Send | Kind::Exchange);
-    let recvs = matches!(kind, Kind::Recv | Kind::RecvReduceCopy | Kind::Exchange);
-    Step {
-        kind,
-        src,
-        dst,
-        bytes,
-        send: peer.filter(|_| sends).map(|p| coll_conn(p, 0)),
-        recv: peer.filter(|_| recvs).map(|p| coll_conn(p, 0)),
-        pre: false,
-        post: false,
-    }
+/// The connection with `peer` (recursive doubling and trees run on channel 0).
+fn conn(peer: usize) -> ConnKey {
+    ConnKey::collective(peer, 0)
 }
 
 fn has_post(args: &CollArgs, n: usize) -> bool {
@@ -32,54 +21,62 @@ fn has_post(args: &CollArgs, n: usize) -> bool {
 }
 
 /// Recursive-doubling AllReduce.
-pub fn all_reduce(args: &CollArgs, rank: usize, n: usize) -> Lanes {
+pub fn all_reduce(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let bytes = args.count * args.dtype.size();
     if bytes == 0 {
         return Vec::new();
     }
-    let out = Some(Loc::output(0));
-    let input = Some(Loc::input(0));
-    let mut s = Vec::new();
+    let (out, input) = (Loc::output(0), Loc::input(0));
+    let load = Step::new(
+        Op::Copy {
+            src: input,
+            dst: out,
+        },
+        bytes,
+    );
     if n == 1 {
-        let mut c = step(Kind::Copy, bytes, input, out, None);
-        c.pre = true;
-        c.post = true;
-        return vec![(LaneKey::Local, vec![c])];
+        return vec![(LaneKey::Local, vec![load.transforms(true, true)])];
     }
+    let mut s = Vec::new();
     let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
     let rem = n - p;
     if rank >= p {
-        let mut send = step(Kind::Send, bytes, input, None, Some(rank - p));
-        send.pre = true;
-        s.push(send);
-        s.push(step(Kind::Recv, bytes, None, out, Some(rank - p)));
+        let to = conn(rank - p);
+        s.push(Step::new(Op::Send { src: input, to }, bytes).transforms(true, false));
+        s.push(Step::new(Op::Recv { dst: out, from: to }, bytes));
         return vec![(LaneKey::Channel(0), s)];
     }
-    let mut first = if rank < rem {
-        step(Kind::RecvReduceCopy, bytes, input, out, Some(rank + p))
+    let first = if rank < rem {
+        let from = conn(rank + p);
+        let op = Op::RecvReduceCopy {
+            src: input,
+            dst: out,
+            from,
+        };
+        Step::new(op, bytes)
     } else {
-        step(Kind::Copy, bytes, input, out, None)
+        load
     };
-    first.pre = true;
-    s.push(first);
+    s.push(first.transforms(true, false));
     let mut mask = 1;
     while mask < p {
-        s.push(step(Kind::Exchange, bytes, None, out, Some(rank ^ mask)));
+        let with = conn(rank ^ mask);
+        s.push(Step::new(Op::Exchange { buf: out, with }, bytes));
         mask <<= 1;
     }
     if has_post(args, n) {
-        let mut post = step(Kind::Copy, bytes, out, out, None);
-        post.post = true;
-        s.push(post);
+        let op = Op::Copy { src: out, dst: out };
+        s.push(Step::new(op, bytes).transforms(false, true));
     }
     if rank < rem {
-        s.push(step(Kind::Send, bytes, out, None, Some(rank + p)));
+        let to = conn(rank + p);
+        s.push(Step::new(Op::Send { src: out, to }, bytes));
     }
     vec![(LaneKey::Channel(0), s)]
 }
 
 /// Binomial-tree Broadcast from the root.
-pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Lanes {
+pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let bytes = args.count * args.dtype.size();
     if bytes == 0 {
         return Vec::new();
@@ -89,13 +86,11 @@ pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Lanes {
     let mut s = Vec::new();
     let mut mask = 1;
     if vr == 0 {
-        s.push(step(
-            Kind::Copy,
-            bytes,
-            Some(Loc::input(0)),
-            Some(Loc::output(0)),
-            None,
-        ));
+        let op = Op::Copy {
+            src: Loc::input(0),
+            dst: Loc::output(0),
+        };
+        s.push(Step::new(op, bytes));
         while mask < n {
             mask <<= 1;
         }
@@ -103,13 +98,11 @@ pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Lanes {
         while vr & mask == 0 {
             mask <<= 1;
         }
-        s.push(step(
-            Kind::Recv,
-            bytes,
-            None,
-            Some(Loc::output(0)),
-            Some(real(vr - mask)),
-        ));
+        let op = Op::Recv {
+            dst: Loc::output(0),
+            from: conn(real(vr - mask)),
+        };
+        s.push(Step::new(op, bytes));
     }
     let src = if vr == 0 {
         Loc::input(0)
@@ -119,7 +112,8 @@ pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Lanes {
     let mut m = mask >> 1;
     while m > 0 {
         if vr + m < n {
-            s.push(step(Kind::Send, bytes, Some(src), None, Some(real(vr + m))));
+            let to = conn(real(vr + m));
+            s.push(Step::new(Op::Send { src, to }, bytes));
         }
         m >>= 1;
     }
@@ -133,7 +127,7 @@ pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Lanes {
 
 /// Binomial-tree Reduce to the root. Non-root ranks accumulate in scratch; returns the lanes and
 /// the scratch bytes needed.
-pub fn reduce(args: &CollArgs, rank: usize, n: usize) -> (Lanes, usize) {
+pub fn reduce(args: &CollArgs, rank: usize, n: usize) -> (Vec<Lane>, usize) {
     let bytes = args.count * args.dtype.size();
     if bytes == 0 {
         return (Vec::new(), 0);
@@ -146,36 +140,31 @@ pub fn reduce(args: &CollArgs, rank: usize, n: usize) -> (Lanes, usize) {
         (Loc::scratch(0), bytes)
     };
     let mut s = Vec::new();
-    let mut load = step(Kind::Copy, bytes, Some(Loc::input(0)), Some(acc), None);
-    load.pre = true;
-    s.push(load);
+    let load = Op::Copy {
+        src: Loc::input(0),
+        dst: acc,
+    };
+    s.push(Step::new(load, bytes).transforms(true, false));
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
-            s.push(step(
-                Kind::Send,
-                bytes,
-                Some(acc),
-                None,
-                Some(real(vr - mask)),
-            ));
+            let to = conn(real(vr - mask));
+            s.push(Step::new(Op::Send { src: acc, to }, bytes));
             break;
         }
         if vr + mask < n {
-            s.push(step(
-                Kind::RecvReduceCopy,
-                bytes,
-                Some(acc),
-                Some(acc),
-                Some(real(vr + mask)),
-            ));
+            let op = Op::RecvReduceCopy {
+                src: acc,
+                dst: acc,
+                from: conn(real(vr + mask)),
+            };
+            s.push(Step::new(op, bytes));
         }
         mask <<= 1;
     }
     if vr == 0 && has_post(args, n) {
-        let mut post = step(Kind::Copy, bytes, Some(acc), Some(acc), None);
-        post.post = true;
-        s.push(post);
+        let op = Op::Copy { src: acc, dst: acc };
+        s.push(Step::new(op, bytes).transforms(false, true));
     }
     let lane = if n == 1 {
         LaneKey::Local

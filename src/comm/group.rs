@@ -5,17 +5,20 @@
 use std::marker::PhantomData;
 
 use super::Communicator;
+use super::pending::Pending;
 use crate::coll::{CollArgs, Func};
+use crate::device::Region;
 use crate::error::{Error, Result};
 
-/// One queued operation.
+/// One queued operation: the buffers it borrows (for the group's lifetime `'a`), as regions of
+/// memory of a known kind.
 pub(crate) struct Queued<'a> {
     pub comm: &'a Communicator,
     pub args: CollArgs,
-    pub input: *const u8,
-    pub input_len: usize,
-    pub output: *mut u8,
-    pub output_len: usize,
+    /// Read (the part of the send buffer this rank uses).
+    pub input: Region,
+    /// Written (the part of the receive buffer this rank uses).
+    pub output: Region,
 }
 
 /// Operations queued for one launch. Create with [`group_start`], add operations, run them with
@@ -82,10 +85,8 @@ impl<'a> Group<'a> {
         self.ops.push(Queued {
             comm,
             args,
-            input: send.as_ptr(),
-            input_len,
-            output: recv.as_mut_ptr(),
-            output_len,
+            input: Region::host(send.as_ptr().cast_mut(), input_len),
+            output: Region::host(recv.as_mut_ptr(), output_len),
         });
         Ok(self)
     }
@@ -107,14 +108,12 @@ impl<'a> Group<'a> {
         need("in-place", buf.len(), l.buf_bytes, &args, args.dtype.size())?;
         let base = buf.as_mut_ptr();
         // SAFETY: the layout's ranges lie within buf (checked just above).
-        let (input, output) = unsafe { (base.add(l.input.0).cast_const(), base.add(l.output.0)) };
+        let (input, output) = unsafe { (base.add(l.input.0), base.add(l.output.0)) };
         self.ops.push(Queued {
             comm,
             args,
-            input,
-            input_len: l.input.1,
-            output,
-            output_len: l.output.1,
+            input: Region::host(input, l.input.1),
+            output: Region::host(output, l.output.1),
         });
         Ok(self)
     }
@@ -153,18 +152,14 @@ impl<'a> Group<'a> {
         self.ops.push(Queued {
             comm,
             args: send,
-            input: p.cast_const(),
-            input_len: bytes,
-            output: p,
-            output_len: 0,
+            input: Region::host(p, bytes),
+            output: Region::host(p, 0),
         });
         self.ops.push(Queued {
             comm,
             args: recv,
-            input: p.cast_const(),
-            input_len: 0,
-            output: p,
-            output_len: bytes,
+            input: Region::host(p, 0),
+            output: Region::host(p, bytes),
         });
         Ok(self)
     }
@@ -179,12 +174,24 @@ impl<'a> Group<'a> {
         self.ops.is_empty()
     }
 
-    /// Launches every queued operation and waits for all of them (`ncclGroupEnd`).
+    /// Launches every queued operation and waits for all of them (`ncclGroupEnd`): the same as
+    /// [`Group::enqueue`] then [`Pending::wait`].
     ///
     /// Errors: the first failure of any operation ([`Error::Remote`], [`Error::Timeout`],
     /// [`Error::Aborted`]…); the communicator involved is unusable afterwards.
     pub fn end(self) -> Result<()> {
-        super::run::run_group(self.ops)
+        self.enqueue()?.wait()
+    }
+
+    /// Launches every queued operation without waiting for them: plans them, opens the
+    /// connections they need (which waits for the peers to open theirs), and hands back the
+    /// operations in flight. The buffers stay borrowed until [`Pending::wait`] returns.
+    ///
+    /// Errors: argument, connection or bootstrap failures ([`Error::Remote`],
+    /// [`Error::Timeout`], [`Error::InvalidUsage`] when a communicator is busy or failed
+    /// earlier); the communicators involved are unusable after a connection failure.
+    pub fn enqueue(self) -> Result<Pending<'a>> {
+        super::enqueue::enqueue(self.ops)
     }
 }
 
@@ -215,14 +222,4 @@ pub(crate) fn same_len(func: &str, a: usize, b: usize) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// How an operation is named in messages: "AllReduce #12 (1048576 × float32, Ring)".
-pub(crate) fn describe_op(args: &CollArgs, seq: u64, algo: &str) -> String {
-    format!(
-        "{} #{seq} ({} × {}, {algo})",
-        args.func.nccl_name(),
-        args.count,
-        args.dtype
-    )
 }

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo};
+use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
 use crate::config::Config;
+use crate::conn::NSLOTS;
 use crate::error::{Error, Result};
-use crate::graph::comm::{PlanParams, search_and_connect};
+use crate::graph::comm::{ChannelBounds, PlanParams, search_and_connect};
 use crate::topo::System;
 use crate::topo::kinds::NodeType;
-use crate::transport::fifo::NSLOTS;
 
 /// Buffer bytes per connection for CPU ranks on one host when `NCCL_BUFFSIZE` is auto: 512 KiB,
 /// so a slot is 64 KiB and a ring chunk (four slots) stays in the L2/L3 caches while it is handed
@@ -22,8 +22,10 @@ pub const NET_DEFAULT_BUFFSIZE: usize = 4 << 20;
 /// Channels for CPU ranks when no topology gives a count: each channel is a separate ring with
 /// its own connections (and sockets), which keeps TCP links busy.
 pub const CPU_DEFAULT_CHANNELS: usize = 2;
-/// NCCL's `MAXCHANNELS`.
-pub const MAX_CHANNELS: usize = 64;
+/// Largest `NCCL_BUFFSIZE` rnccl accepts: 1 GiB per connection (128 MiB slots). NCCL has no
+/// documented bound, but every connection allocates the whole buffer, so larger values only
+/// exhaust memory (its default is 4 MiB).
+pub const MAX_BUFFSIZE: usize = 1 << 30;
 
 /// The agreed layout.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -38,17 +40,26 @@ pub struct Layout {
     pub source: String,
 }
 
-/// Slot bytes from `NCCL_BUFFSIZE` (auto: [`CPU_DEFAULT_BUFFSIZE`] on one host,
-/// [`NET_DEFAULT_BUFFSIZE`] across hosts).
+/// Slot bytes from `NCCL_BUFFSIZE` (bytes per connection; auto: [`CPU_DEFAULT_BUFFSIZE`] on one
+/// host, [`NET_DEFAULT_BUFFSIZE`] across hosts): an eighth of it, rounded down to 64 bytes.
 ///
-/// Errors: a buffer too small to hold eight 64-byte slots.
+/// Errors: [`Error::InvalidUsage`] for a buffer too small to hold eight 64-byte slots or larger
+/// than [`MAX_BUFFSIZE`].
 pub fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
     let b = cfg.int("NCCL_BUFFSIZE")?;
     let buff = match b {
-        b if b >= 0 => b as usize,
+        b if b >= 0 => usize::try_from(b).unwrap_or(usize::MAX),
         _ if hosts > 1 => NET_DEFAULT_BUFFSIZE,
         _ => CPU_DEFAULT_BUFFSIZE,
     };
+    if buff > MAX_BUFFSIZE {
+        return Err(Error::invalid_usage(format!(
+            "NCCL_BUFFSIZE={b} bytes is larger than rnccl allows ({MAX_BUFFSIZE} bytes, 1 GiB, per \
+             connection; every connection allocates it): pick a value from {} to {MAX_BUFFSIZE}, or \
+             unset it to get the default",
+            NSLOTS * 64
+        )));
+    }
     let slot = (buff / NSLOTS) / 64 * 64;
     if slot == 0 {
         return Err(Error::invalid_usage(format!(
@@ -59,23 +70,18 @@ pub fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
     Ok(slot)
 }
 
-/// The channel count from the knobs, NCCL's way: at most `NCCL_MAX_NCHANNELS` and
-/// `NCCL_MAX_CTAS`, then duplicated up to `NCCL_MIN_NCHANNELS` / `NCCL_MIN_CTAS`
-/// (internals §1.3, §3.3). `base` is the count before the clamps.
+/// Checks a slot size another rank decided: a multiple of 64 bytes, within what
+/// [`slot_bytes`] can return.
 ///
-/// Errors: a bad knob value.
-pub fn channel_count(cfg: &Config, base: usize) -> Result<usize> {
-    let knob = |name: &str, auto: usize| -> Result<usize> {
-        let v = cfg.int(name)?;
-        Ok(if v < 0 { auto } else { v as usize })
-    };
-    let max = knob("NCCL_MAX_NCHANNELS", MAX_CHANNELS)?
-        .min(knob("NCCL_MAX_CTAS", MAX_CHANNELS)?)
-        .clamp(1, MAX_CHANNELS);
-    let min = knob("NCCL_MIN_NCHANNELS", 0)?
-        .max(knob("NCCL_MIN_CTAS", 1)?)
-        .min(MAX_CHANNELS);
-    Ok(base.min(max).max(min).max(1))
+/// Errors: [`Error::InvalidUsage`] naming the size.
+pub fn check_slot_bytes(slot: usize) -> Result<usize> {
+    if slot == 0 || !slot.is_multiple_of(64) || slot > MAX_BUFFSIZE / NSLOTS {
+        return Err(Error::invalid_usage(format!(
+            "a FIFO slot of {slot} bytes is not a multiple of 64 between 64 and {}",
+            MAX_BUFFSIZE / NSLOTS
+        )));
+    }
+    Ok(slot)
 }
 
 /// Rank 0's decision for a communicator over `peers`: channel count and ring order from NCCL's
@@ -96,7 +102,8 @@ pub fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
             source,
         });
     }
-    let nch = channel_count(cfg, CPU_DEFAULT_CHANNELS)?;
+    let bounds = ChannelBounds::from_config(cfg).map_err(|e| Error::from(*e))?;
+    let nch = bounds.apply(CPU_DEFAULT_CHANNELS);
     Ok(Layout {
         rings: vec![(0..nranks).collect(); nch],
         slot_bytes,
@@ -135,13 +142,13 @@ fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<us
     let gpus = system.count(NodeType::Gpu);
     match search_and_connect(&system, &nodes, &params) {
         Some(ch) => {
-            let plan = ch.plan();
+            let rings = ch.rings();
             let from = file.map_or_else(
                 || "detected GPUs".to_string(),
                 |f| format!("NCCL_TOPO_FILE {f}"),
             );
             Ok(Some((
-                plan.rings,
+                rings,
                 format!("topology ({from}: {gpus} GPUs per node)"),
             )))
         }
@@ -170,19 +177,19 @@ pub fn share(
     decision: Option<Result<Layout>>,
     deadline: Deadline,
 ) -> Result<Layout> {
-    const LAYOUT: u64 = 3 << 60;
     if rank == 0 {
         let decision = decision.ok_or_else(|| Error::Internal("rank 0 has no layout".into()))?;
         let wire: std::result::Result<&Layout, String> =
             decision.as_ref().map_err(ToString::to_string);
-        let body = serde_json::to_vec(&wire).expect("layout serialises");
+        let body = serde_json::to_vec(&wire)
+            .map_err(|e| Error::Internal(format!("encoding the channel layout: {e}")))?;
         for &r in &net_rank[1..] {
-            net.send(r, tag, LAYOUT, &body, deadline)?;
+            net.send(r, tag, tags::layout(), &body, deadline)?;
         }
         decision
     } else {
         let what = "waiting for rank 0's channel layout";
-        let body = net.recv(net_rank[0], tag, LAYOUT, deadline, what)?;
+        let body = net.recv(net_rank[0], tag, tags::layout(), deadline, what)?;
         let wire: std::result::Result<Layout, String> = serde_json::from_slice(&body)
             .map_err(|e| Error::Remote(format!("malformed channel layout from rank 0: {e}")))?;
         wire.map_err(|e| Error::Remote(format!("rank 0 could not set up the communicator: {e}")))
@@ -204,29 +211,25 @@ mod tests {
 
     #[test]
     fn channel_knobs_clamp_then_duplicate() {
-        assert_eq!(channel_count(&cfg(&[]), 2).unwrap(), 2);
+        let count = |pairs: &[(&str, &str)], base| {
+            ChannelBounds::from_config(&cfg(pairs))
+                .map(|b| b.apply(base))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(count(&[], 2).unwrap(), 2);
+        assert_eq!(count(&[("NCCL_MAX_NCHANNELS", "1")], 2).unwrap(), 1);
+        assert_eq!(count(&[("NCCL_MIN_NCHANNELS", "6")], 2).unwrap(), 6);
+        assert_eq!(count(&[("NCCL_MAX_CTAS", "3")], 12).unwrap(), 3);
         assert_eq!(
-            channel_count(&cfg(&[("NCCL_MAX_NCHANNELS", "1")]), 2).unwrap(),
-            1
-        );
-        assert_eq!(
-            channel_count(&cfg(&[("NCCL_MIN_NCHANNELS", "6")]), 2).unwrap(),
-            6
-        );
-        assert_eq!(
-            channel_count(&cfg(&[("NCCL_MAX_CTAS", "3")]), 12).unwrap(),
-            3
-        );
-        assert_eq!(
-            channel_count(
-                &cfg(&[("NCCL_MIN_NCHANNELS", "8"), ("NCCL_MAX_NCHANNELS", "4")]),
+            count(
+                &[("NCCL_MIN_NCHANNELS", "8"), ("NCCL_MAX_NCHANNELS", "4")],
                 2
             )
             .unwrap(),
             8,
             "min wins, as in NCCL"
         );
-        assert!(channel_count(&cfg(&[("NCCL_MAX_NCHANNELS", "four")]), 2).is_err());
+        assert!(count(&[("NCCL_MAX_NCHANNELS", "four")], 2).is_err());
     }
 
     #[test]
@@ -243,5 +246,13 @@ mod tests {
                 .to_string()
                 .contains("too small")
         );
+        let e = slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "99999999999999")]), 1).unwrap_err();
+        assert_eq!(e.code(), crate::ResultCode::InvalidUsage);
+        assert!(e.to_string().contains("1073741824"), "{e}");
+        assert!(slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1073741824")]), 1).is_ok());
+        for bad in [0, 100, 1 << 30] {
+            assert!(check_slot_bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(check_slot_bytes(64 << 10).unwrap(), 64 << 10);
     }
 }

@@ -2,10 +2,12 @@
 
 mod api;
 pub mod config;
+mod enqueue;
 mod group;
+mod label;
 pub mod layout;
+mod pending;
 mod plans;
-mod run;
 mod split;
 pub mod window;
 
@@ -16,23 +18,27 @@ use std::time::Duration;
 
 pub use config::CommConfig;
 pub use group::{Group, group_end, group_start};
+pub use pending::Pending;
 pub use split::SPLIT_NOCOLOR;
 pub use window::Window;
 
 use crate::bootstrap::host::fnv1a;
 use crate::bootstrap::unique_id::UniqueId;
-use crate::bootstrap::{BootstrapNet, Deadline};
+use crate::bootstrap::{BootstrapNet, Deadline, tags};
 use crate::coll::{Geometry, Rings};
 use crate::config::Config;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
 use crate::error::{Error, Result};
-use crate::exec::{Connections, WaitPolicy, spin_cores};
-use crate::stats::LinkSnapshot;
-use crate::transport::setup::TransportParams;
+use crate::exec::{Connections, PeerView, WaitPolicy, spin_cores};
+use crate::stats::{CommStats, LinkSnapshot};
+use crate::transport::TransportParams;
+use crate::transport::tcp::listener::DataListener;
 
 /// What every rank of a communicator shares and never changes.
 pub(crate) struct Core {
     pub net: Arc<BootstrapNet>,
+    /// This rank's TCP data listener (shared with communicators split from this one).
+    pub listener: Arc<DataListener>,
     pub tag: u64,
     pub rank: usize,
     pub nranks: usize,
@@ -45,6 +51,8 @@ pub(crate) struct Core {
     pub policy: WaitPolicy,
     pub abort: Arc<AtomicBool>,
     pub knobs: Arc<Config>,
+    /// Live counters, readable from any thread.
+    pub stats: Arc<CommStats>,
 }
 
 impl Core {
@@ -64,7 +72,7 @@ impl Core {
         let notice = self.net.recv(
             self.net_rank[rank],
             self.tag,
-            FAILURE_NOTICE,
+            tags::failure_notice(),
             Deadline::after(std::time::Duration::from_millis(200)),
             "waiting for a failure notice",
         );
@@ -102,18 +110,15 @@ impl Core {
     /// 300 ms), so their errors can name the root cause.
     pub fn notify_failure(&self, conns: &Connections, why: &str) {
         let deadline = Deadline::after(std::time::Duration::from_millis(300));
-        let mut peers: Vec<usize> = conns.links().iter().map(|l| l.key.peer).collect();
-        peers.sort_unstable();
-        peers.dedup();
         let text: String = why.chars().take(600).collect();
-        for p in peers.into_iter().filter(|&p| p != self.rank) {
+        for p in conns.peers().into_iter().filter(|&p| p != self.rank) {
             if deadline.passed() {
                 break;
             }
             let _ = self.net.send(
                 self.net_rank[p],
                 self.tag,
-                FAILURE_NOTICE,
+                tags::failure_notice(),
                 text.as_bytes(),
                 deadline,
             );
@@ -121,8 +126,34 @@ impl Core {
     }
 }
 
-/// Bootstrap tag of the failure notice a rank leaves with its peers when it gives up.
-const FAILURE_NOTICE: u64 = 5 << 60;
+impl PeerView for Core {
+    fn describe(&self, rank: usize) -> String {
+        Core::describe(self, rank)
+    }
+
+    fn failure_notice(&self, rank: usize) -> Option<String> {
+        Core::failure_notice(self, rank)
+    }
+
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::SeqCst)
+    }
+
+    fn policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    fn process_gone(&self, rank: usize) -> bool {
+        let peers = self.net.peers();
+        let (me, peer) = (
+            &peers[self.net_rank[self.rank]],
+            &peers[self.net_rank[rank]],
+        );
+        me.host_hash == peer.host_hash
+            && peer.pid_ns == me.pid_ns
+            && !crate::transport::fifo::process_alive(peer.pid)
+    }
+}
 
 /// Mutable per-rank state.
 pub(crate) struct State {
@@ -296,29 +327,33 @@ impl Communicator {
             .filter(|&&r| net.peers()[r].host_hash == me.host_hash)
             .count();
         let cores = spin_cores();
+        let rings = Rings::new(lay.rings, nranks)
+            .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
+        let slot_bytes = layout::check_slot_bytes(lay.slot_bytes)
+            .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
         tracing::info!(
             target: "rnccl::init",
-            "comm rank {rank} nRanks {nranks} localRanks {local} nChannels {} slot {} B rings from {}",
-            lay.rings.len(),
-            lay.slot_bytes,
+            "comm rank {rank} nRanks {nranks} localRanks {local} nChannels {} slot {slot_bytes} B rings from {}",
+            rings.nchannels(),
             lay.source
         );
+        let listener = DataListener::bind(me.bootstrap.ip(), net.magic())?;
         let core = Core {
+            listener: Arc::new(listener),
             net,
             tag,
             rank,
             nranks,
             net_rank,
-            rings: Rings { order: lay.rings },
-            geo: Geometry {
-                slot_bytes: lay.slot_bytes,
-            },
+            rings,
+            geo: Geometry { slot_bytes },
             params,
             algo,
             timeout,
             policy: WaitPolicy::new(local, cores, timeout),
             abort: Arc::new(AtomicBool::new(false)),
             knobs,
+            stats: Arc::new(CommStats::new()),
         };
         Ok(Communicator {
             core: Arc::new(core),
@@ -343,7 +378,7 @@ impl Communicator {
 
     /// Ring order of every channel.
     pub fn rings(&self) -> &[Vec<usize>] {
-        &self.core.rings.order
+        self.core.rings.order()
     }
 
     /// Bytes per transport FIFO slot (`NCCL_BUFFSIZE / 8`).
@@ -361,9 +396,16 @@ impl Communicator {
         self.core.describe(rank)
     }
 
-    /// Traffic so far on every connection this rank opened.
+    /// Traffic so far on every link of this rank: connections it opened, and peers' windows
+    /// it read directly.
     pub fn traffic(&self) -> Vec<LinkSnapshot> {
-        self.state.borrow().conns.snapshot()
+        self.core.stats.links()
+    }
+
+    /// This rank's live counters (links and the operation in flight), shareable with other
+    /// threads that watch the communicator while it runs.
+    pub fn stats(&self) -> Arc<CommStats> {
+        self.core.stats.clone()
     }
 
     /// A handle that aborts this communicator from another thread.

@@ -72,7 +72,16 @@ impl PlanCache {
         let bytes = args.input_bytes(n).max(args.output_bytes(n));
         let knob = core.algo.as_ref().map(|(raw, l)| (raw.as_str(), l));
         let algo = coll::choose(args.func, bytes, n, knob)?;
-        let plan = Arc::new(coll::plan(args, core.rank, n, &core.rings, core.geo, algo)?);
+        let nch = coll::channels_for(bytes, core.geo.chunk_bytes(), core.rings.nchannels());
+        let plan = Arc::new(coll::plan(
+            args,
+            core.rank,
+            n,
+            &core.rings,
+            core.geo,
+            algo,
+            nch,
+        )?);
         if self.plans.len() >= CAPACITY {
             self.plans.clear();
         }

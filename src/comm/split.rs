@@ -8,8 +8,9 @@ use std::sync::atomic::AtomicBool;
 
 use super::{Communicator, Core, State};
 use crate::bootstrap::host::fnv1a;
-use crate::coll::Rings;
+use crate::bootstrap::tags;
 use crate::error::{Error, Result};
+use crate::stats::CommStats;
 
 /// `NCCL_SPLIT_NOCOLOR`: a rank passing this color gets no communicator.
 pub const SPLIT_NOCOLOR: i32 = -1;
@@ -23,7 +24,6 @@ impl Communicator {
     /// Errors: [`Error::InvalidUsage`] on a failed communicator; bootstrap [`Error::Timeout`] or
     /// [`Error::Remote`] naming a rank that did not take part.
     pub fn split(&self, color: i32, key: i32) -> Result<Option<Communicator>> {
-        const SPLIT: u64 = 4 << 60;
         let core = &self.core;
         let seq = {
             let mut st = self.state.borrow_mut();
@@ -36,8 +36,11 @@ impl Communicator {
             st.splits
         };
         let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
-        let got =
-            core.all_gather_bytes(SPLIT | seq, &mine, "in split, exchanging colors and keys")?;
+        let got = core.all_gather_bytes(
+            tags::split(seq),
+            &mine,
+            "in split, exchanging colors and keys",
+        )?;
         let mut all = Vec::with_capacity(core.nranks);
         for (r, b) in got.into_iter().enumerate() {
             if b.len() != 8 {
@@ -46,8 +49,8 @@ impl Communicator {
                     core.describe(r)
                 )));
             }
-            let c = i32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
-            let k = i32::from_le_bytes(b[4..].try_into().expect("4 bytes"));
+            let c = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let k = i32::from_le_bytes([b[4], b[5], b[6], b[7]]);
             all.push((c, k, r));
         }
         if color < 0 {
@@ -60,19 +63,12 @@ impl Communicator {
             .collect();
         members.sort_unstable();
         let parent: Vec<usize> = members.iter().map(|&(_, r)| r).collect();
-        let rank = parent
-            .iter()
-            .position(|&r| r == core.rank)
-            .expect("this rank is a member");
-        let child_of = |p: usize| parent.iter().position(|&r| r == p);
-        let rings = Rings {
-            order: core
-                .rings
-                .order
-                .iter()
-                .map(|ring| ring.iter().filter_map(|&p| child_of(p)).collect())
-                .collect(),
-        };
+        let rank = parent.iter().position(|&r| r == core.rank).ok_or_else(|| {
+            Error::Internal(format!(
+                "split: this rank's color {color} is not among the colors gathered"
+            ))
+        })?;
+        let rings = core.rings.restrict(&parent)?;
         let child_tag = fnv1a(
             &[
                 core.tag.to_le_bytes(),
@@ -83,6 +79,7 @@ impl Communicator {
         );
         let child = Core {
             net: core.net.clone(),
+            listener: core.listener.clone(),
             tag: child_tag,
             rank,
             nranks: parent.len(),
@@ -95,6 +92,7 @@ impl Communicator {
             policy: core.policy,
             abort: Arc::new(AtomicBool::new(false)),
             knobs: core.knobs.clone(),
+            stats: Arc::new(CommStats::new()),
         };
         Ok(Some(Communicator {
             core: Arc::new(child),

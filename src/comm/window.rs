@@ -11,16 +11,13 @@
 use std::sync::Arc;
 
 use super::{Communicator, Core};
+use crate::bootstrap::tags;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::exec::direct::{CONTROL_BYTES, Control, Place, WindowView};
-use crate::mem::{HostMem, MemFile, unlink_name};
+use crate::exec::direct::{CONTROL_BYTES, ControlBlocks, Place, WindowView};
+use crate::mem::{HostMem, Mapping, MemFile, unlink_name};
 use crate::transport::TransportKind;
-use crate::transport::fifo::FifoMemory;
 use crate::transport::shm::ShmSegment;
-
-/// Bootstrap tag of window registration messages (low bits: registration number).
-const WINDOW: u64 = 6 << 60;
 
 /// A registered window (`ncclWindow_t`): pass it to [`Communicator::window_deregister`].
 #[derive(Debug, PartialEq, Eq)]
@@ -33,8 +30,9 @@ struct Entry {
     id: u64,
     /// This rank's memory (kept mapped while registered).
     file: Arc<MemFile>,
-    /// Every rank's mapping of its memory in this process (`None` for this rank).
-    peers: Vec<Option<ShmSegment>>,
+    /// Every rank's memory as mapped in this process (this rank's own file included); empty
+    /// when the window has no direct access.
+    ranks: Vec<Arc<dyn Mapping>>,
 }
 
 /// A communicator's windows and, once the first is registered with direct access, every
@@ -44,22 +42,16 @@ pub(crate) struct Windows {
     entries: Vec<Entry>,
     /// Registrations so far (ids are 1-based and never reused).
     registered: u64,
-    /// Every rank's control block, mapped here (index: rank).
-    controls: Vec<ShmSegment>,
+    /// Every rank's control block, mapped here.
+    controls: Option<Arc<ControlBlocks>>,
 }
 
 impl Windows {
-    /// True once a window was registered with direct access: from then on every collective
-    /// announces which way it runs (even after deregistration, so ranks never disagree on it).
-    pub(crate) fn announces(&self) -> bool {
-        !self.controls.is_empty()
-    }
-
-    /// Announces that this rank runs collective `seq` through its FIFO plan.
-    pub(crate) fn announce_fifo(&self, rank: usize, seq: u64) {
-        let c = self.controls[rank].base().cast_const().cast::<Control>();
-        // SAFETY: the control block stays mapped while the communicator lives.
-        unsafe { &*c }.announce_fifo(seq);
+    /// Every rank's control block, once a window was registered with direct access: from then
+    /// on every collective announces which way it runs (even after deregistration, so ranks
+    /// never disagree on it).
+    pub(crate) fn controls(&self) -> Option<&Arc<ControlBlocks>> {
+        self.controls.as_ref()
     }
 
     /// Where `len` bytes at `ptr` lie: a window and offset, an empty place for `len == 0`, or
@@ -79,32 +71,14 @@ impl Windows {
         })
     }
 
-    /// Every rank's control block.
-    pub(crate) fn controls(&self) -> Vec<*const Control> {
-        self.controls
-            .iter()
-            .map(|s| s.base().cast_const().cast::<Control>())
-            .collect()
-    }
-
-    /// Every window as all ranks' mappings in this process.
-    pub(crate) fn views(&self, rank: usize) -> Vec<WindowView> {
+    /// Every window with direct access, as all ranks' mappings in this process.
+    pub(crate) fn views(&self) -> Vec<WindowView> {
         self.entries
             .iter()
+            .filter(|e| !e.ranks.is_empty())
             .map(|e| WindowView {
                 id: e.id,
-                ranks: e
-                    .peers
-                    .iter()
-                    .enumerate()
-                    .map(|(p, s)| match s {
-                        Some(s) => (s.base().cast_const(), s.len()),
-                        None => {
-                            debug_assert_eq!(p, rank);
-                            (e.file.base(), e.file.len())
-                        }
-                    })
-                    .collect(),
+                ranks: e.ranks.clone(),
             })
             .collect()
     }
@@ -151,14 +125,15 @@ impl Communicator {
         w.registered += 1;
         let id = w.registered;
         let file = mem.file().clone();
-        let peers = if direct_capable(core) {
+        let ranks = if direct_capable(core) {
             exchange(core, w, id, &file)?
         } else {
             Vec::new()
         };
-        w.entries.push(Entry { id, file, peers });
-        tracing::info!(target: "rnccl::init", "window {id} registered ({} bytes, direct {})",
-            mem.len() * std::mem::size_of::<T>(), w.announces());
+        let direct = !ranks.is_empty();
+        w.entries.push(Entry { id, file, ranks });
+        tracing::info!(target: "rnccl::init", "window {id} registered ({} bytes, direct {direct})",
+            mem.len() * std::mem::size_of::<T>());
         Ok(Window { id })
     }
 
@@ -183,32 +158,34 @@ impl Communicator {
 }
 
 /// Names this rank's memory (and control block, the first time), swaps names with every rank,
-/// maps theirs, and unlinks the names once every rank has mapped.
+/// maps theirs, and unlinks the names once every rank has mapped. Returns every rank's memory
+/// as mapped here.
 fn exchange(
     core: &Core,
     w: &mut Windows,
     id: u64,
-    file: &MemFile,
-) -> Result<Vec<Option<ShmSegment>>> {
-    let mut control = if w.controls.is_empty() {
+    file: &Arc<MemFile>,
+) -> Result<Vec<Arc<dyn Mapping>>> {
+    let mut control = if w.controls.is_none() {
         Some(ShmSegment::create(CONTROL_BYTES)?)
     } else {
         None
     };
     let memory = file.link_name()?;
-    let result = (|| -> Result<(Vec<Option<ShmSegment>>, Vec<ShmSegment>)> {
+    let result = (|| -> Result<(Vec<Arc<dyn Mapping>>, Vec<Arc<dyn Mapping>>)> {
         let offer = Offer {
             control: control.as_ref().map(|c| c.name().to_string()),
             memory: memory.clone(),
         };
-        let bytes = serde_json::to_vec(&offer).expect("offer serialises");
+        let bytes = serde_json::to_vec(&offer)
+            .map_err(|e| Error::Internal(format!("encoding a window registration: {e}")))?;
         let got = core.all_gather_bytes(
-            WINDOW | (id << 1),
+            tags::window(id, false),
             &bytes,
             "in window_register, exchanging memory names",
         )?;
-        let mut peers = Vec::with_capacity(core.nranks);
-        let mut controls = Vec::new();
+        let mut ranks: Vec<Arc<dyn Mapping>> = Vec::with_capacity(core.nranks);
+        let mut controls: Vec<Arc<dyn Mapping>> = Vec::new();
         for (r, b) in got.into_iter().enumerate() {
             let o: Offer = serde_json::from_slice(&b).map_err(|e| {
                 Error::Remote(format!(
@@ -217,9 +194,9 @@ fn exchange(
                 ))
             })?;
             if r == core.rank {
-                peers.push(None);
+                ranks.push(file.clone());
             } else {
-                peers.push(Some(ShmSegment::open(&o.memory)?));
+                ranks.push(Arc::new(ShmSegment::open(&o.memory)?));
             }
             if control.is_some() {
                 let name = o.control.ok_or_else(|| {
@@ -229,26 +206,26 @@ fn exchange(
                         core.describe(r)
                     ))
                 })?;
-                controls.push(ShmSegment::open(&name)?);
+                controls.push(Arc::new(ShmSegment::open(&name)?));
             }
         }
         // Nobody unlinks before everyone has mapped.
         core.all_gather_bytes(
-            WINDOW | (id << 1) | 1,
+            tags::window(id, true),
             &[],
             "in window_register, waiting for every rank to map the window",
         )?;
-        Ok((peers, controls))
+        Ok((ranks, controls))
     })();
     unlink_name(&memory);
     if let Some(c) = control.as_mut() {
         c.unlink();
     }
-    let (peers, controls) = result?;
+    let (ranks, controls) = result?;
     if control.is_some() {
-        w.controls = controls;
+        w.controls = Some(Arc::new(ControlBlocks::new(controls)?));
     }
-    Ok(peers)
+    Ok(ranks)
 }
 
 #[cfg(test)]
@@ -262,7 +239,7 @@ mod tests {
         w.entries.push(Entry {
             id: 3,
             file: mem.file().clone(),
-            peers: vec![None],
+            ranks: Vec::new(),
         });
         let base = mem.as_ptr().cast::<u8>();
         let p = w.place(unsafe { base.add(16) }, 64).unwrap();
@@ -271,6 +248,10 @@ mod tests {
         let heap = [0u8; 64];
         assert!(w.place(heap.as_ptr(), 64).is_none());
         assert_eq!(w.place(heap.as_ptr(), 0), Some(Place::default()));
-        assert!(!w.announces(), "no control blocks: nothing to announce");
+        assert!(
+            w.controls().is_none(),
+            "no control blocks: nothing to announce"
+        );
+        assert!(w.views().is_empty(), "no direct access");
     }
 }

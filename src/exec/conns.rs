@@ -1,27 +1,32 @@
-//! A communicator's open connections, indexed by key, with their counters.
+//! A communicator's open connections, indexed by key, each with the counters it registered in
+//! the communicator's [`CommStats`].
 
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::stats::{Direction, Link, LinkCounters, LinkSnapshot};
-use crate::transport::setup::ConnKey;
+use crate::conn::ConnKey;
+use crate::stats::{CommStats, Direction, LinkCounters};
 use crate::transport::{RecvConn, SendConn, TransportKind};
 
 /// A sending connection and its counters.
 pub struct SendLink {
     /// The connection.
     pub conn: SendConn,
-    /// Identity and counters.
-    pub link: Link,
+    /// Its key.
+    pub key: ConnKey,
+    /// Live counters.
+    pub counters: Arc<LinkCounters>,
 }
 
 /// A receiving connection and its counters.
 pub struct RecvLink {
     /// The connection.
     pub conn: RecvConn,
-    /// Identity and counters.
-    pub link: Link,
+    /// Its key.
+    pub key: ConnKey,
+    /// Live counters.
+    pub counters: Arc<LinkCounters>,
 }
 
 /// Every connection a communicator has opened so far.
@@ -36,28 +41,38 @@ pub struct Connections {
 }
 
 impl Connections {
-    /// Adds a sending end.
-    pub fn add_send(&mut self, key: ConnKey, conn: SendConn, transport: TransportKind) {
-        let link = Link {
-            key,
-            direction: Direction::Send,
-            transport,
-            counters: Arc::new(LinkCounters::default()),
-        };
+    /// Adds a sending end, registering its counters in `stats`.
+    pub fn add_send(
+        &mut self,
+        key: ConnKey,
+        conn: SendConn,
+        transport: TransportKind,
+        stats: &CommStats,
+    ) {
+        let counters = stats.add_link(key, Direction::Send, transport.into());
         self.send_index.insert(key, self.sends.len());
-        self.sends.push(SendLink { conn, link });
+        self.sends.push(SendLink {
+            conn,
+            key,
+            counters,
+        });
     }
 
-    /// Adds a receiving end.
-    pub fn add_recv(&mut self, key: ConnKey, conn: RecvConn, transport: TransportKind) {
-        let link = Link {
-            key,
-            direction: Direction::Recv,
-            transport,
-            counters: Arc::new(LinkCounters::default()),
-        };
+    /// Adds a receiving end, registering its counters in `stats`.
+    pub fn add_recv(
+        &mut self,
+        key: ConnKey,
+        conn: RecvConn,
+        transport: TransportKind,
+        stats: &CommStats,
+    ) {
+        let counters = stats.add_link(key, Direction::Recv, transport.into());
         self.recv_index.insert(key, self.recvs.len());
-        self.recvs.push(RecvLink { conn, link });
+        self.recvs.push(RecvLink {
+            conn,
+            key,
+            counters,
+        });
     }
 
     /// Index of the sending end for `key`.
@@ -80,18 +95,17 @@ impl Connections {
         self.recv_index.contains_key(key)
     }
 
-    /// Every link's identity and counters (cheap to clone; counters stay live).
-    pub fn links(&self) -> Vec<Link> {
-        self.sends
+    /// Every peer this rank has a connection with, once each, ascending.
+    pub fn peers(&self) -> Vec<usize> {
+        let mut p: Vec<usize> = self
+            .sends
             .iter()
-            .map(|s| s.link.clone())
-            .chain(self.recvs.iter().map(|r| r.link.clone()))
-            .collect()
-    }
-
-    /// Current counters of every link.
-    pub fn snapshot(&self) -> Vec<LinkSnapshot> {
-        self.links().iter().map(Link::snapshot).collect()
+            .map(|s| s.key.peer)
+            .chain(self.recvs.iter().map(|r| r.key.peer))
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
     }
 
     /// Marks every end as cleanly finished (peers see no `gone` flag when this rank exits).

@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use super::connect::{Connected, TreeLinks, connect};
 use super::search::{SearchParams, compute};
-use super::types::{Graph, MAXCHANNELS, Pattern};
+use super::types::{Graph, Pattern};
 use crate::config::{Config, ConfigError};
+use crate::conn::MAX_CHANNELS;
 use crate::topo::{NodeType, System};
 
 /// The channels of a communicator.
@@ -22,57 +23,78 @@ pub struct ChannelPlan {
     pub trees: Vec<Vec<TreeLinks>>,
 }
 
-/// Knobs of channel planning.
+/// The bounds the channel knobs put on a channel count: at most `max`, then grown to `min`
+/// by copying channels (NCCL src/graph/connect.cc `ncclMinNchannels`/`ncclMaxNchannels`,
+/// src/init.cc; internals §1.3, §3.3). The one clamp every channel count goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PlanParams {
-    /// Search knobs.
-    pub search: SearchParams,
-    /// Lower bound on channels (`NCCL_MIN_NCHANNELS`, `NCCL_MIN_CTAS`); 0 = none.
-    pub min_channels: usize,
-    /// Upper bound on channels (`NCCL_MAX_NCHANNELS`, `NCCL_MAX_CTAS`); 64 = none.
-    pub max_channels: usize,
+pub struct ChannelBounds {
+    /// Lower bound (`NCCL_MIN_NCHANNELS`, `NCCL_MIN_CTAS`); 0 = none.
+    pub min: usize,
+    /// Upper bound (`NCCL_MAX_NCHANNELS`, `NCCL_MAX_CTAS`), 1..=[`MAX_CHANNELS`].
+    pub max: usize,
 }
 
-impl Default for PlanParams {
+impl Default for ChannelBounds {
     fn default() -> Self {
-        PlanParams {
-            search: SearchParams::default(),
-            min_channels: 0,
-            max_channels: MAXCHANNELS,
+        ChannelBounds {
+            min: 0,
+            max: MAX_CHANNELS,
         }
     }
 }
 
-impl PlanParams {
-    /// Reads `NCCL_CROSS_NIC`, `NCCL_MIN_NCHANNELS`, `NCCL_MAX_NCHANNELS`, `NCCL_MIN_CTAS` and
-    /// `NCCL_MAX_CTAS` (NCCL src/graph/connect.cc `ncclMinNchannels`/`ncclMaxNchannels`, src/init.cc).
+impl ChannelBounds {
+    /// Reads `NCCL_MIN_NCHANNELS`, `NCCL_MAX_NCHANNELS`, `NCCL_MIN_CTAS` and `NCCL_MAX_CTAS`
+    /// (unset or auto: no bound).
     ///
-    /// Errors: [`ConfigError::BadValue`] for a value that is not an integer.
-    pub fn from_config(cfg: &Config) -> Result<PlanParams, Box<ConfigError>> {
+    /// Errors: [`ConfigError::BadValue`] for a value that is not an integer in range.
+    pub fn from_config(cfg: &Config) -> Result<ChannelBounds, Box<ConfigError>> {
         let set = |name: &str| -> Result<Option<i64>, Box<ConfigError>> {
-            let v = cfg
-                .string(name)
-                .map(|_| cfg.int(name).map_err(Box::new))
-                .transpose()?;
-            Ok(v.filter(|&v| v != -2))
+            let v = cfg.int(name).map_err(Box::new)?;
+            Ok((v >= 0).then_some(v))
         };
-        let mut min = set("NCCL_MIN_NCHANNELS")?
-            .unwrap_or(0)
-            .clamp(0, MAXCHANNELS as i64);
-        let mut max = set("NCCL_MAX_NCHANNELS")?
-            .unwrap_or(MAXCHANNELS as i64)
-            .clamp(1, MAXCHANNELS as i64);
+        let cap = MAX_CHANNELS as i64;
+        let mut min = set("NCCL_MIN_NCHANNELS")?.unwrap_or(0).clamp(0, cap);
+        let mut max = set("NCCL_MAX_NCHANNELS")?.unwrap_or(cap).clamp(1, cap);
         if let Some(v) = set("NCCL_MIN_CTAS")?.filter(|&v| v > 0) {
-            min = min.max(v.min(MAXCHANNELS as i64));
+            min = min.max(v.min(cap));
         }
         if let Some(v) = set("NCCL_MAX_CTAS")?.filter(|&v| v > 0) {
             max = max.min(v);
         }
+        Ok(ChannelBounds {
+            min: min as usize,
+            max: max as usize,
+        })
+    }
+
+    /// `base` channels clamped to the bounds: at most `max`, then at least `min` (the minimum
+    /// wins, as in NCCL), and always at least one.
+    pub fn apply(&self, base: usize) -> usize {
+        base.min(self.max.clamp(1, MAX_CHANNELS))
+            .max(self.min.min(MAX_CHANNELS))
+            .max(1)
+    }
+}
+
+/// Knobs of channel planning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct PlanParams {
+    /// Search knobs.
+    pub search: SearchParams,
+    /// Channel count bounds.
+    pub bounds: ChannelBounds,
+}
+
+impl PlanParams {
+    /// Reads `NCCL_CROSS_NIC` and the channel bounds ([`ChannelBounds::from_config`]).
+    ///
+    /// Errors: [`ConfigError::BadValue`] for a value that is not an integer in range.
+    pub fn from_config(cfg: &Config) -> Result<PlanParams, Box<ConfigError>> {
         let cross = cfg.int("NCCL_CROSS_NIC").map_err(Box::new)?.clamp(0, 2) as u8;
         Ok(PlanParams {
             search: SearchParams { cross_nic: cross },
-            min_channels: min as usize,
-            max_channels: max as usize,
+            bounds: ChannelBounds::from_config(cfg)?,
         })
     }
 }
@@ -93,13 +115,18 @@ pub struct Channels {
 impl Channels {
     /// The communicator's view: channel count, rings from the lowest rank, trees.
     pub fn plan(&self) -> ChannelPlan {
+        ChannelPlan {
+            nchannels: self.connected.nchannels,
+            rings: self.rings(),
+            trees: self.connected.trees.clone(),
+        }
+    }
+
+    /// Every channel's global ring order, starting at the lowest rank.
+    pub fn rings(&self) -> Vec<Vec<usize>> {
         let c = &self.connected;
         let start = c.node_ranks.iter().flatten().copied().min().unwrap_or(0);
-        ChannelPlan {
-            nchannels: c.nchannels,
-            rings: (0..c.nchannels).map(|ch| c.ring_from(ch, start)).collect(),
-            trees: c.trees.clone(),
-        }
+        (0..c.nchannels).map(|ch| c.ring_from(ch, start)).collect()
     }
 }
 
@@ -124,7 +151,7 @@ pub fn search_and_connect(
         0,
         Pattern::Ring,
         1,
-        MAXCHANNELS / 2,
+        MAX_CHANNELS / 2,
         params.search,
     );
     let tree = compute(
@@ -137,14 +164,7 @@ pub fn search_and_connect(
         params.search,
     );
     let cc_min = system.comp_cap().map_or(0, |c| c.0);
-    let connected = connect(
-        &ring,
-        &tree,
-        ranks_by_node,
-        cc_min,
-        params.min_channels,
-        params.max_channels,
-    )?;
+    let connected = connect(&ring, &tree, ranks_by_node, cc_min, params.bounds)?;
     Some(Channels {
         inter,
         ring,
@@ -168,8 +188,10 @@ pub fn plan_channels(
 ) -> Option<ChannelPlan> {
     let params = PlanParams {
         search: SearchParams::default(),
-        min_channels,
-        max_channels,
+        bounds: ChannelBounds {
+            min: min_channels,
+            max: max_channels,
+        },
     };
     search_and_connect(system, ranks_by_node, &params).map(|c| c.plan())
 }

@@ -7,7 +7,9 @@
 use serde::Serialize;
 
 use super::btree::dtree;
-use super::types::{Graph, MAXCHANNELS, Pattern};
+use super::comm::ChannelBounds;
+use super::types::{Graph, Pattern};
+use crate::conn::MAX_CHANNELS;
 
 /// One rank's links in one channel's tree: the rank it sends up to and up to three it receives
 /// from (NCCL `struct ncclTree`, `NCCL_MAX_TREE_ARITY` = 3), in NCCL's slot order.
@@ -85,8 +87,7 @@ pub fn connect(
     tree: &Graph,
     node_ranks: &[Vec<usize>],
     cc_min: u32,
-    min_channels: usize,
-    max_channels: usize,
+    bounds: ChannelBounds,
 ) -> Option<Connected> {
     let mut nodes: Vec<Vec<usize>> = node_ranks.to_vec();
     nodes.sort_by_key(|v| v.iter().copied().min().unwrap_or(usize::MAX));
@@ -209,7 +210,7 @@ pub fn connect(
     ring_prev.extend(prev);
     let mut ring_next = next.clone();
     ring_next.extend(next);
-    let mut nchannels = (2 * nch).min(MAXCHANNELS);
+    let mut nchannels = (2 * nch).min(MAX_CHANNELS);
     ring_prev.truncate(nchannels);
     ring_next.truncate(nchannels);
     trees.truncate(nchannels);
@@ -221,9 +222,10 @@ pub fn connect(
     if cc_min >= 90 && nnodes > 1 && ring.bw_intra > 45.0 && nchannels < 16 {
         nchannels = ch.grow(nchannels, 2 * nchannels);
     }
-    nchannels = nchannels.min(max_channels.clamp(1, MAXCHANNELS));
+    let target = bounds.apply(nchannels);
+    nchannels = nchannels.min(target);
     ch.truncate(nchannels);
-    nchannels = ch.grow(nchannels, min_channels.max(1));
+    nchannels = ch.grow(nchannels, target);
     let Channels {
         prev: ring_prev,
         next: ring_next,
@@ -255,10 +257,10 @@ impl Channels {
         self.trees.truncate(n);
     }
 
-    /// Copies channels `c - start` to `c` for `c` in `start..end` (capped at MAXCHANNELS);
+    /// Copies channels `c - start` to `c` for `c` in `start..end` (capped at MAX_CHANNELS);
     /// returns the new count.
     fn grow(&mut self, start: usize, end: usize) -> usize {
-        let end = end.min(MAXCHANNELS);
+        let end = end.min(MAX_CHANNELS);
         for c in start..end {
             self.prev.push(self.prev[c - start].clone());
             self.next.push(self.next[c - start].clone());
@@ -296,7 +298,7 @@ mod tests {
         let ring = one_gpu_graph(0, Pattern::Ring, 1);
         let tree = one_gpu_graph(1, Pattern::Tree, 1);
         let nodes: Vec<Vec<usize>> = (0..4).map(|n| vec![n]).collect();
-        let c = connect(&ring, &tree, &nodes, 90, 0, 64).unwrap();
+        let c = connect(&ring, &tree, &nodes, 90, ChannelBounds::default()).unwrap();
         assert_eq!(c.nchannels, 2);
         assert_eq!(c.ring_from(0, 0), vec![0, 1, 2, 3]);
         assert_eq!(c.ring_prev[1][0], 3);
@@ -317,19 +319,40 @@ mod tests {
     fn nodes_are_numbered_by_lowest_rank() {
         let ring = one_gpu_graph(0, Pattern::Ring, 1);
         let tree = one_gpu_graph(1, Pattern::Tree, 1);
-        let c = connect(&ring, &tree, &[vec![2], vec![0], vec![1]], 80, 0, 64).unwrap();
+        let c = connect(
+            &ring,
+            &tree,
+            &[vec![2], vec![0], vec![1]],
+            80,
+            ChannelBounds::default(),
+        )
+        .unwrap();
         assert_eq!(c.node_ranks, vec![vec![0], vec![1], vec![2]]);
         assert_eq!(c.ring_from(0, 1), vec![1, 2, 0]);
         assert!(
-            connect(&ring, &tree, &[vec![5], vec![1]], 80, 0, 64).is_none(),
+            connect(
+                &ring,
+                &tree,
+                &[vec![5], vec![1]],
+                80,
+                ChannelBounds::default()
+            )
+            .is_none(),
             "ranks must be 0..n"
         );
         assert!(
-            connect(&ring, &tree, &[vec![0], vec![0]], 80, 0, 64).is_none(),
+            connect(
+                &ring,
+                &tree,
+                &[vec![0], vec![0]],
+                80,
+                ChannelBounds::default()
+            )
+            .is_none(),
             "no rank twice"
         );
         assert!(
-            connect(&ring, &tree, &[vec![0, 1]], 80, 0, 64).is_none(),
+            connect(&ring, &tree, &[vec![0, 1]], 80, ChannelBounds::default()).is_none(),
             "ranks per node = GPUs"
         );
     }

@@ -11,7 +11,9 @@ pub mod tuning;
 pub mod types;
 pub mod xml;
 
-pub use comm::{ChannelPlan, Channels, PlanParams, plan_channels, search_and_connect};
+pub use comm::{
+    ChannelBounds, ChannelPlan, Channels, PlanParams, plan_channels, search_and_connect,
+};
 pub use connect::TreeLinks;
 pub use search::{SearchParams, compute};
-pub use types::{Graph, MAXCHANNELS, Pattern};
+pub use types::{Graph, Pattern};

@@ -6,8 +6,7 @@ use serde::Serialize;
 
 use crate::topo::PathType;
 
-/// Most channels NCCL runs (`MAXCHANNELS`, src/include/device.h).
-pub const MAXCHANNELS: usize = 64;
+use crate::conn::MAX_CHANNELS;
 
 /// What a graph's channels look like (NCCL `NCCL_TOPO_PATTERN_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -72,9 +71,9 @@ pub struct Graph {
     pub n_hops: i64,
     /// Number of GPUs (ranks per channel).
     pub ngpus: usize,
-    /// Ranks per channel: `intra[c * ngpus + i]`, `MAXCHANNELS * ngpus` long.
+    /// Ranks per channel: `intra[c * ngpus + i]`, `MAX_CHANNELS * ngpus` long.
     pub intra: Vec<usize>,
-    /// NET ids per channel: `inter[2c]` in, `inter[2c + 1]` out, `2 * MAXCHANNELS` long.
+    /// NET ids per channel: `inter[2c]` in, `inter[2c + 1]` out, `2 * MAX_CHANNELS` long.
     pub inter: Vec<u64>,
 }
 
@@ -103,8 +102,8 @@ impl Graph {
             same_channels: false,
             n_hops: 0,
             ngpus,
-            intra: vec![0; MAXCHANNELS * ngpus.max(1)],
-            inter: vec![0; 2 * MAXCHANNELS],
+            intra: vec![0; MAX_CHANNELS * ngpus.max(1)],
+            inter: vec![0; 2 * MAX_CHANNELS],
         }
     }
 

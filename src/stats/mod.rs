@@ -1,27 +1,43 @@
-//! Traffic counters per connection, updated by the executor as slots move and readable while a
-//! communicator runs (the TUI and `rnccl bench --format json` read them).
+//! A communicator's live counters: bytes and slots per link (connection, or a peer's window read
+//! directly), and the operation in flight with its progress. [`CommStats`] is shared (`Sync`):
+//! the executor updates it with relaxed atomics while any thread reads it (`rnccl bench
+//! --format json`, the coming live view and hang reports).
 
-use std::sync::Arc;
+mod op;
+
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
+pub use op::{OpInfo, OpProgress, OpSnapshot};
+
+use crate::conn::ConnKey;
 use crate::transport::TransportKind;
-use crate::transport::setup::ConnKey;
 
-/// Counters of one direction of one connection.
+/// Counters of one direction of one link.
 #[derive(Debug, Default)]
 pub struct LinkCounters {
     /// Payload bytes moved.
-    pub bytes: AtomicU64,
-    /// Slots (NCCL steps) moved.
-    pub slots: AtomicU64,
+    bytes: AtomicU64,
+    /// Slots (NCCL steps) or chunks moved.
+    slots: AtomicU64,
 }
 
 impl LinkCounters {
-    /// Counts one slot of `bytes`.
+    /// Counts one slot (or chunk) of `bytes`.
     #[inline]
     pub fn add(&self, bytes: usize) {
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.slots.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Slots so far.
+    pub fn slots(&self) -> u64 {
+        self.slots.load(Ordering::Relaxed)
     }
 }
 
@@ -32,6 +48,31 @@ pub enum Direction {
     Send,
     /// This rank receives.
     Recv,
+    /// This rank reads the peer's registered window in place (direct collectives).
+    Read,
+}
+
+/// How a link's bytes move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Path {
+    /// A heap FIFO between ranks of one process.
+    SameProcess,
+    /// A shared-memory FIFO between processes of one host.
+    Shm,
+    /// TCP sockets.
+    Tcp,
+    /// Direct reads of a peer's registered window.
+    Window,
+}
+
+impl From<TransportKind> for Path {
+    fn from(t: TransportKind) -> Path {
+        match t {
+            TransportKind::SameProcess => Path::SameProcess,
+            TransportKind::Shm => Path::Shm,
+            TransportKind::Tcp => Path::Tcp,
+        }
+    }
 }
 
 /// A snapshot of one link's counters.
@@ -41,27 +82,27 @@ pub struct LinkSnapshot {
     pub peer: usize,
     /// Channel.
     pub channel: u16,
-    /// 0 = collective connection, 1 = point-to-point connection.
+    /// 0 = collective connection, 1 = point-to-point connection (0 for window reads).
     pub index: u8,
     /// Direction.
     pub direction: Direction,
-    /// Transport.
-    pub transport: TransportKind,
+    /// How the bytes move.
+    pub transport: Path,
     /// Payload bytes so far.
     pub bytes: u64,
-    /// Slots so far.
+    /// Slots (or direct chunks) so far.
     pub slots: u64,
 }
 
 /// One link's identity and counters.
 #[derive(Debug, Clone)]
 pub struct Link {
-    /// The connection.
+    /// The connection (for window reads: the peer, channel 0).
     pub key: ConnKey,
     /// Direction.
     pub direction: Direction,
-    /// Transport.
-    pub transport: TransportKind,
+    /// How the bytes move.
+    pub path: Path,
     /// Live counters.
     pub counters: Arc<LinkCounters>,
 }
@@ -74,9 +115,105 @@ impl Link {
             channel: self.key.channel,
             index: self.key.index,
             direction: self.direction,
-            transport: self.transport,
-            bytes: self.counters.bytes.load(Ordering::Relaxed),
-            slots: self.counters.slots.load(Ordering::Relaxed),
+            transport: self.path,
+            bytes: self.counters.bytes(),
+            slots: self.counters.slots(),
         }
+    }
+}
+
+/// Every counter of one communicator rank, readable from any thread while it runs.
+#[derive(Debug, Default)]
+pub struct CommStats {
+    links: Mutex<Vec<Link>>,
+    /// Per peer, bytes read from its windows by direct collectives (made on first use).
+    window_reads: Mutex<Vec<Arc<LinkCounters>>>,
+    op: OpProgress,
+}
+
+impl CommStats {
+    /// No links, no operation.
+    pub fn new() -> CommStats {
+        CommStats::default()
+    }
+
+    /// Registers a link (a connection just opened) and returns its counters.
+    pub fn add_link(&self, key: ConnKey, direction: Direction, path: Path) -> Arc<LinkCounters> {
+        let counters = Arc::new(LinkCounters::default());
+        let link = Link {
+            key,
+            direction,
+            path,
+            counters: counters.clone(),
+        };
+        self.links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(link);
+        counters
+    }
+
+    /// Per peer rank (`0..nranks`), the counters of direct reads of its windows.
+    pub fn window_reads(&self, nranks: usize) -> Vec<Arc<LinkCounters>> {
+        let mut w = self.window_reads.lock().unwrap_or_else(|p| p.into_inner());
+        while w.len() < nranks {
+            let peer = w.len();
+            let c = self.add_link(ConnKey::collective(peer, 0), Direction::Read, Path::Window);
+            w.push(c);
+        }
+        w[..nranks].to_vec()
+    }
+
+    /// Every link's counters now.
+    pub fn links(&self) -> Vec<LinkSnapshot> {
+        self.links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(Link::snapshot)
+            .collect()
+    }
+
+    /// The operation in flight and its progress.
+    pub fn op(&self) -> &OpProgress {
+        &self.op
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_read_from_another_thread() {
+        let stats = Arc::new(CommStats::new());
+        let c = stats.add_link(ConnKey::p2p(1), Direction::Send, Path::Tcp);
+        let reader = {
+            let stats = stats.clone();
+            std::thread::spawn(move || {
+                loop {
+                    let l = stats.links();
+                    if l[0].bytes == 3 * 4096 {
+                        return l;
+                    }
+                    std::thread::yield_now();
+                }
+            })
+        };
+        for _ in 0..3 {
+            c.add(4096);
+        }
+        let l = reader.join().unwrap();
+        assert_eq!((l[0].slots, l[0].index, l[0].transport), (3, 1, Path::Tcp));
+        let w = stats.window_reads(2);
+        w[1].add(10);
+        let reads: Vec<_> = stats
+            .links()
+            .into_iter()
+            .filter(|l| l.direction == Direction::Read)
+            .collect();
+        assert_eq!(reads.len(), 2);
+        assert_eq!((reads[1].peer, reads[1].bytes), (1, 10));
+        assert_eq!(stats.window_reads(2).len(), 2, "made once");
     }
 }

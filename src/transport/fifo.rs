@@ -1,22 +1,28 @@
 //! The slot FIFO that carries one connection's data through memory both ends can address: a
 //! heap block for ranks in one process, a POSIX shared-memory segment for processes of one host.
 //!
-//! Layout (NCCL's Simple protocol, internals §5.3): a header with the sender's `tail` (slots
-//! posted) and per-slot byte counts on one cache line, the receiver's `head` (slots consumed) on
-//! another, then [`NSLOTS`] data slots of `slot_bytes` each. The sender fills slot `tail % NSLOTS`
-//! when `tail - head < NSLOTS`, stores its size, then publishes `tail + 1` with release ordering;
-//! the receiver polls `tail` with acquire ordering, reads the slot, then publishes `head + 1`.
-//! Either end sets its `gone` flag when it aborts or is dropped mid-stream, so the other end
-//! fails fast instead of waiting out its timeout.
+//! Protocol (NCCL's Simple protocol, internals §5.3): a control block holds the sender's `tail`
+//! (slots posted) and per-slot byte counts on one cache line and the receiver's `head` (slots
+//! consumed) on another; the data lives in [`NSLOTS`] slots of `slot_bytes` each, which may be in
+//! other memory than the control block ([`FifoMemory`] hands out both separately, so slots can
+//! live where the data is — device memory for a GPU backend — while the control words stay where
+//! both ends can poll them). The sender fills slot `tail % NSLOTS` when `tail - head < NSLOTS`,
+//! stores its size, then publishes `tail + 1` with release ordering; the receiver polls `tail`
+//! with acquire ordering, reads the slot, then publishes `head + 1`. Either end sets its `gone`
+//! flag when it aborts or is dropped mid-stream, so the other end fails fast instead of waiting
+//! out its timeout.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Slots per FIFO (`NCCL_STEPS`).
-pub const NSLOTS: usize = 8;
+use super::{PeerState, PollInterest, RecvEnd, SendEnd, TransportError};
+use crate::conn::NSLOTS;
+use crate::device::MemKind;
+
 const MAGIC: u64 = 0x726e_6363_6c66_6966; // "rncclfif"
-/// Bytes reserved for the header before the first slot (keeps slots page aligned).
-pub const HEADER_BYTES: usize = 4096;
+/// Bytes of a FIFO's control block. In a single mapping (shared memory), the slots start this
+/// far in, which keeps them page aligned.
+pub const CONTROL_BYTES: usize = 4096;
 
 #[repr(C, align(128))]
 struct SenderLine {
@@ -41,103 +47,147 @@ struct Header {
     receiver: ReceiverLine,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
+const _: () = assert!(std::mem::size_of::<Header>() <= CONTROL_BYTES);
 
-/// Memory that holds a FIFO and stays mapped while either end lives.
-pub trait FifoMemory: Send + Sync {
-    /// Start of the region (page aligned, at least [`region_bytes`] long).
-    fn base(&self) -> *mut u8;
+/// Memory that holds a FIFO: a control block and the data slots, possibly in different places.
+///
+/// # Safety
+/// Implementors guarantee, for as long as the value lives: [`control`](FifoMemory::control)
+/// points to [`CONTROL_BYTES`] bytes aligned to 128 that are accessed only through this module's
+/// atomics (every bit pattern is a valid header, so fresh or foreign memory is fine);
+/// [`slots`](FifoMemory::slots) points to [`slots_len`](FifoMemory::slots_len) bytes of host
+/// memory the FIFO's two ends may read and write; the two ranges do not overlap.
+pub unsafe trait FifoMemory: Send + Sync {
+    /// The control block.
+    fn control(&self) -> *mut u8;
+    /// The first data slot.
+    fn slots(&self) -> *mut u8;
+    /// Bytes available for data slots.
+    fn slots_len(&self) -> usize;
 }
 
-/// Total bytes a FIFO with `slot_bytes` slots occupies.
-pub fn region_bytes(slot_bytes: usize) -> usize {
-    HEADER_BYTES + NSLOTS * slot_bytes
+/// Bytes of one shared mapping holding a FIFO with `slot_bytes` slots: the control block, then
+/// the slots. `None` when the size overflows.
+pub fn region_bytes(slot_bytes: usize) -> Option<usize> {
+    NSLOTS.checked_mul(slot_bytes)?.checked_add(CONTROL_BYTES)
 }
 
-/// A heap region for a FIFO between ranks of one process.
+/// A FIFO in this process's heap, for ranks that are threads of one process: the control block
+/// and the slots are separate allocations.
 pub struct HeapMemory {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
+    control: *mut u8,
+    slots: *mut u8,
+    control_layout: std::alloc::Layout,
+    slots_layout: std::alloc::Layout,
 }
 
-// SAFETY: the region is plain memory accessed only through the FIFO protocol's atomics.
+// SAFETY: the memory is plain heap accessed only through the FIFO protocol's atomics and slot
+// hand-over.
 unsafe impl Send for HeapMemory {}
 // SAFETY: as above.
 unsafe impl Sync for HeapMemory {}
 
 impl HeapMemory {
-    /// Allocates a zeroed region for slots of `slot_bytes`.
-    pub fn new(slot_bytes: usize) -> HeapMemory {
-        let layout = std::alloc::Layout::from_size_align(region_bytes(slot_bytes), 4096)
-            .expect("FIFO layout");
-        // SAFETY: layout has non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+    /// Allocates a zeroed control block and [`NSLOTS`] slots of `slot_bytes`.
+    ///
+    /// Errors: a message when `slot_bytes` is zero, the size overflows, or the allocator
+    /// refuses it.
+    pub fn new(slot_bytes: usize) -> Result<HeapMemory, String> {
+        let len = NSLOTS
+            .checked_mul(slot_bytes)
+            .filter(|&l| l > 0)
+            .ok_or_else(|| format!("a FIFO of {NSLOTS} slots of {slot_bytes} bytes"))?;
+        let control_layout =
+            std::alloc::Layout::from_size_align(CONTROL_BYTES, 4096).map_err(|e| e.to_string())?;
+        let slots_layout = std::alloc::Layout::from_size_align(len, 4096)
+            .map_err(|e| format!("{len} bytes: {e}"))?;
+        // SAFETY: both layouts have non-zero size.
+        let control = unsafe { std::alloc::alloc_zeroed(control_layout) };
+        // SAFETY: as above.
+        let slots = unsafe { std::alloc::alloc_zeroed(slots_layout) };
+        let mem = HeapMemory {
+            control,
+            slots,
+            control_layout,
+            slots_layout,
+        };
+        if control.is_null() || slots.is_null() {
+            return Err(format!("allocating a {len}-byte FIFO: out of memory"));
         }
-        HeapMemory { ptr, layout }
+        Ok(mem)
     }
 }
 
 impl Drop for HeapMemory {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+        // SAFETY: allocated in `new` with these layouts (null when that allocation failed).
+        unsafe {
+            if !self.control.is_null() {
+                std::alloc::dealloc(self.control, self.control_layout);
+            }
+            if !self.slots.is_null() {
+                std::alloc::dealloc(self.slots, self.slots_layout);
+            }
+        }
     }
 }
 
-impl FifoMemory for HeapMemory {
-    fn base(&self) -> *mut u8 {
-        self.ptr
+// SAFETY: a 4096-aligned, CONTROL_BYTES-long control block and a separate slots allocation of
+// `slots_layout.size()` bytes, both owned until drop.
+unsafe impl FifoMemory for HeapMemory {
+    fn control(&self) -> *mut u8 {
+        self.control
+    }
+    fn slots(&self) -> *mut u8 {
+        self.slots
+    }
+    fn slots_len(&self) -> usize {
+        self.slots_layout.size()
     }
 }
 
-/// Writes a fresh header into zeroed memory (done once, by the end that creates the region).
+/// Writes a fresh header for slots of `slot_bytes` (done once, by the end that creates the
+/// FIFO).
 ///
-/// # Safety
-/// `mem` must hold at least `region_bytes(slot_bytes)` zeroed bytes.
-pub unsafe fn init_region(mem: &dyn FifoMemory, slot_bytes: usize) {
-    // SAFETY: the region is large enough and zeroed (atomics at zero are valid).
-    let h = unsafe { &*(mem.base() as *const Header) };
+/// Errors: a message when the memory's slots cannot hold [`NSLOTS`] slots of `slot_bytes`.
+pub fn init_fifo(mem: &dyn FifoMemory, slot_bytes: usize) -> Result<(), String> {
+    if slot_bytes == 0 || NSLOTS.saturating_mul(slot_bytes) > mem.slots_len() {
+        return Err(format!(
+            "a FIFO of {NSLOTS} slots of {slot_bytes} bytes does not fit in {} bytes",
+            mem.slots_len()
+        ));
+    }
+    let h = header(mem);
     h.slot_bytes.store(slot_bytes as u64, Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
+    Ok(())
 }
 
-/// Checks a mapped region's header (done by the end that attaches). Returns the slot size.
+/// Checks the header of a FIFO another end created and returns its slot size.
 ///
-/// # Safety
-/// `mem` must hold at least [`HEADER_BYTES`] bytes.
-pub unsafe fn check_region(mem: &dyn FifoMemory, len: usize) -> Result<usize, String> {
-    // SAFETY: at least the header is mapped.
-    let h = unsafe { &*(mem.base() as *const Header) };
+/// Errors: a message when the header is not an rnccl FIFO's or declares slots that do not fit
+/// in the memory.
+pub fn check_fifo(mem: &dyn FifoMemory) -> Result<usize, String> {
+    let h = header(mem);
     if h.magic.load(Ordering::Acquire) != MAGIC {
         return Err(
             "shared FIFO has a bad magic number (not an rnccl FIFO or a different version)".into(),
         );
     }
-    let slot = h.slot_bytes.load(Ordering::Relaxed) as usize;
-    if slot == 0 || region_bytes(slot) > len {
+    let slot = usize::try_from(h.slot_bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+    if slot == 0 || NSLOTS.saturating_mul(slot) > mem.slots_len() {
         return Err(format!(
-            "shared FIFO declares {slot}-byte slots but only {len} bytes are mapped"
+            "shared FIFO declares {slot}-byte slots but only {} bytes of slots are mapped",
+            mem.slots_len()
         ));
     }
     Ok(slot)
 }
 
 fn header(mem: &dyn FifoMemory) -> &Header {
-    // SAFETY: every region handed to a FIFO end was initialised or checked first.
-    unsafe { &*(mem.base() as *const Header) }
-}
-
-/// The state of the far end of a FIFO, as seen by a waiting end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerState {
-    /// The far end is attached and has not given up.
-    Alive,
-    /// The far end aborted or was dropped mid-stream.
-    Gone,
-    /// The far end's process no longer exists.
-    Dead,
+    // SAFETY: the trait guarantees CONTROL_BYTES of 128-aligned memory that only this module's
+    // atomics touch; every bit pattern is a valid Header (atomics of plain integers).
+    unsafe { &*(mem.control() as *const Header) }
 }
 
 pub(crate) fn process_alive(pid: u32) -> bool {
@@ -159,8 +209,11 @@ pub struct MemSender {
 }
 
 impl MemSender {
-    /// Attaches the sending end to an initialised region.
-    pub fn new(mem: Arc<dyn FifoMemory>, slot_bytes: usize) -> MemSender {
+    /// Attaches the sending end to a FIFO whose header was written ([`init_fifo`]).
+    ///
+    /// Errors: as [`check_fifo`].
+    pub fn new(mem: Arc<dyn FifoMemory>) -> Result<MemSender, String> {
+        let slot_bytes = check_fifo(&*mem)?;
         let (tail, head) = {
             let h = header(&*mem);
             h.sender.pid.store(std::process::id(), Ordering::Relaxed);
@@ -169,22 +222,42 @@ impl MemSender {
                 h.receiver.head.load(Ordering::Acquire),
             )
         };
-        MemSender {
+        Ok(MemSender {
             mem,
             slot_bytes,
             tail,
             cached_head: head,
             finished: false,
-        }
+        })
     }
+}
 
-    /// Bytes per slot.
-    pub fn slot_bytes(&self) -> usize {
+impl SendEnd for MemSender {
+    fn slot_bytes(&self) -> usize {
         self.slot_bytes
     }
 
-    /// The next free slot, or `None` while the FIFO is full.
-    pub fn acquire(&mut self) -> Option<*mut u8> {
+    fn slot_kind(&self) -> MemKind {
+        MemKind::Host
+    }
+
+    fn in_memory(&self) -> bool {
+        true
+    }
+
+    fn progress(&mut self) -> Result<bool, TransportError> {
+        Ok(false)
+    }
+
+    fn poll_interest(&self) -> Vec<PollInterest> {
+        Vec::new()
+    }
+
+    fn pending(&self) -> bool {
+        false
+    }
+
+    fn acquire(&mut self) -> Option<*mut u8> {
         if self.tail - self.cached_head >= NSLOTS as u64 {
             self.cached_head = header(&*self.mem).receiver.head.load(Ordering::Acquire);
             if self.tail - self.cached_head >= NSLOTS as u64 {
@@ -192,12 +265,11 @@ impl MemSender {
             }
         }
         let idx = (self.tail % NSLOTS as u64) as usize;
-        // SAFETY: slot idx lies inside the region.
-        Some(unsafe { self.mem.base().add(HEADER_BYTES + idx * self.slot_bytes) })
+        // SAFETY: NSLOTS slots of slot_bytes fit in the slots (checked in `new`).
+        Some(unsafe { self.mem.slots().add(idx * self.slot_bytes) })
     }
 
-    /// Publishes the slot returned by the last [`MemSender::acquire`] with `nbytes` of data.
-    pub fn post(&mut self, nbytes: usize) {
+    fn post(&mut self, nbytes: usize) {
         debug_assert!(nbytes <= self.slot_bytes);
         let h = header(&*self.mem);
         let idx = (self.tail % NSLOTS as u64) as usize;
@@ -207,7 +279,7 @@ impl MemSender {
     }
 
     /// How the receiving end is doing.
-    pub fn peer_state(&self) -> PeerState {
+    fn peer_state(&self) -> PeerState {
         let r = &header(&*self.mem).receiver;
         if r.gone.load(Ordering::Acquire) != 0 {
             PeerState::Gone
@@ -219,7 +291,7 @@ impl MemSender {
     }
 
     /// Marks this end as finished cleanly (no `gone` flag on drop).
-    pub fn finish(&mut self) {
+    fn finish(&mut self) {
         self.finished = true;
     }
 }
@@ -242,29 +314,48 @@ pub struct MemReceiver {
 }
 
 impl MemReceiver {
-    /// Attaches the receiving end to an initialised region.
-    pub fn new(mem: Arc<dyn FifoMemory>, slot_bytes: usize) -> MemReceiver {
+    /// Attaches the receiving end to a FIFO whose header was written ([`init_fifo`]).
+    ///
+    /// Errors: as [`check_fifo`].
+    pub fn new(mem: Arc<dyn FifoMemory>) -> Result<MemReceiver, String> {
+        let slot_bytes = check_fifo(&*mem)?;
         let head = {
             let h = header(&*mem);
             h.receiver.pid.store(std::process::id(), Ordering::Relaxed);
             h.receiver.head.load(Ordering::Relaxed)
         };
-        MemReceiver {
+        Ok(MemReceiver {
             mem,
             slot_bytes,
             head,
             cached_tail: head,
             finished: false,
-        }
+        })
     }
+}
 
-    /// Bytes per slot.
-    pub fn slot_bytes(&self) -> usize {
+impl RecvEnd for MemReceiver {
+    fn slot_bytes(&self) -> usize {
         self.slot_bytes
     }
 
-    /// The oldest filled slot and its byte count, or `None` while the FIFO is empty.
-    pub fn peek(&mut self) -> Option<(*const u8, usize)> {
+    fn slot_kind(&self) -> MemKind {
+        MemKind::Host
+    }
+
+    fn in_memory(&self) -> bool {
+        true
+    }
+
+    fn progress(&mut self) -> Result<bool, TransportError> {
+        Ok(false)
+    }
+
+    fn poll_interest(&self) -> Vec<PollInterest> {
+        Vec::new()
+    }
+
+    fn peek(&mut self) -> Option<(*const u8, usize)> {
         let h = header(&*self.mem);
         if self.cached_tail == self.head {
             self.cached_tail = h.sender.tail.load(Ordering::Acquire);
@@ -273,16 +364,14 @@ impl MemReceiver {
             }
         }
         let idx = (self.head % NSLOTS as u64) as usize;
-        let n = h.sender.sizes[idx].load(Ordering::Relaxed) as usize;
-        // SAFETY: slot idx lies inside the region.
-        Some((
-            unsafe { self.mem.base().add(HEADER_BYTES + idx * self.slot_bytes) },
-            n,
-        ))
+        // A size beyond the slot (a corrupted or malicious peer) is clamped: the executor then
+        // reports the size mismatch instead of reading past the slot.
+        let n = (h.sender.sizes[idx].load(Ordering::Relaxed) as usize).min(self.slot_bytes);
+        // SAFETY: NSLOTS slots of slot_bytes fit in the slots (checked in `new`).
+        Some((unsafe { self.mem.slots().add(idx * self.slot_bytes) }, n))
     }
 
-    /// Frees the slot returned by the last [`MemReceiver::peek`].
-    pub fn release(&mut self) {
+    fn release(&mut self) {
         self.head += 1;
         header(&*self.mem)
             .receiver
@@ -292,7 +381,7 @@ impl MemReceiver {
 
     /// How the sending end is doing: `Alive` while a filled slot is still waiting here, even if
     /// the sender has since left (what it posted before leaving is still delivered).
-    pub fn peer_state(&self) -> PeerState {
+    fn peer_state(&self) -> PeerState {
         let s = &header(&*self.mem).sender;
         if s.tail.load(Ordering::Acquire) != self.head {
             PeerState::Alive
@@ -306,7 +395,7 @@ impl MemReceiver {
     }
 
     /// Marks this end as finished cleanly (no `gone` flag on drop).
-    pub fn finish(&mut self) {
+    fn finish(&mut self) {
         self.finished = true;
     }
 }
@@ -322,14 +411,34 @@ impl Drop for MemReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::{RecvEnd, SendEnd};
 
     fn pair(slot: usize) -> (MemSender, MemReceiver) {
-        let mem: Arc<dyn FifoMemory> = Arc::new(HeapMemory::new(slot));
-        unsafe { init_region(&*mem, slot) };
+        let mem: Arc<dyn FifoMemory> = Arc::new(HeapMemory::new(slot).unwrap());
+        init_fifo(&*mem, slot).unwrap();
         (
-            MemSender::new(mem.clone(), slot),
-            MemReceiver::new(mem, slot),
+            MemSender::new(mem.clone()).unwrap(),
+            MemReceiver::new(mem).unwrap(),
         )
+    }
+
+    #[test]
+    fn ends_refuse_memory_that_is_not_a_fitting_fifo() {
+        let mem: Arc<dyn FifoMemory> = Arc::new(HeapMemory::new(64).unwrap());
+        let e = MemSender::new(mem.clone()).err().unwrap();
+        assert!(e.contains("magic"), "{e}");
+        assert!(init_fifo(&*mem, 65).unwrap_err().contains("does not fit"));
+        init_fifo(&*mem, 64).unwrap();
+        // A header that claims larger slots than the memory holds is refused.
+        header(&*mem).slot_bytes.store(1 << 20, Ordering::Relaxed);
+        assert!(
+            MemReceiver::new(mem)
+                .err()
+                .unwrap()
+                .contains("bytes of slots")
+        );
+        assert!(HeapMemory::new(0).is_err());
+        assert!(HeapMemory::new(usize::MAX / 4).is_err());
     }
 
     #[test]

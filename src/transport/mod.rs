@@ -1,17 +1,26 @@
 //! Transports: how bytes move between two ranks on one channel.
 //!
-//! Every connection is a slot FIFO ([`fifo`]); the transports differ in where the slots live:
-//! a heap block shared by ranks of one process, a POSIX shared-memory segment for processes of
-//! one host ([`shm`]), or each end's own memory with TCP in between ([`tcp`]). [`setup`] picks the
-//! transport per peer and connects through the bootstrap.
+//! Every connection is a slot FIFO seen through two traits, [`SendEnd`] and [`RecvEnd`]; the
+//! transports differ in where the slots live: a heap block shared by ranks of one process or a
+//! POSIX shared-memory segment for processes of one host ([`fifo`], [`shm`]), or each end's own
+//! memory with TCP in between ([`tcp`]). [`setup`] picks the transport per peer and connects
+//! through the bootstrap. Failures are [`TransportError`]s naming the peer.
 
+pub mod error;
 pub mod fifo;
+mod params;
 pub mod setup;
 pub mod shm;
 pub mod tcp;
 
-use fifo::{MemReceiver, MemSender, PeerState};
-use tcp::{TcpReceiver, TcpSender};
+use std::os::fd::RawFd;
+
+use nix::poll::PollFlags;
+
+pub use error::TransportError;
+pub use params::{AUTO_SOCKETS, TransportParams};
+
+use crate::device::MemKind;
 
 /// The transport kinds, in NCCL's order of preference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -35,146 +44,91 @@ impl TransportKind {
     }
 }
 
-/// The sending end of a connection.
-pub enum SendConn {
-    /// Memory FIFO (same process or shared memory).
-    Mem(MemSender),
-    /// TCP sockets.
-    Tcp(TcpSender),
+/// The state of the far end of a connection, as seen by a waiting end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// The far end is attached and has not given up.
+    Alive,
+    /// The far end aborted or was dropped mid-stream.
+    Gone,
+    /// The far end's process no longer exists.
+    Dead,
 }
 
-/// The receiving end of a connection.
-pub enum RecvConn {
-    /// Memory FIFO (same process or shared memory).
-    Mem(MemReceiver),
-    /// TCP sockets.
-    Tcp(TcpReceiver),
-}
+/// A socket an end waits on, and for what (see [`crate::exec::Waiter::idle_or_block`]).
+pub type PollInterest = (RawFd, PollFlags);
 
-impl SendConn {
+/// The sending end of a connection: hands out free slots, publishes filled ones.
+pub trait SendEnd: Send {
     /// Bytes per slot.
-    pub fn slot_bytes(&self) -> usize {
-        match self {
-            SendConn::Mem(m) => m.slot_bytes(),
-            SendConn::Tcp(t) => t.slot_bytes(),
-        }
-    }
+    fn slot_bytes(&self) -> usize;
 
-    /// The next free slot, or `None` while the FIFO is full.
-    #[inline]
-    pub fn acquire(&mut self) -> Option<*mut u8> {
-        match self {
-            SendConn::Mem(m) => m.acquire(),
-            SendConn::Tcp(t) => t.acquire(),
-        }
-    }
+    /// The kind of memory the slots live in (what a backend must reach to fill them).
+    fn slot_kind(&self) -> MemKind;
 
-    /// Publishes the acquired slot with `nbytes` of data.
-    #[inline]
-    pub fn post(&mut self, nbytes: usize) {
-        match self {
-            SendConn::Mem(m) => m.post(nbytes),
-            SendConn::Tcp(t) => t.post(nbytes),
-        }
-    }
+    /// Whether the slots are memory the receiver reads in place (a memory FIFO), so waits can
+    /// only poll and filling a slot may use streaming stores; false when bytes cross a wire.
+    fn in_memory(&self) -> bool;
 
-    /// Drives socket I/O. Errors: a message naming the peer.
-    #[inline]
-    pub fn progress(&mut self) -> Result<bool, String> {
-        match self {
-            SendConn::Mem(_) => Ok(false),
-            SendConn::Tcp(t) => t.progress(),
-        }
-    }
+    /// The next free slot ([`SendEnd::slot_bytes`] writable bytes), or `None` while the FIFO is
+    /// full. The same slot is returned until it is posted.
+    fn acquire(&mut self) -> Option<*mut u8>;
 
-    /// Raw sockets this end waits on and for what (TCP driven inline only).
-    pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, nix::poll::PollFlags)> {
-        match self {
-            SendConn::Mem(_) => Vec::new(),
-            SendConn::Tcp(t) => t.poll_interest(),
-        }
-    }
+    /// Publishes the acquired slot with `nbytes` (≤ [`SendEnd::slot_bytes`]) of data.
+    fn post(&mut self, nbytes: usize);
+
+    /// Drives I/O (sockets driven by the caller's loop). Returns whether anything moved.
+    ///
+    /// Errors: [`TransportError`] naming the peer when the connection failed.
+    fn progress(&mut self) -> Result<bool, TransportError>;
+
+    /// Sockets this end waits on (empty for memory FIFOs and helper-thread sockets).
+    fn poll_interest(&self) -> Vec<PollInterest>;
 
     /// True while posted data has not yet left this process.
-    pub fn pending(&self) -> bool {
-        match self {
-            SendConn::Mem(_) => false,
-            SendConn::Tcp(t) => t.pending(),
-        }
-    }
+    fn pending(&self) -> bool;
 
-    /// The far end's state (memory FIFOs only; sockets report failures through `progress`).
-    pub fn peer_state(&self) -> PeerState {
-        match self {
-            SendConn::Mem(m) => m.peer_state(),
-            SendConn::Tcp(_) => PeerState::Alive,
-        }
-    }
+    /// The far end's state (memory FIFOs; sockets report failures through `progress`).
+    fn peer_state(&self) -> PeerState;
 
-    /// Marks a clean shutdown (the far end sees no `gone` flag).
-    pub fn finish(&mut self) {
-        if let SendConn::Mem(m) = self {
-            m.finish()
-        }
-    }
+    /// Marks a clean shutdown (the far end sees no `gone` flag when this end is dropped).
+    fn finish(&mut self);
 }
 
-impl RecvConn {
+/// The receiving end of a connection: shows filled slots in order, frees them.
+pub trait RecvEnd: Send {
     /// Bytes per slot.
-    pub fn slot_bytes(&self) -> usize {
-        match self {
-            RecvConn::Mem(m) => m.slot_bytes(),
-            RecvConn::Tcp(t) => t.slot_bytes(),
-        }
-    }
+    fn slot_bytes(&self) -> usize;
 
-    /// The oldest filled slot and its byte count, or `None` while none has arrived.
-    #[inline]
-    pub fn peek(&mut self) -> Option<(*const u8, usize)> {
-        match self {
-            RecvConn::Mem(m) => m.peek(),
-            RecvConn::Tcp(t) => t.peek(),
-        }
-    }
+    /// The kind of memory the slots live in.
+    fn slot_kind(&self) -> MemKind;
+
+    /// Whether the slots are memory the sender writes in place (a memory FIFO).
+    fn in_memory(&self) -> bool;
+
+    /// The oldest filled slot and its byte count (≤ [`RecvEnd::slot_bytes`]), or `None` while
+    /// none has arrived. The same slot is returned until it is released.
+    fn peek(&mut self) -> Option<(*const u8, usize)>;
 
     /// Frees the slot returned by the last `peek`.
-    #[inline]
-    pub fn release(&mut self) {
-        match self {
-            RecvConn::Mem(m) => m.release(),
-            RecvConn::Tcp(t) => t.release(),
-        }
-    }
+    fn release(&mut self);
 
-    /// Drives socket I/O. Errors: a message naming the peer.
-    #[inline]
-    pub fn progress(&mut self) -> Result<bool, String> {
-        match self {
-            RecvConn::Mem(_) => Ok(false),
-            RecvConn::Tcp(t) => t.progress(),
-        }
-    }
+    /// Drives I/O. Returns whether anything moved.
+    ///
+    /// Errors: [`TransportError`] naming the peer when the connection failed.
+    fn progress(&mut self) -> Result<bool, TransportError>;
 
-    /// Raw sockets this end waits on and for what (TCP driven inline only).
-    pub fn poll_interest(&self) -> Vec<(std::os::fd::RawFd, nix::poll::PollFlags)> {
-        match self {
-            RecvConn::Mem(_) => Vec::new(),
-            RecvConn::Tcp(t) => t.poll_interest(),
-        }
-    }
+    /// Sockets this end waits on.
+    fn poll_interest(&self) -> Vec<PollInterest>;
 
     /// The far end's state.
-    pub fn peer_state(&self) -> PeerState {
-        match self {
-            RecvConn::Mem(m) => m.peer_state(),
-            RecvConn::Tcp(t) => t.peer_state(),
-        }
-    }
+    fn peer_state(&self) -> PeerState;
 
     /// Marks a clean shutdown.
-    pub fn finish(&mut self) {
-        if let RecvConn::Mem(m) = self {
-            m.finish()
-        }
-    }
+    fn finish(&mut self);
 }
+
+/// A sending end of any transport.
+pub type SendConn = Box<dyn SendEnd>;
+/// A receiving end of any transport.
+pub type RecvConn = Box<dyn RecvEnd>;

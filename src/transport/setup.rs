@@ -1,101 +1,26 @@
-//! Choosing a transport per peer and connecting, through the bootstrap.
+//! Connecting, through the bootstrap.
 //!
 //! The receiving end of every connection decides and creates: a heap FIFO registered under a
 //! random token (same process), a shared-memory segment (same host), or a token the sender's data
-//! sockets will present (TCP). It sends that offer to the sender, which attaches and acknowledges;
-//! the receiver then unlinks the segment or collects the sockets. Offers go out before any wait,
-//! so a set of connections between any ranks completes without ordering constraints.
+//! sockets will present to this rank's TCP data listener (other hosts). It sends that offer to
+//! the sender, which attaches and acknowledges; the receiver then unlinks the segment or collects
+//! the sockets. Offers go out before any wait, so a set of connections between any ranks
+//! completes without ordering constraints.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::fifo::{
-    FifoMemory, HeapMemory, MemReceiver, MemSender, check_region, init_region, region_bytes,
-};
-use super::shm::ShmSegment;
+use super::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_fifo, region_bytes};
+use super::params::TransportParams;
+use super::shm::{ShmFifo, ShmSegment};
+use super::tcp::listener::{self, DataListener};
 use super::tcp::{TcpReceiver, TcpSender, prepare_socket};
-use super::{RecvConn, SendConn, TransportKind};
-use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo};
-use crate::config::Config;
+use super::{RecvConn, SendConn, SendEnd, TransportKind};
+use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
+use crate::conn::ConnKey;
 use crate::error::{Error, Result};
-
-/// One connection of a communicator, named from this rank's side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnKey {
-    /// The peer (communicator rank).
-    pub peer: usize,
-    /// Channel number.
-    pub channel: u16,
-    /// 0: collectives; 1: point-to-point operations (NCCL keeps them on separate connections).
-    pub index: u8,
-}
-
-/// Sockets per TCP connection when `NCCL_NSOCKS_PERTHREAD` is auto.
-pub const AUTO_SOCKETS: usize = 4;
-
-/// Transport knobs, read once per communicator.
-#[derive(Debug, Clone, Copy)]
-pub struct TransportParams {
-    /// `NCCL_SHM_DISABLE`.
-    pub shm_disable: bool,
-    /// `NCCL_P2P_DISABLE` (for CPU ranks: no same-process FIFOs; shared memory instead).
-    pub p2p_disable: bool,
-    /// Socket helper threads per TCP connection (`NCCL_SOCKET_NTHREADS`, auto 0, at most 16).
-    pub socket_threads: usize,
-    /// Data sockets per TCP connection (`NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD`, at least 1,
-    /// at most 64; [`AUTO_SOCKETS`] when `NCCL_NSOCKS_PERTHREAD` is auto).
-    pub sockets: usize,
-}
-
-impl TransportParams {
-    /// Reads the knobs.
-    ///
-    /// Errors: a bad knob value, or a socket count outside NCCL's limits.
-    pub fn from_config(cfg: &Config) -> Result<TransportParams> {
-        let nthreads = cfg.int("NCCL_SOCKET_NTHREADS")?;
-        let per = cfg.int("NCCL_NSOCKS_PERTHREAD")?;
-        let nthreads = if nthreads < 0 { 0 } else { nthreads as usize };
-        // Auto: four sockets per connection in all (NCCL's own auto is one outside known
-        // clouds). Measured with perf/cpu_vs_mpi.sh's namespaces: a 256 MiB all_reduce moved
-        // 0.77-0.83 GB/s over one socket and 0.96-1.12 GB/s over four, which spreads the
-        // kernel's per-socket work over the cores.
-        let per = if per < 0 {
-            AUTO_SOCKETS.div_ceil(nthreads.max(1))
-        } else {
-            per as usize
-        };
-        if nthreads > 16 {
-            return Err(Error::invalid_usage(format!(
-                "NCCL_SOCKET_NTHREADS={nthreads} exceeds NCCL's maximum of 16"
-            )));
-        }
-        let sockets = (nthreads.max(1) * per).max(1);
-        if sockets > 64 {
-            return Err(Error::invalid_usage(format!(
-                "NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD = {sockets} exceeds NCCL's maximum of 64 sockets per connection"
-            )));
-        }
-        Ok(TransportParams {
-            shm_disable: cfg.flag("NCCL_SHM_DISABLE")?,
-            p2p_disable: cfg.flag("NCCL_P2P_DISABLE")?,
-            socket_threads: nthreads,
-            sockets,
-        })
-    }
-
-    /// The transport between `me` and `peer`.
-    pub fn select(&self, me: &PeerInfo, peer: &PeerInfo) -> TransportKind {
-        let same_host = me.host_hash == peer.host_hash;
-        if same_host && me.pid == peer.pid && me.pid_ns == peer.pid_ns && !self.p2p_disable {
-            TransportKind::SameProcess
-        } else if same_host && me.shm_dev == peer.shm_dev && !self.shm_disable {
-            TransportKind::Shm
-        } else {
-            TransportKind::Tcp
-        }
-    }
-}
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum Offer {
@@ -108,6 +33,8 @@ enum Offer {
         slot_bytes: u64,
     },
     Tcp {
+        /// The receiver's data listener.
+        addr: SocketAddr,
         token: u64,
         sockets: u32,
         threads: u32,
@@ -120,17 +47,12 @@ fn same_process_fifos() -> &'static Mutex<HashMap<u64, Arc<HeapMemory>>> {
     FIFOS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-const OFFER: u64 = 1 << 60;
-const ACK: u64 = 2 << 60;
-
-fn tag(kind: u64, key: &ConnKey) -> u64 {
-    kind | (u64::from(key.channel) << 8) | u64::from(key.index)
-}
-
 /// What a communicator passes to [`connect`].
 pub struct Endpoints<'a> {
     /// The bootstrap network.
     pub net: &'a BootstrapNet,
+    /// This rank's TCP data listener.
+    pub listener: &'a DataListener,
     /// The communicator's message namespace.
     pub comm_tag: u64,
     /// This rank in the communicator.
@@ -156,11 +78,56 @@ impl Endpoints<'_> {
         let p = self.info(comm_rank);
         format!("rank {comm_rank} (host {}, pid {})", p.hostname, p.pid)
     }
+
+    fn offer_to(&self, key: &ConnKey, offer: &Offer) -> Result<()> {
+        let body = serde_json::to_vec(offer)
+            .map_err(|e| Error::Internal(format!("encoding a connection offer: {e}")))?;
+        self.net.send(
+            self.net_rank[key.peer],
+            self.comm_tag,
+            tags::conn_offer(key),
+            &body,
+            self.deadline,
+        )
+    }
+
+    fn ack_to(&self, key: &ConnKey) -> Result<()> {
+        self.net.send(
+            self.net_rank[key.peer],
+            self.comm_tag,
+            tags::conn_ack(key),
+            b"",
+            self.deadline,
+        )
+    }
+
+    fn wait_ack(&self, key: &ConnKey) -> Result<()> {
+        let what = format!(
+            "waiting for {} to attach channel {}",
+            self.describe(key.peer),
+            key.channel
+        );
+        self.net
+            .recv_abortable(
+                self.net_rank[key.peer],
+                self.comm_tag,
+                tags::conn_ack(key),
+                self.deadline,
+                &what,
+                self.abort,
+            )
+            .map(drop)
+    }
+
+    /// A FIFO end failed to attach: the peer's memory is not what its offer said.
+    fn bad_fifo(&self, key: &ConnKey, what: &str, e: String) -> Error {
+        Error::Remote(format!("{what} from {}: {e}", self.describe(key.peer)))
+    }
 }
 
 enum Pending {
     SameProcess(u64, Arc<HeapMemory>),
-    Shm(ShmSegment),
+    Shm(ShmFifo),
     Tcp {
         token: u64,
         sockets: usize,
@@ -200,66 +167,61 @@ impl ConnectJob {
     /// offer cannot be delivered.
     pub fn start(ep: &Endpoints<'_>, sends: &[ConnKey], recvs: &[ConnKey]) -> Result<ConnectJob> {
         let me = ep.info(ep.rank).clone();
+        let slot = ep.slot_bytes;
         let mut pending = Vec::with_capacity(recvs.len());
         for key in recvs {
             let kind = ep.params.select(&me, ep.info(key.peer));
             let (offer, p) = match kind {
                 TransportKind::SameProcess => {
-                    let mem = Arc::new(HeapMemory::new(ep.slot_bytes));
-                    // SAFETY: freshly allocated and zeroed, large enough for the slots.
-                    unsafe { init_region(&*mem, ep.slot_bytes) };
+                    let mem = Arc::new(HeapMemory::new(slot).map_err(|e| {
+                        Error::system(
+                            format!("allocating a same-process FIFO: {e}"),
+                            std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+                        )
+                    })?);
+                    init_fifo(&*mem, slot).map_err(Error::Internal)?;
                     let token = crate::bootstrap::unique_id::random_magic()?;
                     same_process_fifos()
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(token, mem.clone());
-                    (
-                        Offer::SameProcess {
-                            token,
-                            slot_bytes: ep.slot_bytes as u64,
-                        },
-                        Pending::SameProcess(token, mem),
-                    )
+                    let offer = Offer::SameProcess {
+                        token,
+                        slot_bytes: slot as u64,
+                    };
+                    (offer, Pending::SameProcess(token, mem))
                 }
                 TransportKind::Shm => {
-                    let seg = ShmSegment::create(region_bytes(ep.slot_bytes))?;
-                    // SAFETY: the new segment is zero-filled and sized for the slots.
-                    unsafe { init_region(&seg, ep.slot_bytes) };
-                    (
-                        Offer::Shm {
-                            name: seg.name().to_string(),
-                            slot_bytes: ep.slot_bytes as u64,
-                        },
-                        Pending::Shm(seg),
-                    )
+                    let len = region_bytes(slot).ok_or_else(|| {
+                        Error::invalid_usage(format!("FIFO slots of {slot} bytes overflow"))
+                    })?;
+                    let seg = ShmFifo::new(ShmSegment::create(len)?).map_err(Error::Internal)?;
+                    init_fifo(&seg, slot).map_err(Error::Internal)?;
+                    let offer = Offer::Shm {
+                        name: seg.name().to_string(),
+                        slot_bytes: slot as u64,
+                    };
+                    (offer, Pending::Shm(seg))
                 }
                 TransportKind::Tcp => {
                     let token = crate::bootstrap::unique_id::random_magic()?;
                     let (sockets, threads) = (ep.params.sockets, ep.params.socket_threads);
                     let offer = Offer::Tcp {
+                        addr: ep.listener.addr(),
                         token,
                         sockets: sockets as u32,
                         threads: threads as u32,
-                        slot_bytes: ep.slot_bytes as u64,
+                        slot_bytes: slot as u64,
                     };
-                    (
-                        offer,
-                        Pending::Tcp {
-                            token,
-                            sockets,
-                            threads,
-                        },
-                    )
+                    let p = Pending::Tcp {
+                        token,
+                        sockets,
+                        threads,
+                    };
+                    (offer, p)
                 }
             };
-            let body = serde_json::to_vec(&offer).expect("offer serialises");
-            ep.net.send(
-                ep.net_rank[key.peer],
-                ep.comm_tag,
-                tag(OFFER, key),
-                &body,
-                ep.deadline,
-            )?;
+            ep.offer_to(key, &offer)?;
             pending.push((*key, p, kind));
         }
         Ok(ConnectJob {
@@ -276,26 +238,20 @@ impl ConnectJob {
     pub fn attach(&mut self, ep: &Endpoints<'_>) -> Result<()> {
         for key in std::mem::take(&mut self.sends) {
             let from = ep.net_rank[key.peer];
-            let what = format!(
-                "connecting channel {} to {}",
-                key.channel,
-                ep.describe(key.peer)
-            );
+            let peer = ep.describe(key.peer);
+            let what = format!("connecting channel {} to {peer}", key.channel);
             let body = ep.net.recv_abortable(
                 from,
                 ep.comm_tag,
-                tag(OFFER, &key),
+                tags::conn_offer(&key),
                 ep.deadline,
                 &what,
                 ep.abort,
             )?;
             let offer: Offer = serde_json::from_slice(&body).map_err(|e| {
-                Error::Remote(format!(
-                    "malformed connection offer from {}: {e}",
-                    ep.describe(key.peer)
-                ))
+                Error::Remote(format!("malformed connection offer from {peer}: {e}"))
             })?;
-            let (conn, kind) = match offer {
+            let (conn, kind): (SendConn, TransportKind) = match offer {
                 Offer::SameProcess { token, slot_bytes } => {
                     let mem = same_process_fifos()
                         .lock()
@@ -303,61 +259,44 @@ impl ConnectJob {
                         .remove(&token)
                         .ok_or_else(|| {
                             Error::Internal(format!(
-                                "same-process FIFO {token:x} from {} not registered",
-                                ep.describe(key.peer)
+                                "same-process FIFO {token:x} from {peer} not registered"
                             ))
                         })?;
                     let mem: Arc<dyn FifoMemory> = mem;
-                    ep.net
-                        .send(from, ep.comm_tag, tag(ACK, &key), b"", ep.deadline)?;
-                    (
-                        SendConn::Mem(MemSender::new(mem, slot_bytes as usize)),
-                        TransportKind::SameProcess,
-                    )
+                    let end = attach_sender(ep, &key, mem, slot_bytes, "same-process FIFO")?;
+                    ep.ack_to(&key)?;
+                    (end, TransportKind::SameProcess)
                 }
                 Offer::Shm { name, slot_bytes } => {
-                    let seg = ShmSegment::open(&name)?;
-                    // SAFETY: the segment is mapped for its full length.
-                    let slot = unsafe { check_region(&seg, seg.len()) }.map_err(|e| {
-                        Error::Remote(format!(
-                            "segment {name} from {}: {e}",
-                            ep.describe(key.peer)
-                        ))
-                    })?;
-                    if slot != slot_bytes as usize {
-                        return Err(Error::Remote(format!(
-                            "segment {name} from {} has {slot}-byte slots, offer said {slot_bytes}",
-                            ep.describe(key.peer)
-                        )));
-                    }
+                    let seg = ShmFifo::new(ShmSegment::open(&name)?)
+                        .map_err(|e| ep.bad_fifo(&key, "shared-memory offer", e))?;
                     let seg: Arc<dyn FifoMemory> = Arc::new(seg);
-                    ep.net
-                        .send(from, ep.comm_tag, tag(ACK, &key), b"", ep.deadline)?;
-                    (SendConn::Mem(MemSender::new(seg, slot)), TransportKind::Shm)
+                    let end = attach_sender(ep, &key, seg, slot_bytes, &format!("segment {name}"))?;
+                    ep.ack_to(&key)?;
+                    (end, TransportKind::Shm)
                 }
                 Offer::Tcp {
+                    addr,
                     token,
                     sockets,
                     threads,
                     slot_bytes,
                 } => {
-                    let socks = ep
-                        .net
-                        .connect_data(from, token, sockets as usize, ep.deadline)?;
+                    let socks = listener::connect(
+                        addr,
+                        &peer,
+                        ep.net.magic(),
+                        token,
+                        sockets as usize,
+                        ep.net.retry(),
+                        ep.deadline,
+                    )?;
                     for s in &socks {
                         prepare_socket(s)
                             .map_err(|e| Error::system("configuring a data socket", e))?;
                     }
-                    let peer = ep.describe(key.peer);
-                    (
-                        SendConn::Tcp(TcpSender::new(
-                            socks,
-                            slot_bytes as usize,
-                            threads as usize,
-                            &peer,
-                        )),
-                        TransportKind::Tcp,
-                    )
+                    let end = TcpSender::new(socks, slot_bytes as usize, threads as usize, &peer)?;
+                    (Box::new(end) as SendConn, TransportKind::Tcp)
                 }
             };
             log_connection(ep, ep.rank, key.peer, &key, kind);
@@ -372,22 +311,9 @@ impl ConnectJob {
     pub fn finish(self, ep: &Endpoints<'_>) -> Result<Made> {
         let mut recv_conns = Vec::with_capacity(self.pending.len());
         for (key, p, kind) in self.pending {
-            let from = ep.net_rank[key.peer];
-            let what = format!(
-                "waiting for {} to attach channel {}",
-                ep.describe(key.peer),
-                key.channel
-            );
-            let conn = match p {
+            let conn: RecvConn = match p {
                 Pending::SameProcess(token, mem) => {
-                    let acked = ep.net.recv_abortable(
-                        from,
-                        ep.comm_tag,
-                        tag(ACK, &key),
-                        ep.deadline,
-                        &what,
-                        ep.abort,
-                    );
+                    let acked = ep.wait_ack(&key);
                     // Normally the sender took the entry; after a failure, do not leave it behind.
                     same_process_fifos()
                         .lock()
@@ -395,20 +321,13 @@ impl ConnectJob {
                         .remove(&token);
                     acked?;
                     let mem: Arc<dyn FifoMemory> = mem;
-                    RecvConn::Mem(MemReceiver::new(mem, ep.slot_bytes))
+                    Box::new(MemReceiver::new(mem).map_err(Error::Internal)?)
                 }
                 Pending::Shm(mut seg) => {
-                    ep.net.recv_abortable(
-                        from,
-                        ep.comm_tag,
-                        tag(ACK, &key),
-                        ep.deadline,
-                        &what,
-                        ep.abort,
-                    )?;
-                    seg.unlink();
+                    ep.wait_ack(&key)?;
+                    seg.segment().unlink();
                     let seg: Arc<dyn FifoMemory> = Arc::new(seg);
-                    RecvConn::Mem(MemReceiver::new(seg, ep.slot_bytes))
+                    Box::new(MemReceiver::new(seg).map_err(Error::Internal)?)
                 }
                 Pending::Tcp {
                     token,
@@ -417,19 +336,42 @@ impl ConnectJob {
                 } => {
                     let peer = ep.describe(key.peer);
                     let socks = ep
-                        .net
-                        .accept_data(token, sockets, &peer, ep.deadline, ep.abort)?;
+                        .listener
+                        .accept(token, sockets, &peer, ep.deadline, ep.abort)?;
                     for s in &socks {
                         prepare_socket(s)
                             .map_err(|e| Error::system("configuring a data socket", e))?;
                     }
-                    RecvConn::Tcp(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer))
+                    Box::new(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer)?)
                 }
             };
             recv_conns.push((key, conn, kind));
         }
         Ok((self.attached, recv_conns))
     }
+}
+
+/// The sending end of a memory FIFO a peer offered, checked against the slot size its offer
+/// announced.
+fn attach_sender(
+    ep: &Endpoints<'_>,
+    key: &ConnKey,
+    mem: Arc<dyn FifoMemory>,
+    slot_bytes: u64,
+    what: &str,
+) -> Result<SendConn> {
+    let end = MemSender::new(mem).map_err(|e| ep.bad_fifo(key, what, e))?;
+    if end.slot_bytes() as u64 != slot_bytes {
+        return Err(ep.bad_fifo(
+            key,
+            what,
+            format!(
+                "{}-byte slots where the offer said {slot_bytes}",
+                end.slot_bytes()
+            ),
+        ));
+    }
+    Ok(Box::new(end))
 }
 
 fn log_connection(ep: &Endpoints<'_>, from: usize, to: usize, key: &ConnKey, kind: TransportKind) {

@@ -14,8 +14,9 @@ use nix::fcntl::OFlag;
 use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 
-use super::fifo::FifoMemory;
+use super::fifo::{CONTROL_BYTES, FifoMemory};
 use crate::error::{Error, Result};
+use crate::mem::Mapping;
 
 /// A mapped shared-memory segment.
 pub struct ShmSegment {
@@ -111,16 +112,6 @@ impl ShmSegment {
         &self.name
     }
 
-    /// Mapped length in bytes.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// True when the mapping is empty.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
     /// Removes the name from `/dev/shm` (mappings stay valid). Idempotent.
     pub fn unlink(&mut self) {
         if self.linked {
@@ -136,9 +127,61 @@ impl Drop for ShmSegment {
     }
 }
 
-impl FifoMemory for ShmSegment {
+/// A shared-memory segment holding a FIFO: its first [`CONTROL_BYTES`] are the control block,
+/// the rest the slots.
+pub struct ShmFifo(ShmSegment);
+
+impl ShmFifo {
+    /// Wraps `seg`.
+    ///
+    /// Errors: a message when the segment is too short to hold a control block.
+    pub fn new(seg: ShmSegment) -> std::result::Result<ShmFifo, String> {
+        if seg.len() < CONTROL_BYTES {
+            return Err(format!(
+                "shared-memory segment {} holds {} bytes, less than a FIFO's control block",
+                seg.name(),
+                seg.len()
+            ));
+        }
+        Ok(ShmFifo(seg))
+    }
+
+    /// The segment's name.
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// The segment.
+    pub fn segment(&mut self) -> &mut ShmSegment {
+        &mut self.0
+    }
+}
+
+// SAFETY: the mapping is page aligned and stays mapped for the segment's whole life (unlinking
+// the name does not unmap it).
+unsafe impl Mapping for ShmSegment {
     fn base(&self) -> *mut u8 {
         self.base
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+// SAFETY: the mapping is page aligned, at least CONTROL_BYTES long (checked in `new`) and lives
+// as long as the value; the control block is its first CONTROL_BYTES and the slots the rest,
+// which do not overlap.
+unsafe impl FifoMemory for ShmFifo {
+    fn control(&self) -> *mut u8 {
+        self.0.base
+    }
+    fn slots(&self) -> *mut u8 {
+        // SAFETY: CONTROL_BYTES <= len, so this is in bounds or one past the end.
+        unsafe { self.0.base.add(CONTROL_BYTES) }
+    }
+    fn slots_len(&self) -> usize {
+        self.0.len() - CONTROL_BYTES
     }
 }
 

@@ -2,7 +2,8 @@
 //! one or two destinations, built for baseline x86-64 and for AVX2 (chosen at run time), with a
 //! line-at-a-time variant for destinations written with streaming stores.
 
-use super::stream::{Streams, stream_line};
+use super::stream::stream_line;
+use crate::device::Streams;
 
 /// Applies `f` element-wise to `a` and `b` into `d0` (and `d1`), choosing the AVX2 build when
 /// the CPU has it.

@@ -9,55 +9,12 @@
 
 use half::{bf16, f16};
 
+use crate::device::{ReduceSpec, Streams, Transforms};
 use crate::dtype::DataType;
-use crate::redop::{Combine, Lowered, Scalar};
+use crate::redop::{Combine, Scalar};
 
 use super::elementwise::{map_binary, map_unary};
-use super::stream::{Streams, stream_copy};
-
-/// What a kernel computes, resolved for one data type (see [`crate::RedOp::lower`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReduceSpec {
-    /// Element type.
-    pub dtype: DataType,
-    /// The binary operation.
-    pub combine: Combine,
-    /// Scalar multiplied into the `b` operand (the local input) before combining.
-    pub pre: Option<Scalar>,
-    /// Divisor applied to the result (integer average).
-    pub post_div: Option<u64>,
-}
-
-impl ReduceSpec {
-    /// The spec for `dtype` and a lowered operation.
-    pub fn new(dtype: DataType, lowered: Lowered) -> ReduceSpec {
-        ReduceSpec {
-            dtype,
-            combine: lowered.combine,
-            pre: lowered.pre,
-            post_div: lowered.post_div,
-        }
-    }
-
-    /// A spec that only moves data (sum with no transforms, used for plain copies).
-    pub fn copy(dtype: DataType) -> ReduceSpec {
-        ReduceSpec {
-            dtype,
-            combine: Combine::Sum,
-            pre: None,
-            post_div: None,
-        }
-    }
-}
-
-/// Which transforms a kernel call applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Transforms {
-    /// Apply the spec's `pre` scalar to the `b`/source operand.
-    pub pre: bool,
-    /// Apply the spec's `post_div` to the result.
-    pub post: bool,
-}
+use super::stream::stream_copy;
 
 /// `d0[i] = post(a[i] ⊕ pre(b[i]))` for `n` elements, and the same into `d1` when given.
 ///

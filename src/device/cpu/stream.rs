@@ -8,7 +8,8 @@
 //! ([`super::reduce::reduce_with`]); copies stream straight from the source. [`fence`] orders
 //! the streamed stores before the operation is reported complete.
 
-use super::reduce::{ReduceSpec, Transforms, copy};
+use super::reduce::copy;
+use crate::device::{ReduceSpec, Streams, Transforms};
 
 /// Outputs at least this large (bytes per rank) are written with streaming stores: past it, a
 /// rank's input and output no longer share the 32 MiB last-level cache of the reference host
@@ -64,27 +65,6 @@ pub fn fence() {
     // SAFETY: sfence has no memory-safety preconditions.
     unsafe {
         std::arch::x86_64::_mm_sfence()
-    }
-}
-
-/// Which destinations of a kernel call are written with streaming stores.
-///
-/// The output streams once it no longer fits in the caches ([`STREAM_THRESHOLD`]). A memory-FIFO
-/// slot streams when [`crate::exec::SlotStores`] finds that faster for the operation's size: the
-/// reader then fetches the slot from memory instead of from the writer's cache, which wins when
-/// the two cores sit in different cache domains (a C slot FIFO on the reference VM, 16 MiB each
-/// way: 2.1 GB/s per direction cached against 3.7 streamed; 3.9 against 3.2 when they share one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Streams {
-    /// Stream the first destination.
-    pub d0: bool,
-    /// Stream the second destination.
-    pub d1: bool,
-}
-
-impl Streams {
-    fn any(self, d1: Option<*mut u8>) -> bool {
-        self.d0 || (self.d1 && d1.is_some())
     }
 }
 

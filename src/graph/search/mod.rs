@@ -9,7 +9,8 @@ mod state;
 
 use serde::Serialize;
 
-use crate::graph::types::{Graph, MAXCHANNELS, Pattern};
+use crate::conn::MAX_CHANNELS;
+use crate::graph::types::{Graph, Pattern};
 use crate::topo::system::{CpuArch, CpuVendor};
 use crate::topo::{NodeType, PathType, System};
 use state::State;
@@ -145,7 +146,7 @@ pub fn compute(
         pattern,
         ngpus,
         min_channels,
-        max_channels.min(MAXCHANNELS),
+        max_channels.min(MAX_CHANNELS),
     );
     if ngpus == 0 {
         return graph;

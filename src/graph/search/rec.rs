@@ -5,7 +5,8 @@
 //! step budget (`time`).
 
 use super::state::State;
-use crate::graph::types::{Graph, MAXCHANNELS, Pattern};
+use crate::conn::MAX_CHANNELS;
+use crate::graph::types::{Graph, Pattern};
 use crate::topo::paths::{local_net, locals};
 use crate::topo::system::NodeRef;
 use crate::topo::{LinkType, NodeType, PathType};
@@ -308,7 +309,7 @@ impl State<'_> {
         let mut out: Vec<usize> = Vec::new();
         for gi in (0..ngpus).filter(|&i| only.is_none_or(|o| o == i)) {
             let mut mine: Vec<usize> = Vec::new();
-            for c in 0..MAXCHANNELS {
+            for c in 0..MAX_CHANNELS {
                 let Some(n) = local_net(nodes, gi, c) else {
                     break;
                 };
@@ -325,7 +326,7 @@ impl State<'_> {
         }
         for t in PathType::ALL.into_iter().filter(|&t| t <= type_inter) {
             for gi in (0..ngpus).filter(|&i| only.is_none_or(|o| o == i)) {
-                for n in 0..self.sys.count(NodeType::Net).min(MAXCHANNELS) {
+                for n in 0..self.sys.count(NodeType::Net).min(MAX_CHANNELS) {
                     if self.path(gpu(gi), net(n)).ty == t && !out.contains(&n) {
                         out.push(n);
                     }

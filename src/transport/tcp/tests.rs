@@ -1,6 +1,8 @@
 //! TCP transport tests over loopback socket pairs.
 
 use super::*;
+use crate::transport::{PeerState, RecvEnd, SendEnd};
+use std::io::Write;
 use std::net::TcpListener;
 
 fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
@@ -22,8 +24,8 @@ fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
 fn stream_through(nsocks: usize, nthreads: usize) {
     let (tx, rx) = socket_pairs(nsocks);
     let slot = 4096;
-    let mut s = TcpSender::new(tx, slot, nthreads, "rank 1");
-    let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0");
+    let mut s = TcpSender::new(tx, slot, nthreads, "rank 1").unwrap();
+    let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0").unwrap();
     let total = 300usize;
     let (mut sent, mut got) = (0usize, 0usize);
     while got < total {
@@ -68,8 +70,8 @@ fn several_sockets_with_helper_threads() {
 #[test]
 fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
     let (tx, rx) = socket_pairs(1);
-    let mut s = TcpSender::new(tx, 1024, 0, "rank 1");
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0");
+    let mut s = TcpSender::new(tx, 1024, 0, "rank 1").unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0").unwrap();
     let p = s.acquire().unwrap();
     unsafe { *p = 9 };
     s.post(1);
@@ -104,8 +106,8 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
     // The sender posts six slots over three sockets and closes them all before the receiver
     // reads anything: the first socket's end of stream must not abandon the others' frames.
     let (tx, rx) = socket_pairs(3);
-    let mut s = TcpSender::new(tx, 1024, 0, "rank 1");
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0");
+    let mut s = TcpSender::new(tx, 1024, 0, "rank 1").unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0").unwrap();
     for i in 0..6u8 {
         let p = s.acquire().unwrap();
         unsafe { *p = i };
@@ -131,7 +133,7 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
 #[test]
 fn close_mid_slot_is_an_error_naming_the_peer() {
     let (mut tx, rx) = socket_pairs(1);
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 7 (host x)");
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 7 (host x)").unwrap();
     tx[0].set_nonblocking(false).unwrap();
     tx[0]
         .write_all(&[100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3])
@@ -144,15 +146,16 @@ fn close_mid_slot_is_an_error_naming_the_peer() {
         }
     };
     assert!(
-        err.contains("rank 7 (host x)") && err.contains("middle of a slot"),
-        "{err}"
+        matches!(&err, crate::transport::TransportError::Closed { peer, .. } if peer == "rank 7 (host x)"),
+        "{err:?}"
     );
+    assert!(err.to_string().contains("middle of a slot"), "{err}");
 }
 
 #[test]
 fn garbage_frame_is_rejected() {
     let (mut tx, rx) = socket_pairs(1);
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 2");
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 2").unwrap();
     tx[0].set_nonblocking(false).unwrap();
     tx[0].write_all(&[0xff; 16]).unwrap();
     let err = loop {
@@ -161,5 +164,12 @@ fn garbage_frame_is_rejected() {
             Ok(_) => std::thread::yield_now(),
         }
     };
-    assert!(err.contains("malformed frame from rank 2"), "{err}");
+    assert!(
+        matches!(err, crate::transport::TransportError::Malformed { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("malformed frame from rank 2"),
+        "{err}"
+    );
 }

@@ -4,14 +4,44 @@
 
 use std::sync::Arc;
 
-use super::{Algo, CollArgs, Func, Geometry, Rings, plan};
-use crate::device::cpu::reduce::ReduceSpec;
+use super::{Connections, Execution, OpBuffers, Segment};
+use crate::coll::{
+    Algo, CollArgs, Func, Geometry, LaneKey, Loc, Op, Plan, Rings, Step, channels_for, plan,
+};
+use crate::conn::ConnKey;
+use crate::device::{ReduceSpec, Region};
 use crate::dtype::DataType;
-use crate::exec::{Connections, Execution, OpBuffers, Segment};
 use crate::redop::RedOp;
-use crate::transport::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_region};
-use crate::transport::setup::ConnKey;
-use crate::transport::{RecvConn, SendConn, TransportKind};
+use crate::stats::CommStats;
+use crate::transport::TransportKind;
+use crate::transport::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_fifo};
+
+/// A heap FIFO from `from` to `to` for key `k` (named from `from`'s side).
+fn heap_pair(conns: &mut [Connections], stats: &CommStats, from: usize, k: ConnKey, slot: usize) {
+    let mem: Arc<dyn FifoMemory> = Arc::new(HeapMemory::new(slot).expect("heap FIFO"));
+    init_fifo(&*mem, slot).expect("init");
+    let tx = MemSender::new(mem.clone()).expect("sender");
+    let rx = MemReceiver::new(mem).expect("receiver");
+    let kind = TransportKind::SameProcess;
+    conns[from].add_send(k, Box::new(tx), kind, stats);
+    conns[k.peer].add_recv(ConnKey { peer: from, ..k }, Box::new(rx), kind, stats);
+}
+
+/// One execution of a whole plan (every lane one segment of operation 0).
+fn execution(ops: OpBuffers, p: &Plan, conns: &Connections) -> Execution {
+    let plan = Arc::new(p.clone());
+    let lanes = (0..plan.lanes.len())
+        .map(|i| {
+            let seg = Segment {
+                op: 0,
+                plan: plan.clone(),
+                lane: i,
+            };
+            (plan.lanes[i].0, vec![seg])
+        })
+        .collect();
+    Execution::new(vec![ops], lanes, conns).expect("execution")
+}
 
 /// Runs `args` on `n` simulated ranks with u32 inputs; returns every rank's output.
 fn run(
@@ -23,30 +53,17 @@ fn run(
     inputs: &[Vec<u32>],
     outputs: &mut [Vec<u32>],
 ) {
+    let bytes = args.input_bytes(n).max(args.output_bytes(n));
+    let nch = channels_for(bytes, geo.chunk_bytes(), rings.nchannels());
     let plans: Vec<_> = (0..n)
-        .map(|r| plan(&args, r, n, rings, geo, algo).expect("plan"))
+        .map(|r| plan(&args, r, n, rings, geo, algo, nch).expect("plan"))
         .collect();
+    let stats = CommStats::new();
     let mut conns: Vec<Connections> = (0..n).map(|_| Connections::default()).collect();
     for (r, p) in plans.iter().enumerate() {
-        for (_, steps) in &p.lanes {
-            for s in steps {
-                if let Some(k) = s.send {
-                    let back = ConnKey { peer: r, ..k };
-                    if !conns[r].has_send(&k) {
-                        let mem: Arc<dyn FifoMemory> = Arc::new(HeapMemory::new(geo.slot_bytes));
-                        unsafe { init_region(&*mem, geo.slot_bytes) };
-                        conns[r].add_send(
-                            k,
-                            SendConn::Mem(MemSender::new(mem.clone(), geo.slot_bytes)),
-                            TransportKind::SameProcess,
-                        );
-                        conns[k.peer].add_recv(
-                            back,
-                            RecvConn::Mem(MemReceiver::new(mem, geo.slot_bytes)),
-                            TransportKind::SameProcess,
-                        );
-                    }
-                }
+        for k in &p.send_keys {
+            if !conns[r].has_send(k) {
+                heap_pair(&mut conns, &stats, r, *k, geo.slot_bytes);
             }
         }
     }
@@ -55,52 +72,32 @@ fn run(
         .iter()
         .enumerate()
         .map(|(r, p)| {
-            let (input, input_len, output, output_len) = if args.in_place {
+            let (input, output) = if args.in_place {
                 // The single buffer is `outputs[r]` (sized to the larger of input and output).
                 let l = args.in_place_layout(r, n).expect("in-place layout");
                 let base = outputs[r].as_mut_ptr().cast::<u8>();
+                // SAFETY: the layout's ranges lie within the buffer.
                 unsafe {
                     (
-                        base.add(l.input.0).cast_const(),
-                        l.input.1,
-                        base.add(l.output.0),
-                        l.output.1,
+                        Region::host(base.add(l.input.0), l.input.1),
+                        Region::host(base.add(l.output.0), l.output.1),
                     )
                 }
             } else {
                 (
-                    inputs[r].as_ptr().cast::<u8>(),
-                    inputs[r].len() * 4,
-                    outputs[r].as_mut_ptr().cast::<u8>(),
-                    outputs[r].len() * 4,
+                    Region::host(
+                        inputs[r].as_ptr().cast::<u8>().cast_mut(),
+                        inputs[r].len() * 4,
+                    ),
+                    Region::host(outputs[r].as_mut_ptr().cast::<u8>(), outputs[r].len() * 4),
                 )
             };
-            let ops = vec![OpBuffers {
-                input,
-                input_len,
-                output,
-                output_len,
-                scratch: vec![0; p.scratch_bytes],
-                spec,
-                snapshot_input: args.in_place && args.func == Func::AllToAll,
-                snapshot: Vec::new(),
-                stream_output: false,
-                stream_slots: false,
-            }];
-            let plan = Arc::new(p.clone());
-            let lanes = (0..plan.lanes.len())
-                .map(|i| {
-                    (
-                        plan.lanes[i].0,
-                        vec![Segment {
-                            op: 0,
-                            plan: plan.clone(),
-                            lane: i,
-                        }],
-                    )
-                })
-                .collect();
-            Execution::new(ops, lanes, &conns[r]).expect("execution")
+            // SAFETY: the vectors outlive the executions, which this function drops before
+            // returning; nothing else touches them meanwhile.
+            let ops = unsafe { OpBuffers::new(input, output, p.scratch_bytes, spec) }
+                .expect("buffers")
+                .snapshot_input(args.in_place && args.func == Func::AllToAll);
+            execution(ops, p, &conns[r])
         })
         .collect();
     let mut idle_rounds = 0;
@@ -206,11 +203,13 @@ fn check(func: Func, n: usize, count: usize, op: RedOp, algo: Algo, nch: usize, 
             outputs[r] = buf;
         }
     }
-    let rings = Rings {
-        order: (0..nch)
+    let rings = Rings::new(
+        (0..nch)
             .map(|c| (0..n).map(|i| (i + c) % n).collect())
             .collect(),
-    };
+        n,
+    )
+    .expect("rings");
     let geo = Geometry { slot_bytes: 256 };
     run(args, n, &rings, geo, algo, &inputs, &mut outputs);
     let want = reference(&args, n, &inputs);
@@ -315,4 +314,56 @@ fn large_ring_allreduce_streams_many_chunks() {
         2,
         false,
     );
+}
+
+/// A lane stuck half-way through a step must report no progress, or waiters never sleep nor
+/// time out (a receiver that never reads used to spin its sender forever).
+#[test]
+fn a_blocked_lane_reports_no_progress() {
+    let slot = 64;
+    let key = ConnKey::collective(1, 0);
+    let stats = CommStats::new();
+    let mut conns = vec![Connections::default(), Connections::default()];
+    // Rank 0 sends to rank 1, which never reads.
+    heap_pair(&mut conns, &stats, 0, key, slot);
+    let data = vec![7u8; slot * 20];
+    let step = Step::new(
+        Op::Send {
+            src: Loc::input(0),
+            to: key,
+        },
+        data.len(),
+    );
+    let plan = Plan::new(vec![(LaneKey::Channel(0), vec![step])], 0, Algo::Direct);
+    let input = Region::host(data.as_ptr().cast_mut(), data.len());
+    // SAFETY: `data` outlives the execution and is only read.
+    let ops =
+        unsafe { OpBuffers::new(input, Region::empty(), 0, ReduceSpec::copy(DataType::Uint8)) }
+            .unwrap();
+    let (c0, _) = conns.split_at_mut(1);
+    let mut ex = execution(ops, &plan, &c0[0]);
+    assert!(
+        ex.progress(&mut c0[0]).unwrap(),
+        "the first call fills the FIFO"
+    );
+    assert!(
+        !ex.progress(&mut c0[0]).unwrap(),
+        "a full FIFO is no progress"
+    );
+    assert!(!ex.done(&c0[0]));
+    assert_eq!(
+        ex.blocked(),
+        vec![super::Blocked {
+            key,
+            receiving: false
+        }]
+    );
+    assert_eq!(ex.steps(), (1, 0, (slot * 8) as u64));
+    let sent: u64 = stats
+        .links()
+        .iter()
+        .filter(|l| l.peer == 1)
+        .map(|l| l.bytes)
+        .sum();
+    assert_eq!(sent, (slot * 8) as u64, "eight slots counted");
 }

@@ -1,0 +1,68 @@
+//! Connecting to a peer's listener with NCCL's retry policy.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use super::Deadline;
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// Connect retry policy (`NCCL_SOCKET_RETRY_CNT`, `NCCL_SOCKET_RETRY_SLEEP_MSEC`).
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    /// Attempts after the first.
+    pub count: u32,
+    /// Linear back-off step.
+    pub step: Duration,
+}
+
+impl Retry {
+    /// From the knobs.
+    ///
+    /// Errors: a bad knob value.
+    pub fn from_config(cfg: &Config) -> Result<Retry> {
+        Ok(Retry {
+            count: cfg.int("NCCL_SOCKET_RETRY_CNT")?.max(0) as u32,
+            step: Duration::from_millis(cfg.int("NCCL_SOCKET_RETRY_SLEEP_MSEC")?.max(1) as u64),
+        })
+    }
+}
+
+/// Connects to `addr`, retrying refused/unreachable connections with linear back-off until the
+/// retry count or the deadline runs out.
+///
+/// Errors: [`Error::Remote`] naming `what` and the address.
+pub fn connect_retry(
+    addr: SocketAddr,
+    what: &str,
+    retry: Retry,
+    deadline: Deadline,
+) -> Result<TcpStream> {
+    let mut attempt = 0u32;
+    loop {
+        let wait = deadline
+            .remaining()
+            .max(Duration::from_millis(10))
+            .min(Duration::from_secs(10));
+        match TcpStream::connect_timeout(&addr, wait) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                attempt += 1;
+                let transient = matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::HostUnreachable
+                        | std::io::ErrorKind::NetworkUnreachable
+                );
+                if !transient || attempt > retry.count || deadline.passed() {
+                    return Err(Error::Remote(format!(
+                        "cannot connect to {what} at {addr}: {e} (gave up after {attempt} attempts)"
+                    )));
+                }
+                let pause = (retry.step * attempt).min(deadline.remaining());
+                std::thread::sleep(pause);
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Every bootstrap message tag, allocated in one place. A tag's top four bits name the kind of
+//! message; the low 60 bits carry its key (a connection, a split or registration number), so
+//! two kinds never collide. Messages are filed by (sender, communicator, tag).
+
+use crate::conn::ConnKey;
+
+const KIND_SHIFT: u32 = 60;
+const KEY_MASK: u64 = (1 << KIND_SHIFT) - 1;
+
+/// The kinds of bootstrap messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
+enum Kind {
+    /// A receiving end's connection offer ([`crate::transport::setup`]).
+    ConnOffer = 1,
+    /// A sending end's acknowledgement that it attached.
+    ConnAck = 2,
+    /// Rank 0's channel layout.
+    Layout = 3,
+    /// A split's colors and keys.
+    Split = 4,
+    /// Why a rank gave up (read by peers to name the root cause).
+    FailureNotice = 5,
+    /// Window registration (names, then "mapped").
+    Window = 6,
+}
+
+fn tag(kind: Kind, key: u64) -> u64 {
+    ((kind as u64) << KIND_SHIFT) | (key & KEY_MASK)
+}
+
+fn conn(key: &ConnKey) -> u64 {
+    (u64::from(key.channel) << 8) | u64::from(key.index)
+}
+
+/// The offer for connection `key` (named from the sender's side of the message).
+pub(crate) fn conn_offer(key: &ConnKey) -> u64 {
+    tag(Kind::ConnOffer, conn(key))
+}
+
+/// The acknowledgement of connection `key`.
+pub(crate) fn conn_ack(key: &ConnKey) -> u64 {
+    tag(Kind::ConnAck, conn(key))
+}
+
+/// Rank 0's channel layout.
+pub(crate) fn layout() -> u64 {
+    tag(Kind::Layout, 0)
+}
+
+/// The exchange of split number `seq` of a communicator.
+pub(crate) fn split(seq: u64) -> u64 {
+    tag(Kind::Split, seq)
+}
+
+/// A failure notice.
+pub(crate) fn failure_notice() -> u64 {
+    tag(Kind::FailureNotice, 0)
+}
+
+/// Window registration `id`: phase 0 swaps names, phase 1 says every rank has mapped.
+pub(crate) fn window(id: u64, mapped: bool) -> u64 {
+    tag(Kind::Window, (id << 1) | u64::from(mapped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_never_share_a_tag() {
+        let mut all = std::collections::HashSet::new();
+        let keys = [
+            ConnKey::collective(3, 0),
+            ConnKey::collective(3, 63),
+            ConnKey::p2p(1),
+        ];
+        for k in &keys {
+            assert!(all.insert(conn_offer(k)));
+            assert!(all.insert(conn_ack(k)));
+        }
+        assert!(all.insert(layout()));
+        assert!(all.insert(failure_notice()));
+        for n in [0, 1, 2, 255, 256, 257] {
+            assert!(all.insert(split(n)), "split {n}");
+            assert!(all.insert(window(n, false)), "window {n}");
+            assert!(all.insert(window(n, true)), "window {n} mapped");
+        }
+        // A key too large for its field cannot reach another kind's tags.
+        assert_eq!(split(u64::MAX) >> KIND_SHIFT, Kind::Split as u64);
+    }
+}

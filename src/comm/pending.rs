@@ -1,0 +1,157 @@
+//! [`Pending`]: a group that was enqueued (planned and connected) and runs when waited on.
+
+use std::marker::PhantomData;
+
+use super::enqueue::{CommWork, Phase, States, Sync};
+use super::label::Label;
+use crate::error::{Error, Result};
+use crate::exec::direct::{DirectOp, Fallback};
+use crate::exec::{Driven, Execution, Running, drive};
+
+/// Operations launched by [`super::Group::enqueue`], borrowing their buffers (`'a`) and their
+/// communicators until [`Pending::wait`] returns. A group dropped before it is waited on is
+/// abandoned: its communicators become unusable and their peers are told why, so nobody waits
+/// for operations that will never run.
+#[must_use = "a pending group does nothing until it is waited on"]
+pub struct Pending<'a> {
+    works: Vec<CommWork<'a>>,
+    states: States<'a>,
+    finished: bool,
+    _buffers: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Pending<'a> {
+    pub(super) fn new(works: Vec<CommWork<'a>>, states: States<'a>) -> Pending<'a> {
+        Pending {
+            works,
+            states,
+            finished: false,
+            _buffers: PhantomData,
+        }
+    }
+
+    /// The communicators' work and borrowed states.
+    pub(super) fn parts(&mut self) -> (&[CommWork<'a>], &mut States<'a>) {
+        (&self.works, &mut self.states)
+    }
+
+    /// Runs every operation to completion (the wait half of `ncclGroupEnd`).
+    ///
+    /// Errors: the first failure of any operation ([`Error::Remote`], [`Error::Timeout`],
+    /// [`Error::Aborted`]…); the communicators involved are unusable afterwards.
+    pub fn wait(mut self) -> Result<()> {
+        let result = self.run();
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        self.finished = true;
+        result
+    }
+
+    /// Marks every communicator of the group failed and tells their peers why.
+    pub(super) fn fail(&mut self, e: &Error) {
+        for (w, st) in self.works.iter().zip(self.states.iter_mut()) {
+            if st.failed.is_none() {
+                w.comm.core.notify_failure(&st.conns, &e.to_string());
+            }
+            st.failed.get_or_insert_with(|| e.to_string());
+            w.comm.core.stats.op().end();
+        }
+        self.finished = true;
+    }
+
+    /// Runs phase `i` of every communicator at once, for every `i`.
+    fn run(&mut self) -> Result<()> {
+        loop {
+            let mut running: Vec<Driven<'_, Label>> = Vec::new();
+            let mut timed = Vec::new();
+            for (w, st) in self.works.iter_mut().zip(self.states.iter_mut()) {
+                let Some(ph) = w.phases.pop_front() else {
+                    timed.push(None);
+                    continue;
+                };
+                let core = &w.comm.core;
+                let Phase {
+                    ops,
+                    lanes,
+                    label,
+                    timed: t,
+                    sync,
+                } = ph;
+                let run = match (sync, st.windows.controls()) {
+                    (Sync::Direct(args), Some(controls)) => {
+                        let reads = core.stats.window_reads(core.nranks);
+                        let op = DirectOp::new(
+                            *args,
+                            controls.clone(),
+                            st.windows.views(),
+                            Fallback { ops, lanes },
+                            reads,
+                        );
+                        Running::Direct(Box::new(op))
+                    }
+                    (sync, controls) => {
+                        if let (Sync::Fifo(seq), Some(c)) = (sync, controls) {
+                            c.announce_fifo(core.rank, seq);
+                        }
+                        Running::Fifo(Execution::new(ops, lanes, &st.conns)?)
+                    }
+                };
+                let (total, _, _) = steps_of(&run);
+                core.stats.op().begin(label.info(), total);
+                timed.push(Some(t));
+                running.push(Driven {
+                    peers: &**core,
+                    conns: &mut st.conns,
+                    run,
+                    label,
+                    progress: core.stats.op(),
+                });
+            }
+            if running.is_empty() {
+                return Ok(());
+            }
+            let start = std::time::Instant::now();
+            drive(&mut running)?;
+            let elapsed = start.elapsed();
+            // Per phase: whether it ran directly, and then whether it streamed its output.
+            let direct: Vec<Option<bool>> = running
+                .iter()
+                .map(|d| match &d.run {
+                    Running::Direct(op) => Some(op.streams_output()),
+                    Running::Fifo(_) => None,
+                })
+                .collect();
+            drop(running);
+            let mut direct = direct.into_iter();
+            for ((w, st), t) in self.works.iter().zip(self.states.iter_mut()).zip(timed) {
+                let Some(t) = t else { continue };
+                let streamed = direct.next().flatten();
+                w.comm.core.stats.op().end();
+                let Some((bytes, slots)) = t else { continue };
+                match streamed {
+                    Some(s) => st.direct_stores.record(bytes, s, elapsed),
+                    None => st.slot_stores.record(bytes, slots, elapsed),
+                }
+            }
+        }
+    }
+}
+
+fn steps_of(run: &Running) -> (u64, u64, u64) {
+    match run {
+        Running::Fifo(ex) => ex.steps(),
+        Running::Direct(_) => (0, 0, 0),
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let e = Error::invalid_usage(
+                "a pending group was dropped before it was waited on; its operations never ran",
+            );
+            self.fail(&e);
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! [`Execution`]: one or more operations in flight on one communicator, as lanes of plan
+//! segments moved forward step by step over the connections.
+
+use std::sync::Arc;
+
+use super::buffers::OpBuffers;
+use super::conns::Connections;
+use super::failure::{Blocked, LinkFailure};
+use super::step::run_step;
+use crate::coll::{LaneKey, Plan, Step};
+use crate::conn::ConnKey;
+use crate::error::{Error, Result};
+use crate::transport::{PeerState, PollInterest};
+
+/// Part of an execution lane: lane `lane` of a (shared, cached) plan, whose steps belong to
+/// operation `op` of the execution. A lane runs its segments one after another.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    /// Index into the execution's operations.
+    pub op: usize,
+    /// The plan.
+    pub plan: Arc<Plan>,
+    /// Which of the plan's lanes.
+    pub lane: usize,
+}
+
+impl Segment {
+    fn steps(&self) -> &[Step] {
+        &self.plan.lanes[self.lane].1
+    }
+}
+
+/// A lane's position: which segment and step, and how many bytes of the step were sent and
+/// received so far.
+pub(super) struct Lane {
+    segs: Vec<Segment>,
+    seg: usize,
+    cur: usize,
+    /// Bytes of the current step sent.
+    pub(super) sent: usize,
+    /// Bytes of the current step received.
+    pub(super) got: usize,
+    /// Steps finished.
+    steps_done: u64,
+    /// Bytes of the steps finished.
+    bytes_done: u64,
+}
+
+impl Lane {
+    /// The current step and its operation.
+    fn current(&self) -> Option<(usize, Step)> {
+        let seg = self.segs.get(self.seg)?;
+        seg.steps().get(self.cur).map(|s| (seg.op, *s))
+    }
+
+    fn next_step(&mut self, bytes: usize) {
+        self.steps_done += 1;
+        self.bytes_done += bytes as u64;
+        self.cur += 1;
+        if self.cur == self.segs[self.seg].steps().len() {
+            self.seg += 1;
+            self.cur = 0;
+        }
+        self.sent = 0;
+        self.got = 0;
+    }
+
+    fn finished(&self) -> bool {
+        self.seg >= self.segs.len()
+    }
+}
+
+/// One or more operations in flight on one communicator.
+pub struct Execution {
+    ops: Vec<OpBuffers>,
+    lanes: Vec<Lane>,
+    sends: Vec<usize>,
+    recvs: Vec<usize>,
+    steps_total: u64,
+}
+
+impl Execution {
+    /// Prepares lanes over existing connections; takes the input snapshots the operations ask
+    /// for.
+    ///
+    /// Errors: [`Error::Internal`] when a plan names a connection that was not set up.
+    pub fn new(
+        ops: Vec<OpBuffers>,
+        lanes: Vec<(LaneKey, Vec<Segment>)>,
+        conns: &Connections,
+    ) -> Result<Execution> {
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        for seg in lanes.iter().flat_map(|(_, s)| s) {
+            if seg.op >= ops.len() || seg.lane >= seg.plan.lanes.len() {
+                return Err(Error::Internal(format!(
+                    "a segment names operation {} lane {} of {} operations",
+                    seg.op,
+                    seg.lane,
+                    ops.len()
+                )));
+            }
+            for k in &seg.plan.send_keys {
+                sends.push(conns.send_idx(k).ok_or_else(|| missing("send", k))?);
+            }
+            for k in &seg.plan.recv_keys {
+                recvs.push(conns.recv_idx(k).ok_or_else(|| missing("receive", k))?);
+            }
+        }
+        sends.sort_unstable();
+        sends.dedup();
+        recvs.sort_unstable();
+        recvs.dedup();
+        let mut ops = ops;
+        for op in &mut ops {
+            op.take_snapshot();
+        }
+        let lanes = lanes
+            .into_iter()
+            .map(|(_, segs)| Lane {
+                segs: segs.into_iter().filter(|s| !s.steps().is_empty()).collect(),
+                seg: 0,
+                cur: 0,
+                sent: 0,
+                got: 0,
+                steps_done: 0,
+                bytes_done: 0,
+            })
+            .filter(|l| !l.segs.is_empty())
+            .collect::<Vec<_>>();
+        let steps_total = lanes
+            .iter()
+            .flat_map(|l| &l.segs)
+            .map(|s| s.steps().len() as u64)
+            .sum();
+        Ok(Execution {
+            ops,
+            lanes,
+            sends,
+            recvs,
+            steps_total,
+        })
+    }
+
+    /// True when every lane finished and every byte sent has left this process.
+    pub fn done(&self, conns: &Connections) -> bool {
+        self.lanes.iter().all(Lane::finished)
+            && self.sends.iter().all(|&i| !conns.sends[i].conn.pending())
+    }
+
+    /// Orders every store the operations' kernels issued before whatever follows.
+    pub fn fence(&self) {
+        for op in &self.ops {
+            op.backend.fence();
+        }
+    }
+
+    /// Steps in all, steps finished, and bytes moved so far (finished steps, plus the larger
+    /// of what the current steps sent and received).
+    pub fn steps(&self) -> (u64, u64, u64) {
+        let done = self.lanes.iter().map(|l| l.steps_done).sum();
+        let bytes = self
+            .lanes
+            .iter()
+            .map(|l| l.bytes_done + l.sent.max(l.got) as u64)
+            .sum();
+        (self.steps_total, done, bytes)
+    }
+
+    /// Moves every lane as far as it can without waiting. Returns whether anything moved.
+    ///
+    /// Errors: [`LinkFailure`] naming the connection whose transport failed or whose peer sent
+    /// a slot the plan did not expect.
+    pub fn progress(&mut self, conns: &mut Connections) -> Result<bool, LinkFailure> {
+        let mut moved = false;
+        for &i in &self.sends {
+            let s = &mut conns.sends[i];
+            moved |= s
+                .conn
+                .progress()
+                .map_err(|e| LinkFailure::transport(s.key, e))?;
+        }
+        for &i in &self.recvs {
+            let r = &mut conns.recvs[i];
+            moved |= r
+                .conn
+                .progress()
+                .map_err(|e| LinkFailure::transport(r.key, e))?;
+        }
+        for lane in &mut self.lanes {
+            moved |= advance(lane, &mut self.ops, conns)?;
+        }
+        Ok(moved)
+    }
+
+    /// Sockets this execution's inline TCP connections wait on (see
+    /// [`super::Waiter::idle_or_block`]); empty when only memory FIFOs are involved, which cannot
+    /// be waited on in the kernel.
+    pub fn poll_interest(&self, conns: &Connections) -> Vec<PollInterest> {
+        let mut out = Vec::new();
+        for &i in &self.sends {
+            out.extend(conns.sends[i].conn.poll_interest());
+        }
+        for &i in &self.recvs {
+            out.extend(conns.recvs[i].conn.poll_interest());
+        }
+        out
+    }
+
+    /// True when some connection of this execution is a memory FIFO (which only polling sees).
+    pub fn uses_memory(&self, conns: &Connections) -> bool {
+        self.sends.iter().any(|&i| conns.sends[i].conn.in_memory())
+            || self.recvs.iter().any(|&i| conns.recvs[i].conn.in_memory())
+    }
+
+    /// The connections lanes are currently waiting on.
+    pub fn blocked(&self) -> Vec<Blocked> {
+        let mut out = Vec::new();
+        for (_, s) in self.lanes.iter().filter_map(Lane::current) {
+            if let Some(key) = s.recv_key() {
+                out.push(Blocked {
+                    key,
+                    receiving: true,
+                });
+            }
+            if let Some(key) = s.send_key() {
+                out.push(Blocked {
+                    key,
+                    receiving: false,
+                });
+            }
+        }
+        out
+    }
+
+    /// Checks the far ends of the connections lanes wait on; returns the first that is gone.
+    pub fn dead_peer(&self, conns: &Connections) -> Option<(ConnKey, PeerState)> {
+        for b in self.blocked() {
+            let state = if b.receiving {
+                conns
+                    .recv_idx(&b.key)
+                    .map(|i| conns.recvs[i].conn.peer_state())
+            } else {
+                conns
+                    .send_idx(&b.key)
+                    .map(|i| conns.sends[i].conn.peer_state())
+            };
+            if let Some(s @ (PeerState::Gone | PeerState::Dead)) = state {
+                return Some((b.key, s));
+            }
+        }
+        None
+    }
+}
+
+fn missing(what: &str, k: &ConnKey) -> Error {
+    Error::Internal(format!("no {what} connection for {k:?}"))
+}
+
+/// Advances one lane. Returns whether it moved.
+fn advance(
+    lane: &mut Lane,
+    ops: &mut [OpBuffers],
+    conns: &mut Connections,
+) -> Result<bool, LinkFailure> {
+    let mut moved = false;
+    while let Some((op, step)) = lane.current() {
+        let before = (lane.sent, lane.got);
+        let complete = run_step(lane, &step, &mut ops[op], conns)
+            .map_err(|e| LinkFailure::plan(step.send_key().or(step.recv_key()), e))?;
+        if complete || (lane.sent, lane.got) != before {
+            moved = true;
+        }
+        if !complete {
+            return Ok(moved);
+        }
+        lane.next_step(step.bytes);
+    }
+    Ok(moved)
+}

@@ -1,0 +1,368 @@
+//! Running one step of a lane as far as the connections allow.
+//!
+//! A step that both receives and sends handles one slot at a time — received slot in, reduced or
+//! copied result straight into the next send slot — so data pipelines through the ring at slot
+//! granularity. Every kernel call goes through the operation's [`crate::device::Backend`].
+
+use super::buffers::OpBuffers;
+use super::conns::{Connections, RecvLink, SendLink};
+use super::execution::Lane;
+use crate::coll::{Loc, Op, Step};
+use crate::conn::ConnKey;
+use crate::device::{Streams, Transforms};
+use crate::error::{Error, Result};
+
+/// Checks that a received slot holds the bytes the plan expects.
+fn expect_size(got: usize, want: usize, key: ConnKey) -> Result<()> {
+    if got != want {
+        return Err(Error::Remote(format!(
+            "rank {} on channel {} sent a {got}-byte slot where {want} bytes were expected: do \
+             all ranks call the same collectives in the same order with the same count, \
+             datatype and root?",
+            key.peer, key.channel
+        )));
+    }
+    Ok(())
+}
+
+fn sender(conns: &mut Connections, key: ConnKey) -> Result<&mut SendLink> {
+    let i = conns
+        .send_idx(&key)
+        .ok_or_else(|| Error::Internal(format!("no send connection for {key:?}")))?;
+    Ok(&mut conns.sends[i])
+}
+
+fn receiver(conns: &mut Connections, key: ConnKey) -> Result<&mut RecvLink> {
+    let i = conns
+        .recv_idx(&key)
+        .ok_or_else(|| Error::Internal(format!("no receive connection for {key:?}")))?;
+    Ok(&mut conns.recvs[i])
+}
+
+/// What a step that receives does with each received slot.
+#[derive(Clone, Copy)]
+enum OnRecv {
+    /// Copy it to `dst` (and into the send slot when forwarding).
+    Copy { dst: Loc },
+    /// Combine it with `src` into the send slot.
+    Reduce { src: Loc },
+    /// Combine it with `src` into `dst` (and into the send slot when forwarding).
+    ReduceCopy { src: Loc, dst: Loc },
+}
+
+/// Runs as much of `step` as the connections allow. Returns true when the step is complete.
+///
+/// Errors: [`Error::Remote`] when a peer's slot has an unexpected size; [`Error::Internal`]
+/// when the plan reaches past a buffer or names a connection that does not exist.
+pub(super) fn run_step(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    conns: &mut Connections,
+) -> Result<bool> {
+    match step.op {
+        Op::Copy { src, dst } => {
+            let (s, d) = (op.src(src, step.bytes)?, op.dst(dst, step.bytes)?);
+            let t = Transforms {
+                pre: step.pre,
+                post: step.post,
+            };
+            let streams = Streams {
+                d0: op.stream_output,
+                d1: false,
+            };
+            let n = step.bytes / op.spec.dtype.size();
+            // SAFETY: both ranges bounds-checked; a plan's copy is in place or disjoint.
+            unsafe { op.backend.copy(&op.spec, t, d, None, s, n, streams) };
+            Ok(true)
+        }
+        Op::Send { src, to } => send(lane, step, op, sender(conns, to)?, src, None),
+        Op::CopySend { src, dst, to } => send(lane, step, op, sender(conns, to)?, src, Some(dst)),
+        Op::Recv { dst, from } => recv(lane, step, op, receiver(conns, from)?, dst),
+        Op::RecvCopySend { dst, from, to } => {
+            forward(lane, step, op, conns, from, Some(to), OnRecv::Copy { dst })
+        }
+        Op::RecvReduceSend { src, from, to } => forward(
+            lane,
+            step,
+            op,
+            conns,
+            from,
+            Some(to),
+            OnRecv::Reduce { src },
+        ),
+        Op::RecvReduceCopy { src, dst, from } => forward(
+            lane,
+            step,
+            op,
+            conns,
+            from,
+            None,
+            OnRecv::ReduceCopy { src, dst },
+        ),
+        Op::RecvReduceCopySend { src, dst, from, to } => forward(
+            lane,
+            step,
+            op,
+            conns,
+            from,
+            Some(to),
+            OnRecv::ReduceCopy { src, dst },
+        ),
+        Op::Exchange { buf, with } => exchange(lane, step, op, conns, buf, with),
+    }
+}
+
+/// Sends `pre(src)` slot by slot, also copying it to `copy_to` when given.
+fn send(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    s: &mut SendLink,
+    src: Loc,
+    copy_to: Option<Loc>,
+) -> Result<bool> {
+    let pre = Transforms {
+        pre: step.pre,
+        post: false,
+    };
+    let slot_nt = op.stream_slots && s.conn.in_memory();
+    let esize = op.spec.dtype.size();
+    while lane.sent < step.bytes {
+        let Some(slot) = s.conn.acquire() else {
+            return Ok(false);
+        };
+        let n = s.conn.slot_bytes().min(step.bytes - lane.sent);
+        let from = op.src(src.at(lane.sent), n)?;
+        // The slot is the first destination unless the step also copies to the output.
+        let (d0, d1, streams) = match copy_to {
+            Some(dst) => (
+                op.dst(dst.at(lane.sent), n)?,
+                Some(slot),
+                Streams {
+                    d0: op.stream_output,
+                    d1: slot_nt,
+                },
+            ),
+            None => (
+                slot,
+                None,
+                Streams {
+                    d0: slot_nt,
+                    d1: false,
+                },
+            ),
+        };
+        // SAFETY: the slot holds at least n bytes, local ranges are bounds-checked, and a slot
+        // never overlaps the caller's buffers.
+        unsafe {
+            op.backend
+                .copy(&op.spec, pre, d0, d1, from, n / esize, streams)
+        };
+        if slot_nt {
+            op.backend.fence();
+        }
+        s.conn.post(n);
+        s.counters.add(n);
+        lane.sent += n;
+    }
+    Ok(true)
+}
+
+/// Receives slot by slot into `dst`.
+fn recv(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    r: &mut RecvLink,
+    dst: Loc,
+) -> Result<bool> {
+    let esize = op.spec.dtype.size();
+    while lane.got < step.bytes {
+        let Some((p, n)) = r.conn.peek() else {
+            return Ok(false);
+        };
+        expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), r.key)?;
+        let d = op.dst(dst.at(lane.got), n)?;
+        let streams = Streams {
+            d0: op.stream_output,
+            d1: false,
+        };
+        // SAFETY: the slot holds n bytes; the destination is bounds-checked and disjoint.
+        unsafe {
+            op.backend.copy(
+                &op.spec,
+                Transforms::default(),
+                d,
+                None,
+                p,
+                n / esize,
+                streams,
+            )
+        };
+        r.conn.release();
+        r.counters.add(n);
+        lane.got += n;
+    }
+    Ok(true)
+}
+
+/// Receives slot by slot and does `what` with each, sending the result on `to` when given.
+fn forward(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    conns: &mut Connections,
+    from: ConnKey,
+    to: Option<ConnKey>,
+    what: OnRecv,
+) -> Result<bool> {
+    let (ri, si) = (
+        conns
+            .recv_idx(&from)
+            .ok_or_else(|| Error::Internal(format!("no receive connection for {from:?}")))?,
+        match to {
+            Some(k) => Some(
+                conns
+                    .send_idx(&k)
+                    .ok_or_else(|| Error::Internal(format!("no send connection for {k:?}")))?,
+            ),
+            None => None,
+        },
+    );
+    let esize = op.spec.dtype.size();
+    let pre = Transforms {
+        pre: step.pre,
+        post: false,
+    };
+    let both = Transforms {
+        pre: step.pre,
+        post: step.post,
+    };
+    let slot_nt = op.stream_slots && si.is_some_and(|i| conns.sends[i].conn.in_memory());
+    let out = op.stream_output;
+    while lane.got < step.bytes {
+        let r = &mut conns.recvs[ri];
+        let Some((p, n)) = r.conn.peek() else {
+            return Ok(false);
+        };
+        expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), from)?;
+        let slot = match si {
+            Some(i) => match conns.sends[i].conn.acquire() {
+                Some(slot) => Some(slot),
+                None => return Ok(false),
+            },
+            None => None,
+        };
+        let count = n / esize;
+        let at = lane.got;
+        // SAFETY (all arms): the received slot holds n bytes, the send slot at least n, local
+        // ranges are bounds-checked by src()/dst(), and slots never overlap the buffers.
+        match (what, slot) {
+            (OnRecv::Copy { dst }, slot) => {
+                let d = op.dst(dst.at(at), n)?;
+                let s = Streams {
+                    d0: out,
+                    d1: slot_nt,
+                };
+                let t = Transforms::default();
+                unsafe { op.backend.copy(&op.spec, t, d, slot, p, count, s) };
+            }
+            (OnRecv::Reduce { src }, Some(slot)) => {
+                let a = op.src(src.at(at), n)?;
+                let s = Streams {
+                    d0: slot_nt,
+                    d1: false,
+                };
+                unsafe { op.backend.reduce(&op.spec, pre, slot, None, p, a, count, s) };
+            }
+            (OnRecv::Reduce { .. }, None) => {
+                return Err(Error::Internal(
+                    "a receive-reduce-send step has no send connection".into(),
+                ));
+            }
+            (OnRecv::ReduceCopy { src, dst }, slot) => {
+                let a = op.src(src.at(at), n)?;
+                let d = op.dst(dst.at(at), n)?;
+                let s = Streams {
+                    d0: out,
+                    d1: slot_nt,
+                };
+                unsafe { op.backend.reduce(&op.spec, both, d, slot, p, a, count, s) };
+            }
+        }
+        let r = &mut conns.recvs[ri];
+        r.conn.release();
+        r.counters.add(n);
+        if let Some(i) = si {
+            if slot_nt {
+                op.backend.fence();
+            }
+            let s = &mut conns.sends[i];
+            s.conn.post(n);
+            s.counters.add(n);
+        }
+        lane.got += n;
+    }
+    Ok(true)
+}
+
+/// Recursive doubling's exchange: sends `buf` while receiving the partner's, combining each
+/// received slot into the part of `buf` already sent.
+fn exchange(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    conns: &mut Connections,
+    buf: Loc,
+    with: ConnKey,
+) -> Result<bool> {
+    let esize = op.spec.dtype.size();
+    let plain = Transforms::default();
+    {
+        let s = sender(conns, with)?;
+        while lane.sent < step.bytes {
+            let Some(slot) = s.conn.acquire() else { break };
+            let n = s.conn.slot_bytes().min(step.bytes - lane.sent);
+            let src = op.src(buf.at(lane.sent), n)?;
+            // SAFETY: the slot holds at least n bytes; the source is bounds-checked.
+            unsafe {
+                op.backend.copy(
+                    &op.spec,
+                    plain,
+                    slot,
+                    None,
+                    src,
+                    n / esize,
+                    Streams::default(),
+                )
+            };
+            s.conn.post(n);
+            s.counters.add(n);
+            lane.sent += n;
+        }
+    }
+    let r = receiver(conns, with)?;
+    while lane.got < lane.sent {
+        let Some((p, n)) = r.conn.peek() else { break };
+        expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), with)?;
+        let d = op.dst(buf.at(lane.got), n)?;
+        // SAFETY: d was sent already (got < sent) so overwriting it is safe; the slot holds n.
+        unsafe {
+            op.backend.reduce(
+                &op.spec,
+                plain,
+                d,
+                None,
+                d,
+                p,
+                n / esize,
+                Streams::default(),
+            )
+        };
+        r.conn.release();
+        r.counters.add(n);
+        lane.got += n;
+    }
+    Ok(lane.got == step.bytes)
+}

@@ -1,0 +1,46 @@
+//! [`TransportError`]: how a connection failed, naming the peer.
+
+/// A connection failure. `peer` is the peer as messages name it ("rank 3 (host b, pid 812)").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The peer closed its end while this end still had data to move.
+    #[error("{peer} closed the connection {when} (it exited or aborted)")]
+    Closed {
+        /// The peer.
+        peer: String,
+        /// When: "while this rank was sending", "in the middle of a slot".
+        when: &'static str,
+    },
+    /// A system call on the connection failed.
+    #[error("{action} {peer}: {message}")]
+    Io {
+        /// The peer.
+        peer: String,
+        /// What this end was doing ("sending to", "receiving from").
+        action: &'static str,
+        /// The OS error kind.
+        kind: std::io::ErrorKind,
+        /// The OS error, in words.
+        message: String,
+    },
+    /// The peer sent something that does not follow the protocol.
+    #[error("malformed frame from {peer}: {detail}")]
+    Malformed {
+        /// The peer.
+        peer: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+impl TransportError {
+    /// An [`TransportError::Io`] from an I/O error.
+    pub fn io(action: &'static str, peer: &str, e: &std::io::Error) -> TransportError {
+        TransportError::Io {
+            peer: peer.to_string(),
+            action,
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}

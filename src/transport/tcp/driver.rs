@@ -1,0 +1,192 @@
+//! Who drives a connection's sockets: the caller's progress loop (zero helper threads,
+//! `NCCL_SOCKET_NTHREADS=0`) or helper threads that each own a share of the sockets and sleep in
+//! `poll(2)` when they have nothing to do.
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use nix::poll::{PollFd, PollTimeout, poll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
+use super::framing::Stream;
+use super::slots::Shared;
+use crate::error::{Error, Result};
+use crate::transport::{PollInterest, TransportError};
+
+/// Drives a connection's streams.
+pub(super) enum Driver {
+    /// The executor calls [`Driver::progress`] from its loop.
+    Inline(Vec<Stream>),
+    /// Helper threads own the streams.
+    Threads {
+        handles: Vec<JoinHandle<()>>,
+        wakers: Vec<Arc<Waker>>,
+    },
+}
+
+/// Wakes a helper thread sleeping in `poll(2)`.
+pub(super) struct Waker {
+    fd: EventFd,
+    sleeping: AtomicBool,
+}
+
+impl Waker {
+    fn new() -> Result<Waker> {
+        let fd = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+            .map_err(|e| {
+            Error::system(
+                "creating an eventfd for a socket helper thread (out of file descriptors? \
+                     raise `ulimit -n` or lower NCCL_SOCKET_NTHREADS)",
+                e.into(),
+            )
+        })?;
+        Ok(Waker {
+            fd,
+            sleeping: AtomicBool::new(false),
+        })
+    }
+
+    fn wake(&self) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.fd.write(1);
+        }
+    }
+}
+
+impl Driver {
+    /// Starts driving `streams`: inline when `nthreads` is 0, else on up to `nthreads` helper
+    /// threads (stream `i` on thread `i % nthreads`).
+    ///
+    /// Errors: [`Error::System`] when an eventfd or a thread cannot be created (threads already
+    /// started are stopped first).
+    pub(super) fn new(
+        streams: Vec<Stream>,
+        nthreads: usize,
+        shared: &Arc<Shared>,
+    ) -> Result<Driver> {
+        if nthreads == 0 {
+            return Ok(Driver::Inline(streams));
+        }
+        let mut groups: Vec<Vec<Stream>> = (0..nthreads).map(|_| Vec::new()).collect();
+        for (i, s) in streams.into_iter().enumerate() {
+            groups[i % nthreads].push(s);
+        }
+        let (mut handles, mut wakers) = (Vec::new(), Vec::new());
+        for group in groups.into_iter().filter(|g| !g.is_empty()) {
+            match start_helper(group, shared) {
+                Ok((h, w)) => {
+                    handles.push(h);
+                    wakers.push(w);
+                }
+                Err(e) => {
+                    Driver::Threads { handles, wakers }.stop(shared);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Driver::Threads { handles, wakers })
+    }
+
+    /// Wakes every helper thread (none when sockets are driven inline).
+    pub(super) fn wake(&self) {
+        if let Driver::Threads { wakers, .. } = self {
+            for w in wakers {
+                w.wake();
+            }
+        }
+    }
+
+    /// Moves bytes (inline) or collects a helper thread's failure.
+    ///
+    /// Errors: the first [`TransportError`] any stream hit.
+    pub(super) fn progress(&mut self, sh: &Shared) -> Result<bool, TransportError> {
+        match self {
+            Driver::Inline(streams) => {
+                let mut moved = false;
+                for s in streams {
+                    moved |= s.progress(sh)?;
+                }
+                Ok(moved)
+            }
+            Driver::Threads { .. } => {
+                self.wake();
+                match sh.take_error() {
+                    Some(e) => Err(e),
+                    None => Ok(false),
+                }
+            }
+        }
+    }
+
+    /// Sockets with work waiting for readiness, and for what (empty when helper threads drive
+    /// the sockets).
+    pub(super) fn interest(&self, sh: &Shared) -> Vec<PollInterest> {
+        match self {
+            Driver::Inline(streams) => streams
+                .iter()
+                .filter_map(|s| s.wants_poll(sh).map(|f| (s.sock.as_raw_fd(), f)))
+                .collect(),
+            Driver::Threads { .. } => Vec::new(),
+        }
+    }
+
+    /// Stops and joins the helper threads.
+    pub(super) fn stop(&mut self, sh: &Shared) {
+        if let Driver::Threads { handles, wakers } = self {
+            sh.shutdown.store(true, Ordering::SeqCst);
+            for w in wakers.iter() {
+                let _ = w.fd.write(1);
+            }
+            for h in handles.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// Starts one helper thread over `group`.
+fn start_helper(group: Vec<Stream>, shared: &Arc<Shared>) -> Result<(JoinHandle<()>, Arc<Waker>)> {
+    let waker = Arc::new(Waker::new()?);
+    let (sh, wk) = (shared.clone(), waker.clone());
+    let handle = std::thread::Builder::new()
+        .name("rnccl-socket".into())
+        .spawn(move || helper_loop(group, &sh, &wk))
+        .map_err(|e| {
+            Error::system(
+                "starting a socket helper thread (lower NCCL_SOCKET_NTHREADS)",
+                e,
+            )
+        })?;
+    Ok((handle, waker))
+}
+
+fn helper_loop(mut streams: Vec<Stream>, sh: &Shared, waker: &Waker) {
+    while !sh.shutdown.load(Ordering::SeqCst) {
+        let mut moved = false;
+        for s in &mut streams {
+            match s.progress(sh) {
+                Ok(m) => moved |= m,
+                Err(e) => {
+                    sh.fail(e);
+                    return;
+                }
+            }
+        }
+        if moved {
+            continue;
+        }
+        waker.sleeping.store(true, Ordering::SeqCst);
+        let mut fds: Vec<PollFd> = streams
+            .iter()
+            .filter_map(|s| s.wants_poll(sh).map(|f| PollFd::new(s.sock.as_fd(), f)))
+            .collect();
+        fds.push(PollFd::new(waker.fd.as_fd(), nix::poll::PollFlags::POLLIN));
+        if !sh.shutdown.load(Ordering::SeqCst) {
+            let _ = poll(&mut fds, PollTimeout::from(50u16));
+        }
+        waker.sleeping.store(false, Ordering::SeqCst);
+        let _ = waker.fd.read();
+    }
+}

@@ -1,0 +1,222 @@
+//! The two ends of a TCP connection: each keeps its own [`NSLOTS`] slots in local memory and its
+//! driver moves them over the sockets.
+
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::driver::Driver;
+use super::framing::{Dir, Stream};
+use super::slots::Shared;
+use crate::conn::NSLOTS;
+use crate::device::MemKind;
+use crate::error::Result;
+use crate::transport::{PeerState, PollInterest, RecvEnd, SendEnd, TransportError};
+
+/// The shared slot state and the driver for one direction of a connection over `socks`
+/// (stream `i` carries slots `i`, `i + nsocks`, …).
+fn start(
+    socks: Vec<TcpStream>,
+    dir: Dir,
+    slot_bytes: usize,
+    nthreads: usize,
+    peer: &str,
+) -> Result<(Arc<Shared>, Driver)> {
+    let shared = Arc::new(Shared::new(slot_bytes, socks.len()));
+    let streams = socks
+        .into_iter()
+        .enumerate()
+        .map(|(i, sock)| Stream::new(sock, dir, i, peer))
+        .collect();
+    let driver = Driver::new(streams, nthreads, &shared)?;
+    Ok((shared, driver))
+}
+
+/// The sending end of a TCP connection.
+pub struct TcpSender {
+    shared: Arc<Shared>,
+    driver: Driver,
+    /// Slots fully handed to the kernel.
+    completed: u64,
+    posted: u64,
+}
+
+impl TcpSender {
+    /// Wraps connected, prepared sockets (index order = stream order) to `peer` (for messages),
+    /// driven by `nthreads` helper threads (0: by the caller's progress loop).
+    ///
+    /// Errors: [`crate::Error::System`] when a helper thread cannot be started.
+    pub fn new(
+        socks: Vec<TcpStream>,
+        slot_bytes: usize,
+        nthreads: usize,
+        peer: &str,
+    ) -> Result<TcpSender> {
+        let (shared, driver) = start(socks, Dir::Send, slot_bytes, nthreads, peer)?;
+        Ok(TcpSender {
+            shared,
+            driver,
+            completed: 0,
+            posted: 0,
+        })
+    }
+
+    fn reap(&mut self) {
+        while self.completed < self.posted {
+            let idx = (self.completed % NSLOTS as u64) as usize;
+            if self.shared.state[idx].load(Ordering::Acquire) == 0 {
+                break;
+            }
+            self.shared.state[idx].store(0, Ordering::Relaxed);
+            self.completed += 1;
+        }
+    }
+}
+
+impl SendEnd for TcpSender {
+    fn slot_bytes(&self) -> usize {
+        self.shared.mem.slot_bytes
+    }
+
+    fn slot_kind(&self) -> MemKind {
+        MemKind::Host
+    }
+
+    fn in_memory(&self) -> bool {
+        false
+    }
+
+    fn acquire(&mut self) -> Option<*mut u8> {
+        if self.posted - self.completed >= NSLOTS as u64 {
+            self.reap();
+            if self.posted - self.completed >= NSLOTS as u64 {
+                return None;
+            }
+        }
+        Some(self.shared.mem.slot(self.posted))
+    }
+
+    fn post(&mut self, nbytes: usize) {
+        let idx = (self.posted % NSLOTS as u64) as usize;
+        self.shared.sizes[idx].store(nbytes as u64, Ordering::Relaxed);
+        self.posted += 1;
+        self.shared.counter.store(self.posted, Ordering::SeqCst);
+        self.driver.wake();
+    }
+
+    fn progress(&mut self) -> Result<bool, TransportError> {
+        let moved = self.driver.progress(&self.shared)?;
+        self.reap();
+        Ok(moved)
+    }
+
+    fn poll_interest(&self) -> Vec<PollInterest> {
+        self.driver.interest(&self.shared)
+    }
+
+    fn pending(&self) -> bool {
+        self.completed < self.posted
+    }
+
+    fn peer_state(&self) -> PeerState {
+        PeerState::Alive
+    }
+
+    fn finish(&mut self) {}
+}
+
+impl Drop for TcpSender {
+    fn drop(&mut self) {
+        self.driver.stop(&self.shared);
+    }
+}
+
+/// The receiving end of a TCP connection.
+pub struct TcpReceiver {
+    shared: Arc<Shared>,
+    driver: Driver,
+    released: u64,
+}
+
+impl TcpReceiver {
+    /// Wraps accepted, prepared sockets (index order = stream order) from `peer`.
+    ///
+    /// Errors: [`crate::Error::System`] when a helper thread cannot be started.
+    pub fn new(
+        socks: Vec<TcpStream>,
+        slot_bytes: usize,
+        nthreads: usize,
+        peer: &str,
+    ) -> Result<TcpReceiver> {
+        let (shared, driver) = start(socks, Dir::Recv, slot_bytes, nthreads, peer)?;
+        Ok(TcpReceiver {
+            shared,
+            driver,
+            released: 0,
+        })
+    }
+
+    fn peek_state(&self) -> u64 {
+        self.shared.state[(self.released % NSLOTS as u64) as usize].load(Ordering::Acquire)
+    }
+}
+
+impl RecvEnd for TcpReceiver {
+    fn slot_bytes(&self) -> usize {
+        self.shared.mem.slot_bytes
+    }
+
+    fn slot_kind(&self) -> MemKind {
+        MemKind::Host
+    }
+
+    fn in_memory(&self) -> bool {
+        false
+    }
+
+    fn peek(&mut self) -> Option<(*const u8, usize)> {
+        match self.peek_state() {
+            0 => None,
+            s => Some((
+                self.shared.mem.slot(self.released).cast_const(),
+                s as usize - 1,
+            )),
+        }
+    }
+
+    fn release(&mut self) {
+        let idx = (self.released % NSLOTS as u64) as usize;
+        self.shared.state[idx].store(0, Ordering::Relaxed);
+        self.released += 1;
+        self.shared.counter.store(self.released, Ordering::SeqCst);
+        self.driver.wake();
+    }
+
+    fn progress(&mut self) -> Result<bool, TransportError> {
+        self.driver.progress(&self.shared)
+    }
+
+    /// Gone once the sender's side closed and no filled slot remains.
+    fn peer_state(&self) -> PeerState {
+        if self.shared.closed() && self.peek_state() == 0 {
+            PeerState::Gone
+        } else {
+            PeerState::Alive
+        }
+    }
+
+    fn poll_interest(&self) -> Vec<PollInterest> {
+        if self.shared.closed() {
+            return Vec::new();
+        }
+        self.driver.interest(&self.shared)
+    }
+
+    fn finish(&mut self) {}
+}
+
+impl Drop for TcpReceiver {
+    fn drop(&mut self) {
+        self.driver.stop(&self.shared);
+    }
+}
