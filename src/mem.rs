@@ -135,14 +135,17 @@ pub fn mem_alloc<T: Element>(count: usize) -> Result<HostMem<T>> {
     }
     // SAFETY: fd is a fresh descriptor this function owns.
     let file = unsafe { File::from_raw_fd(fd) };
-    nix::fcntl::posix_fallocate(&file, 0, len as i64).map_err(|e| {
-        Error::system(
-            format!(
-                "reserving {len} bytes of shareable host memory in {SHM_DIR} (is it full? \
-                 containers often give it 64 MiB: raise it with `docker run --shm-size=...`)"
-            ),
-            e.into(),
-        )
+    let size = i64::try_from(len).unwrap_or(i64::MAX);
+    nix::fcntl::posix_fallocate(&file, 0, size).map_err(|e| {
+        let what = format!("reserving {len} bytes of shareable host memory in {SHM_DIR}");
+        if matches!(e, nix::errno::Errno::ENOSPC | nix::errno::Errno::EFBIG) {
+            Error::system(
+                format!("{what}: {}", crate::transport::shm::shm_space(len)),
+                e.into(),
+            )
+        } else {
+            Error::system(what, e.into())
+        }
     })?;
     // SAFETY: the file is private to this process until registered; access goes through
     // HostMem's slices and the collectives' atomics.

@@ -48,6 +48,33 @@ fn a_rank_that_never_joins_is_named_within_the_timeout() {
     );
 }
 
+/// Ranks started with different WORLD_SIZE: every rank, rank 0 included, is told at once which
+/// rank disagrees and with what size, instead of waiting out its timeout.
+#[test]
+fn ranks_that_disagree_on_the_size_all_fail_at_once() {
+    let bin = rnccl_bin();
+    let port = free_port();
+    let start = Instant::now();
+    let args = ["-T", "60", "-b", "8", "-e", "8"];
+    let rank0 = spawn_rank(&bin, None, 0, 2, "127.0.0.1", port, &[], &args);
+    std::thread::sleep(Duration::from_millis(300));
+    let rank1 = spawn_rank(&bin, None, 1, 3, "127.0.0.1", port, &[], &args);
+    for (r, c) in [rank0, rank1].into_iter().enumerate() {
+        let (out, finished) = wait_for(c, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(finished && !out.status.success(), "rank {r}: {stderr}");
+        assert!(
+            stderr.contains("rank 1") && stderr.contains("nranks=3") && stderr.contains("nranks=2"),
+            "rank {r}: {stderr}"
+        );
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "took {:?} with a 60 s timeout",
+        start.elapsed()
+    );
+}
+
 fn kill_mid_collective(env: &[(&str, String)], extra: &[&str]) {
     let bin = rnccl_bin();
     let port = free_port();
@@ -227,7 +254,10 @@ fn a_full_dev_shm_is_a_clear_error() {
         .expect("unshare(1) from util-linux");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("/dev/shm is full"), "{stderr}");
+    assert!(
+        stderr.contains("bytes were asked for but /dev/shm has only") && stderr.contains("free of"),
+        "{stderr}"
+    );
     assert!(stderr.contains("NCCL_SHM_DISABLE=1"), "{stderr}");
     assert!(
         !stderr.contains("Bus error") && !stderr.contains("panicked"),

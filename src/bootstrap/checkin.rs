@@ -72,7 +72,7 @@ pub(super) fn check_in(
             p.len()
         ))),
         RootReply::Refused(why) => Err(Error::invalid_usage(format!(
-            "the bootstrap root refused rank {rank}: {why}"
+            "the rendezvous failed for rank {rank}: {why}"
         ))),
         RootReply::Missing {
             missing,

@@ -3,7 +3,10 @@
 //!
 //! Each accepted connection is read by its own short-lived thread with a read timeout, so a
 //! client that sends garbage or nothing delays no one: a wrong magic, an unknown frame or a
-//! malformed body drops that connection and the rendezvous goes on.
+//! malformed body drops that connection and the rendezvous goes on. A check-in that cannot be
+//! part of the job (another communicator size, a rank out of range, a rank claimed twice) fails
+//! the whole rendezvous at once: every rank that checked in, and every rank that checks in
+//! during a short grace period after, is told why, instead of waiting out its timeout.
 
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -68,12 +71,16 @@ pub fn spawn(
         .map_err(|e| Error::system("starting the bootstrap root thread", e))
 }
 
+/// How long a failed rendezvous keeps refusing late check-ins before the root exits.
+const FAILED_GRACE: Duration = Duration::from_secs(3);
+
 fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
     let start = Instant::now();
-    let deadline = start + timeout;
+    let mut deadline = start + timeout;
     let (tx, rx) = mpsc::channel::<(TcpStream, CheckIn)>();
     let mut joined: BTreeMap<u32, (TcpStream, PeerInfo)> = BTreeMap::new();
-    let mut nranks: Option<u32> = None;
+    let mut nranks: Option<(u32, u32)> = None;
+    let mut failed: Option<String> = None;
     loop {
         while let Ok((stream, peer)) = listener.accept() {
             let tx = tx.clone();
@@ -93,11 +100,14 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
             });
         }
         while let Ok((mut stream, c)) = rx.try_recv() {
-            let n = *nranks.get_or_insert(c.nranks);
-            let refuse = if c.nranks != n {
+            let (n, first) = *nranks.get_or_insert((c.nranks, c.rank));
+            let refuse = if let Some(why) = &failed {
+                Some(why.clone())
+            } else if c.nranks != n {
                 Some(format!(
-                    "rank {} says nranks={} but earlier ranks said nranks={n}",
-                    c.rank, c.nranks
+                    "rank {} ({} pid {}) says nranks={} but rank {first} said nranks={n}: start \
+                     every rank with the same communicator size (WORLD_SIZE, -np, --ntasks)",
+                    c.rank, c.info.hostname, c.info.pid, c.nranks
                 ))
             } else if c.rank >= n {
                 Some(format!(
@@ -115,19 +125,28 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
             };
             match refuse {
                 Some(msg) => {
-                    let _ = write_hello(
-                        &mut stream,
-                        magic,
-                        HelloKind::RootReply,
-                        &RootReply::Refused(msg),
-                    );
+                    let reply = RootReply::Refused(msg.clone());
+                    let _ = write_hello(&mut stream, magic, HelloKind::RootReply, &reply);
+                    if failed.is_none() {
+                        // The job cannot complete: tell everyone who is waiting.
+                        for (_, (mut s, _)) in std::mem::take(&mut joined) {
+                            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                            let _ = write_hello(&mut s, magic, HelloKind::RootReply, &reply);
+                        }
+                        deadline = deadline.min(Instant::now() + FAILED_GRACE);
+                        failed = Some(msg);
+                    }
                 }
                 None => {
                     joined.insert(c.rank, (stream, c.info));
                 }
             }
         }
-        if let Some(n) = nranks
+        if failed.is_some() {
+            if Instant::now() >= deadline {
+                return;
+            }
+        } else if let Some((n, _)) = nranks
             && joined.len() == n as usize
         {
             let table: Vec<PeerInfo> = joined.values().map(|(_, i)| i.clone()).collect();
@@ -138,8 +157,8 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
             }
             return;
         }
-        if Instant::now() >= deadline {
-            let n = nranks.unwrap_or(0);
+        if failed.is_none() && Instant::now() >= deadline {
+            let n = nranks.map_or(0, |(n, _)| n);
             let missing: Vec<u32> = (0..n).filter(|r| !joined.contains_key(r)).collect();
             let reply = RootReply::Missing {
                 missing,

@@ -75,17 +75,11 @@ impl ShmSegment {
         if create {
             // Reserve the pages now: a tmpfs that runs out later would kill the rank with SIGBUS
             // on first touch (the "Bus error" of containers with a small /dev/shm).
-            nix::fcntl::posix_fallocate(&file, 0, len as i64).map_err(|e| {
+            let size = i64::try_from(len).unwrap_or(i64::MAX);
+            nix::fcntl::posix_fallocate(&file, 0, size).map_err(|e| {
                 let what = format!("reserving {len} bytes for shared-memory segment {name}");
-                if e == nix::errno::Errno::ENOSPC {
-                    Error::system(
-                        format!(
-                            "{what}: /dev/shm is full (containers often give it 64 MiB: raise it \
-                             with `docker run --shm-size=1g`, lower NCCL_BUFFSIZE, or set \
-                             NCCL_SHM_DISABLE=1 to use sockets)"
-                        ),
-                        e.into(),
-                    )
+                if matches!(e, nix::errno::Errno::ENOSPC | nix::errno::Errno::EFBIG) {
+                    Error::system(format!("{what}: {}", shm_space(len)), e.into())
                 } else {
                     Error::system(what, e.into())
                 }
@@ -182,6 +176,30 @@ unsafe impl FifoMemory for ShmFifo {
     }
     fn slots_len(&self) -> usize {
         self.0.len() - CONTROL_BYTES
+    }
+}
+
+/// Why `/dev/shm` could not hold `asked` bytes, with its free and total space, and what to do.
+pub(crate) fn shm_space(asked: usize) -> String {
+    let (free, total) = match nix::sys::statvfs::statvfs("/dev/shm") {
+        Ok(v) => {
+            let frag = v.fragment_size() as u64;
+            (v.blocks_available() as u64 * frag, v.blocks() as u64 * frag)
+        }
+        Err(_) => (0, 0),
+    };
+    let advice = "raise it (containers often give it 64 MiB: `docker run --shm-size=1g`), lower \
+                  NCCL_BUFFSIZE, or set NCCL_SHM_DISABLE=1 to use sockets";
+    if asked as u64 > total {
+        format!(
+            "{asked} bytes were asked for but /dev/shm holds only {total} bytes in all ({free} \
+             free): {advice}"
+        )
+    } else {
+        format!(
+            "{asked} bytes were asked for but /dev/shm has only {free} bytes free of {total}: \
+             {advice}"
+        )
     }
 }
 
