@@ -200,16 +200,51 @@ fn knobs_choose_transports_channels_and_algorithms() {
             }
         },
     ));
-    for algo in ["Tree", "Ring", "AllReduce:Tree;Broadcast:Ring"] {
-        all_ok(on_threads(3, &[("NCCL_ALGO", algo)], |c| {
-            let mut v = vec![1i32; 2_000_000];
+    // The algorithm that ran, not just the sum: a knob that were ignored would fail here.
+    // Without NCCL_ALGO the tuning model picks the latency algorithm for small buffers and the
+    // ring (on every channel) for large ones.
+    for (algo, small, large, bcast) in [
+        (None, "Tree", "Ring", "Tree"),
+        (Some("Tree"), "Tree", "Tree", "Tree"),
+        (Some("Ring"), "Ring", "Ring", "Ring"),
+        (
+            Some("AllReduce:Tree;Broadcast:Ring"),
+            "Tree",
+            "Tree",
+            "Ring",
+        ),
+    ] {
+        let env: Vec<(&str, &str)> = algo.iter().map(|a| ("NCCL_ALGO", *a)).collect();
+        all_ok(on_threads(3, &env, |c| {
+            let ran = |c: &Communicator| c.stats().op().last().expect("an operation ran");
+            let mut v = vec![1i32; 4];
             c.all_reduce_in_place(&mut v, RedOp::Sum)
                 .map_err(|e| e.to_string())?;
-            if v.iter().any(|&x| x != 3) {
-                Err(format!("NCCL_ALGO={algo}: wrong sum"))
-            } else {
-                Ok(())
+            let s = ran(c);
+            let mut big = vec![1i32; 2_000_000];
+            c.all_reduce_in_place(&mut big, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
+            let l = ran(c);
+            c.broadcast_in_place(&mut v, 0).map_err(|e| e.to_string())?;
+            let b = ran(c);
+            if v.iter().chain(&big).any(|&x| x != 3) {
+                return Err(format!("NCCL_ALGO={algo:?}: wrong sum"));
             }
+            let got = (s.algo, l.algo, b.algo);
+            if got != (small, large, bcast) {
+                return Err(format!(
+                    "NCCL_ALGO={algo:?}: ran {got:?}, expected {:?}",
+                    (small, large, bcast)
+                ));
+            }
+            if l.algo == "Ring" && l.nchannels != c.nchannels() {
+                return Err(format!(
+                    "a 8 MB ring used {} of {} channels",
+                    l.nchannels,
+                    c.nchannels()
+                ));
+            }
+            Ok(())
         }));
     }
     let errs = on_threads(2, &[("NCCL_ALGO", "NVLS")], |c| {

@@ -8,20 +8,19 @@
 //! holds `nranks × count`), ReduceScatter's count is per rank (input holds `nranks × count`),
 //! AlltoAll/Gather/Scatter blocks are `count` elements per rank.
 
+mod algo;
 mod args;
 mod p2p;
 mod ring;
 mod rings;
-mod select;
 mod split;
 mod step;
 mod tree;
 
 pub use crate::func::Func;
+pub use algo::Algo;
 pub use args::{CollArgs, InPlace};
 pub use rings::{Geometry, Rings};
-pub use select::{Algo, choose};
-pub use split::channels_for;
 pub use step::{Buf, LaneKey, Loc, Op, Step};
 
 use crate::conn::ConnKey;
@@ -39,6 +38,8 @@ pub struct Plan {
     pub scratch_bytes: usize,
     /// The algorithm chosen.
     pub algo: Algo,
+    /// Channels the plan's lanes use.
+    pub nchannels: usize,
     /// Every connection the plan sends on, once each.
     pub send_keys: Vec<ConnKey>,
     /// Every connection the plan receives on, once each.
@@ -61,12 +62,18 @@ impl Plan {
             k.dedup();
             k
         };
+        let nchannels = lanes
+            .iter()
+            .filter(|(k, _)| matches!(k, LaneKey::Channel(_)))
+            .count()
+            .max(1);
         Plan {
             send_keys: keys(Step::send_key),
             recv_keys: keys(Step::recv_key),
             lanes,
             scratch_bytes,
             algo,
+            nchannels,
         }
     }
 }

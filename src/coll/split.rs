@@ -19,14 +19,6 @@ pub fn split_even(total: usize, parts: usize, unit: usize) -> Vec<(usize, usize)
     out
 }
 
-/// How many channels a transfer of `bytes` uses: one per `per_channel` bytes, at least one, at
-/// most `nchannels` (small messages stay on few channels, as NCCL's thread thresholds do).
-pub fn channels_for(bytes: usize, per_channel: usize, nchannels: usize) -> usize {
-    bytes
-        .div_ceil(per_channel.max(1))
-        .clamp(1, nchannels.max(1))
-}
-
 /// Elements per cache line for an element size, the alignment unit of channel splits.
 pub fn line_elems(esize: usize) -> usize {
     (64 / esize).max(1)
@@ -50,12 +42,5 @@ mod tests {
             }
             prop_assert_eq!(at, total);
         }
-    }
-
-    #[test]
-    fn channel_count() {
-        assert_eq!(channels_for(8, 1 << 18, 4), 1);
-        assert_eq!(channels_for(1 << 20, 1 << 18, 4), 4);
-        assert_eq!(channels_for(1 << 30, 1 << 18, 2), 2);
     }
 }

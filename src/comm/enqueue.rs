@@ -112,6 +112,7 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
             args: a,
             seq: st.ops,
             algo: plan.algo,
+            nchannels: plan.nchannels,
             ops: 1,
         };
         let sync = direct_sync(comm, st, q, &buffers);

@@ -10,19 +10,24 @@ pub(super) struct Label {
     pub args: CollArgs,
     pub seq: u64,
     pub algo: Algo,
+    /// Channels the plan uses.
+    pub nchannels: usize,
     /// Operations fused into the phase.
     pub ops: usize,
 }
 
 impl Label {
-    /// What the live counters show for this phase.
-    pub(super) fn info(&self) -> OpInfo {
+    /// What the live counters show for this phase, running directly over windows or not.
+    pub(super) fn info(&self, direct: bool) -> OpInfo {
         OpInfo {
             seq: self.seq,
             func: self.args.func,
             count: self.args.count,
             dtype: self.args.dtype,
             fused: self.ops,
+            algo: self.algo.nccl_name(),
+            nchannels: self.nchannels,
+            direct,
         }
     }
 }

@@ -30,6 +30,8 @@ use crate::config::Config;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
 use crate::error::{Error, Result};
 use crate::exec::{Connections, PeerView, WaitPolicy, spin_cores};
+use crate::graph::tuning::cpu::CpuTuneInput;
+use crate::graph::tuning::{Model, TuneParams};
 use crate::stats::{CommStats, LinkSnapshot};
 use crate::transport::TransportParams;
 use crate::transport::tcp::listener::DataListener;
@@ -46,7 +48,10 @@ pub(crate) struct Core {
     pub rings: Rings,
     pub geo: Geometry,
     pub params: TransportParams,
-    pub algo: Option<(String, AlgoProtoList)>,
+    /// `NCCL_ALGO` as rank 0 had it (for messages).
+    pub algo_knob: Option<String>,
+    /// The tuning model that picks each operation's algorithm and channel count.
+    pub tuning: Model,
     pub timeout: Duration,
     pub policy: WaitPolicy,
     pub abort: Arc<AtomicBool>,
@@ -124,6 +129,30 @@ impl Core {
             );
         }
     }
+}
+
+/// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
+pub(crate) fn cpu_model(
+    net: &BootstrapNet,
+    net_rank: &[usize],
+    nchannels: usize,
+    geo: Geometry,
+    algo: Option<AlgoProtoList>,
+) -> Model {
+    let mut hosts: Vec<u64> = net_rank.iter().map(|&r| net.peers()[r].host_hash).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let input = CpuTuneInput {
+        nranks: net_rank.len(),
+        nnodes: hosts.len(),
+        nchannels,
+        chunk_bytes: geo.chunk_bytes(),
+    };
+    let params = TuneParams {
+        algo,
+        ..TuneParams::defaults()
+    };
+    Model::cpu(&input, &params)
 }
 
 impl PeerView for Core {
@@ -313,12 +342,9 @@ impl Communicator {
     ) -> Result<Communicator> {
         let nranks = net_rank.len();
         let algo = match &lay.algo {
-            Some(raw) => Some((
-                raw.clone(),
-                AlgoProtoList::parse(raw, &ALGORITHMS).map_err(|e| {
-                    Error::invalid_usage(format!("NCCL_ALGO={raw:?} (rank 0's value): {e}"))
-                })?,
-            )),
+            Some(raw) => Some(AlgoProtoList::parse(raw, &ALGORITHMS).map_err(|e| {
+                Error::invalid_usage(format!("NCCL_ALGO={raw:?} (rank 0's value): {e}"))
+            })?),
             None => None,
         };
         let me = &net.peers()[net_rank[rank]];
@@ -338,6 +364,8 @@ impl Communicator {
             lay.source
         );
         let listener = DataListener::bind(me.bootstrap.ip(), net.magic())?;
+        let geo = Geometry { slot_bytes };
+        let tuning = cpu_model(&net, &net_rank, rings.nchannels(), geo, algo);
         let core = Core {
             listener: Arc::new(listener),
             net,
@@ -346,9 +374,10 @@ impl Communicator {
             nranks,
             net_rank,
             rings,
-            geo: Geometry { slot_bytes },
+            geo,
             params,
-            algo,
+            algo_knob: lay.algo,
+            tuning,
             timeout,
             policy: WaitPolicy::new(local, cores, timeout),
             abort: Arc::new(AtomicBool::new(false)),

@@ -98,7 +98,8 @@ impl<'a> Pending<'a> {
                     }
                 };
                 let (total, _, _) = steps_of(&run);
-                core.stats.op().begin(label.info(), total);
+                let direct = matches!(run, Running::Direct(_));
+                core.stats.op().begin(label.info(direct), total);
                 timed.push(Some(t));
                 running.push(Driven {
                     peers: &**core,

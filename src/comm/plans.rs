@@ -7,8 +7,9 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::Core;
-use crate::coll::{self, CollArgs, Func, Plan};
+use crate::coll::{self, Algo, CollArgs, Func, Plan};
 use crate::dtype::DataType;
+use crate::error::Error;
 use crate::error::Result;
 use crate::redop::{RedOp, Scalar};
 
@@ -52,10 +53,11 @@ pub struct PlanCache {
 }
 
 impl PlanCache {
-    /// The plan for `args` on this rank, built (algorithm chosen by size and `NCCL_ALGO`) on
-    /// first use.
+    /// The plan for `args` on this rank, built on first use with the algorithm and channel
+    /// count the communicator's tuning model chooses (restricted by `NCCL_ALGO`).
     ///
-    /// Errors: as [`coll::plan`] and [`coll::choose`].
+    /// Errors: as [`coll::plan`]; [`Error::InvalidUsage`] when `NCCL_ALGO` leaves no algorithm
+    /// rnccl runs for the function.
     pub fn get(&mut self, core: &Core, args: &CollArgs) -> Result<Arc<Plan>> {
         let key = PlanKey {
             func: args.func,
@@ -70,9 +72,7 @@ impl PlanCache {
         }
         let n = core.nranks;
         let bytes = args.input_bytes(n).max(args.output_bytes(n));
-        let knob = core.algo.as_ref().map(|(raw, l)| (raw.as_str(), l));
-        let algo = coll::choose(args.func, bytes, n, knob)?;
-        let nch = coll::channels_for(bytes, core.geo.chunk_bytes(), core.rings.nchannels());
+        let (algo, nch) = choose(core, args.func, bytes)?;
         let plan = Arc::new(coll::plan(
             args,
             core.rank,
@@ -88,4 +88,32 @@ impl PlanCache {
         self.plans.insert(key, plan.clone());
         Ok(plan)
     }
+}
+
+/// The algorithm and channel count for `func` moving `bytes` (the larger of its buffers):
+/// point-to-point functions run directly, the tuned collectives as the model chooses.
+///
+/// Errors: [`Error::InvalidUsage`] when `NCCL_ALGO` leaves no algorithm rnccl runs.
+fn choose(core: &Core, func: Func, bytes: usize) -> Result<(Algo, usize)> {
+    if func.tuned_index().is_none() {
+        return Ok((Algo::Direct, 1));
+    }
+    let no_algo = || {
+        let has_tree = matches!(func, Func::AllReduce | Func::Broadcast | Func::Reduce);
+        Error::invalid_usage(format!(
+            "NCCL_ALGO={:?} allows no algorithm rnccl runs for {} (rnccl implements Ring{}); \
+             unset it or include one of those",
+            core.algo_knob.as_deref().unwrap_or(""),
+            func.nccl_name(),
+            if has_tree { " and Tree" } else { "" }
+        ))
+    };
+    let c = core.tuning.choose(func, bytes as u64).ok_or_else(no_algo)?;
+    let algo = Algo::from_model(c.algo).ok_or_else(|| {
+        Error::Internal(format!(
+            "the CPU tuning model chose algorithm {} for {func}",
+            c.algo
+        ))
+    })?;
+    Ok((algo, c.nchannels))
 }

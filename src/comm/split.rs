@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 use super::{Communicator, Core, State};
 use crate::bootstrap::host::fnv1a;
 use crate::bootstrap::tags;
+use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
 use crate::error::{Error, Result};
 use crate::stats::CommStats;
 
@@ -69,6 +70,14 @@ impl Communicator {
             ))
         })?;
         let rings = core.rings.restrict(&parent)?;
+        let net_rank: Vec<usize> = parent.iter().map(|&p| core.net_rank[p]).collect();
+        let algo = core
+            .algo_knob
+            .as_deref()
+            .map(|raw| AlgoProtoList::parse(raw, &ALGORITHMS))
+            .transpose()
+            .map_err(|e| Error::invalid_usage(format!("NCCL_ALGO: {e}")))?;
+        let tuning = super::cpu_model(&core.net, &net_rank, rings.nchannels(), core.geo, algo);
         let child_tag = fnv1a(
             &[
                 core.tag.to_le_bytes(),
@@ -83,11 +92,12 @@ impl Communicator {
             tag: child_tag,
             rank,
             nranks: parent.len(),
-            net_rank: parent.iter().map(|&p| core.net_rank[p]).collect(),
+            net_rank,
             rings,
             geo: core.geo,
             params: core.params,
-            algo: core.algo.clone(),
+            algo_knob: core.algo_knob.clone(),
+            tuning,
             timeout: core.timeout,
             policy: core.policy,
             abort: Arc::new(AtomicBool::new(false)),

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use super::{Connections, Execution, OpBuffers, Segment};
-use crate::coll::{
-    Algo, CollArgs, Func, Geometry, LaneKey, Loc, Op, Plan, Rings, Step, channels_for, plan,
-};
+use crate::coll::{Algo, CollArgs, Func, Geometry, LaneKey, Loc, Op, Plan, Rings, Step, plan};
 use crate::conn::ConnKey;
 use crate::device::{ReduceSpec, Region};
 use crate::dtype::DataType;
@@ -53,8 +51,7 @@ fn run(
     inputs: &[Vec<u32>],
     outputs: &mut [Vec<u32>],
 ) {
-    let bytes = args.input_bytes(n).max(args.output_bytes(n));
-    let nch = channels_for(bytes, geo.chunk_bytes(), rings.nchannels());
+    let nch = rings.nchannels();
     let plans: Vec<_> = (0..n)
         .map(|r| plan(&args, r, n, rings, geo, algo, nch).expect("plan"))
         .collect();

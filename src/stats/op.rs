@@ -22,12 +22,20 @@ pub struct OpInfo {
     pub dtype: DataType,
     /// Operations fused into the phase (Send/Recv groups).
     pub fused: usize,
+    /// The algorithm (NCCL's name: `Ring`, `Tree`, or `Direct` for point-to-point).
+    pub algo: &'static str,
+    /// Channels the operation runs on.
+    pub nchannels: usize,
+    /// Whether it started on the direct path over peers' windows (it falls back to FIFOs when
+    /// some rank's buffers are not windows).
+    pub direct: bool,
 }
 
 /// The operation in flight on a rank, updated by the executor.
 #[derive(Debug, Default)]
 pub struct OpProgress {
     info: Mutex<Option<(OpInfo, Instant)>>,
+    last: Mutex<Option<OpInfo>>,
     steps_total: AtomicU64,
     steps_done: AtomicU64,
     bytes_done: AtomicU64,
@@ -69,8 +77,16 @@ impl OpProgress {
 
     /// The operation finished (or failed): nothing is in flight.
     pub fn end(&self) {
-        *self.info.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.completed.fetch_add(1, Ordering::Relaxed);
+        let done = self.info.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((info, _)) = done {
+            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
+            self.completed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The last operation that ended.
+    pub fn last(&self) -> Option<OpInfo> {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Operations completed so far.
@@ -105,6 +121,9 @@ mod tests {
             count: 1024,
             dtype: DataType::Float32,
             fused: 1,
+            algo: "Ring",
+            nchannels: 2,
+            direct: false,
         };
         p.begin(info, 10);
         p.update(10, 3, 4096);
@@ -116,5 +135,8 @@ mod tests {
         p.end();
         assert!(p.snapshot().is_none());
         assert_eq!(p.completed(), 1);
+        assert_eq!(p.last(), Some(info));
+        p.end();
+        assert_eq!(p.completed(), 1, "nothing was in flight");
     }
 }

@@ -4,6 +4,7 @@
 //! `NCCL_ALGO`/`NCCL_PROTO`. [`select`] turns them into a predicted time and NCCL's choice.
 
 pub mod constants;
+pub mod cpu;
 pub mod select;
 pub mod table;
 
@@ -138,6 +139,9 @@ pub struct Model {
     pub nchannels: usize,
     /// Lowest compute capability.
     pub cc_min: u32,
+    /// Whether [`Model::time`] applies NCCL's corrections for its GPU kernels (the tree
+    /// correction factors, the multi-node ring Simple latency); false for the CPU model.
+    pub gpu_corrections: bool,
 }
 
 fn nthreads(env: i64, min: u32, max: u32, default: u32) -> u32 {
@@ -177,6 +181,7 @@ impl Model {
             nnodes: input.nnodes,
             nchannels: input.nchannels,
             cc_min: input.cc.0,
+            gpu_corrections: true,
         };
         let ring_total = input.ring.bw_intra * input.ring.n_channels as f32;
         let simple_default = if ring_total <= PCI_BW {

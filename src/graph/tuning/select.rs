@@ -44,10 +44,11 @@ impl Model {
             return None;
         }
         let log = log2i(nbytes >> 6);
-        if a == TREE && f == Func::AllReduce && (0..23).contains(&log) {
+        if self.gpu_corrections && a == TREE && f == Func::AllReduce && (0..23).contains(&log) {
             bw *= TREE_CORRECTION[p][log as usize];
         }
-        if a == RING
+        if self.gpu_corrections
+            && a == RING
             && p == SIMPLE
             && self.nnodes > 1
             && f == Func::AllReduce
