@@ -8,7 +8,7 @@
 //! same time.
 
 use std::cell::RefMut;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
 use super::group::Queued;
@@ -24,10 +24,10 @@ use crate::exec::direct::{DIRECT_MIN_BYTES, DirectArgs, has_direct_form};
 use crate::exec::{OpBuffers, Segment};
 use crate::transport::setup::{ConnectJob, Endpoints};
 
-/// One communicator's share of a group.
+/// One communicator's share of a group: its phases, in order.
 pub(super) struct CommWork<'g> {
     pub comm: &'g Communicator,
-    pub phases: VecDeque<Phase>,
+    pub phases: std::vec::IntoIter<Phase>,
 }
 
 /// Operations of one communicator that run together.
@@ -63,7 +63,7 @@ pub(super) fn enqueue(ops: Vec<Queued<'_>>) -> Result<Pending<'_>> {
         if !works.iter().any(|w| std::ptr::eq(w.comm, q.comm)) {
             works.push(CommWork {
                 comm: q.comm,
-                phases: VecDeque::new(),
+                phases: Vec::new().into_iter(),
             });
         }
     }
@@ -83,17 +83,17 @@ pub(super) fn enqueue(ops: Vec<Queued<'_>>) -> Result<Pending<'_>> {
         states.push(st);
     }
     for (w, st) in works.iter_mut().zip(states.iter_mut()) {
-        w.phases = plan_phases(w.comm, &ops, st)?;
+        w.phases = plan_phases(w.comm, &ops, st)?.into_iter();
     }
     let mut pending = Pending::new(works, states);
     pending.connect()?;
     Ok(pending)
 }
 
-fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Result<VecDeque<Phase>> {
+fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Result<Vec<Phase>> {
     let core = &comm.core;
     let n = core.nranks;
-    let mut phases: VecDeque<Phase> = VecDeque::new();
+    let mut phases: Vec<Phase> = Vec::new();
     let mut p2p_phase: Option<usize> = None;
     for q in ops.iter().filter(|q| std::ptr::eq(q.comm, comm)) {
         let a = q.args;
@@ -119,7 +119,7 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
         let idx = match (a.func.p2p(), p2p_phase) {
             (true, Some(i)) => i,
             (p2p, _) => {
-                phases.push_back(Phase {
+                phases.push(Phase {
                     ops: Vec::new(),
                     lanes: Vec::new(),
                     label,
@@ -242,11 +242,26 @@ impl Pending<'_> {
 
     fn connect_all(&mut self) -> Result<()> {
         let (works, states) = self.parts();
+        // Repeated operations find every connection open: no job to set up.
+        let missing = works.iter().zip(states.iter()).any(|(w, st)| {
+            w.phases
+                .as_slice()
+                .iter()
+                .flat_map(|ph| ph.lanes.iter().flat_map(|(_, s)| s))
+                .any(|seg| {
+                    seg.plan.send_keys.iter().any(|k| !st.conns.has_send(k))
+                        || seg.plan.recv_keys.iter().any(|k| !st.conns.has_recv(k))
+                })
+        });
+        if !missing {
+            return Ok(());
+        }
         let mut jobs = Vec::new();
         for (w, st) in works.iter().zip(states.iter()) {
             let (mut sends, mut recvs) = (BTreeSet::new(), BTreeSet::new());
             for seg in w
                 .phases
+                .as_slice()
                 .iter()
                 .flat_map(|ph| ph.lanes.iter().flat_map(|(_, s)| s))
             {

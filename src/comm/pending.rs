@@ -2,11 +2,12 @@
 
 use std::marker::PhantomData;
 
+use super::State;
 use super::enqueue::{CommWork, Phase, States, Sync};
 use super::label::Label;
 use crate::error::{Error, Result};
 use crate::exec::direct::{DirectOp, Fallback};
-use crate::exec::{Driven, Execution, Running, drive};
+use crate::exec::{Driven, Execution, Running, SlotStores, drive};
 
 /// Operations launched by [`super::Group::enqueue`], borrowing their buffers (`'a`) and their
 /// communicators until [`Pending::wait`] returns. A group dropped before it is waited on is
@@ -63,19 +64,18 @@ impl<'a> Pending<'a> {
     /// Runs phase `i` of every communicator at once, for every `i`.
     fn run(&mut self) -> Result<()> {
         loop {
-            let mut running: Vec<Driven<'_, Label>> = Vec::new();
-            let mut timed = Vec::new();
+            let mut running: Vec<Driven<'_, Tag<'_>>> = Vec::with_capacity(self.works.len());
             for (w, st) in self.works.iter_mut().zip(self.states.iter_mut()) {
-                let Some(ph) = w.phases.pop_front() else {
-                    timed.push(None);
+                let Some(ph) = w.phases.next() else {
                     continue;
                 };
                 let core = &w.comm.core;
+                let st: &mut State = st;
                 let Phase {
                     ops,
                     lanes,
                     label,
-                    timed: t,
+                    timed,
                     sync,
                 } = ph;
                 let run = match (sync, st.windows.controls()) {
@@ -100,12 +100,16 @@ impl<'a> Pending<'a> {
                 let (total, _, _) = steps_of(&run);
                 let direct = matches!(run, Running::Direct(_));
                 core.stats.op().begin(label.info(direct), total);
-                timed.push(Some(t));
                 running.push(Driven {
                     peers: &**core,
                     conns: &mut st.conns,
                     run,
-                    label,
+                    label: Tag {
+                        label,
+                        timed,
+                        slot_stores: &mut st.slot_stores,
+                        direct_stores: &mut st.direct_stores,
+                    },
                     progress: core.stats.op(),
                 });
             }
@@ -115,27 +119,36 @@ impl<'a> Pending<'a> {
             let start = std::time::Instant::now();
             drive(&mut running)?;
             let elapsed = start.elapsed();
-            // Per phase: whether it ran directly, and then whether it streamed its output.
-            let direct: Vec<Option<bool>> = running
-                .iter()
-                .map(|d| match &d.run {
-                    Running::Direct(op) => Some(op.streams_output()),
-                    Running::Fifo(_) => None,
-                })
-                .collect();
-            drop(running);
-            let mut direct = direct.into_iter();
-            for ((w, st), t) in self.works.iter().zip(self.states.iter_mut()).zip(timed) {
-                let Some(t) = t else { continue };
-                let streamed = direct.next().flatten();
-                w.comm.core.stats.op().end();
-                let Some((bytes, slots)) = t else { continue };
-                match streamed {
-                    Some(s) => st.direct_stores.record(bytes, s, elapsed),
-                    None => st.slot_stores.record(bytes, slots, elapsed),
+            for d in &mut running {
+                d.progress.end();
+                let Some((bytes, slots)) = d.label.timed else {
+                    continue;
+                };
+                match &d.run {
+                    Running::Direct(op) => {
+                        d.label
+                            .direct_stores
+                            .record(bytes, op.streams_output(), elapsed)
+                    }
+                    Running::Fifo(_) => d.label.slot_stores.record(bytes, slots, elapsed),
                 }
             }
         }
+    }
+}
+
+/// A running phase's name, with where its time is learned from.
+struct Tag<'s> {
+    label: Label,
+    /// A collective's bytes and slot-store choice (see [`Phase::timed`]).
+    timed: Option<(usize, bool)>,
+    slot_stores: &'s mut SlotStores,
+    direct_stores: &'s mut SlotStores,
+}
+
+impl std::fmt::Display for Tag<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.label.fmt(f)
     }
 }
 

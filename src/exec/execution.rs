@@ -40,6 +40,8 @@ pub(super) struct Lane {
     pub(super) sent: usize,
     /// Bytes of the current step received.
     pub(super) got: usize,
+    /// The current step's connections as indices into the [`Connections`], once resolved.
+    pub(super) ends: Option<Ends>,
     /// Steps finished.
     steps_done: u64,
     /// Bytes of the steps finished.
@@ -63,6 +65,7 @@ impl Lane {
         }
         self.sent = 0;
         self.got = 0;
+        self.ends = None;
     }
 
     fn finished(&self) -> bool {
@@ -123,6 +126,7 @@ impl Execution {
                 cur: 0,
                 sent: 0,
                 got: 0,
+                ends: None,
                 steps_done: 0,
                 bytes_done: 0,
             })
@@ -257,6 +261,30 @@ fn missing(what: &str, k: &ConnKey) -> Error {
     Error::Internal(format!("no {what} connection for {k:?}"))
 }
 
+/// Where a step's connections sit in the [`Connections`] (resolved once per step, not per
+/// poll).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ends {
+    /// The sending end, when the step sends.
+    pub send: Option<usize>,
+    /// The receiving end, when the step receives.
+    pub recv: Option<usize>,
+}
+
+impl Ends {
+    fn resolve(step: &Step, conns: &Connections) -> Result<Ends> {
+        let send = match step.send_key() {
+            Some(k) => Some(conns.send_idx(&k).ok_or_else(|| missing("send", &k))?),
+            None => None,
+        };
+        let recv = match step.recv_key() {
+            Some(k) => Some(conns.recv_idx(&k).ok_or_else(|| missing("receive", &k))?),
+            None => None,
+        };
+        Ok(Ends { send, recv })
+    }
+}
+
 /// Advances one lane. Returns whether it moved.
 fn advance(
     lane: &mut Lane,
@@ -265,9 +293,18 @@ fn advance(
 ) -> Result<bool, LinkFailure> {
     let mut moved = false;
     while let Some((op, step)) = lane.current() {
+        let key = || step.send_key().or(step.recv_key());
+        let ends = match lane.ends {
+            Some(e) => e,
+            None => {
+                let e = Ends::resolve(&step, conns).map_err(|e| LinkFailure::plan(key(), e))?;
+                lane.ends = Some(e);
+                e
+            }
+        };
         let before = (lane.sent, lane.got);
-        let complete = run_step(lane, &step, &mut ops[op], conns)
-            .map_err(|e| LinkFailure::plan(step.send_key().or(step.recv_key()), e))?;
+        let complete = run_step(lane, &step, ends, &mut ops[op], conns)
+            .map_err(|e| LinkFailure::plan(key(), e))?;
         if complete || (lane.sent, lane.got) != before {
             moved = true;
         }

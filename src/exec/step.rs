@@ -6,7 +6,7 @@
 
 use super::buffers::OpBuffers;
 use super::conns::{Connections, RecvLink, SendLink};
-use super::execution::Lane;
+use super::execution::{Ends, Lane};
 use crate::coll::{Loc, Op, Step};
 use crate::conn::ConnKey;
 use crate::device::{Streams, Transforms};
@@ -25,18 +25,18 @@ fn expect_size(got: usize, want: usize, key: ConnKey) -> Result<()> {
     Ok(())
 }
 
-fn sender(conns: &mut Connections, key: ConnKey) -> Result<&mut SendLink> {
-    let i = conns
-        .send_idx(&key)
-        .ok_or_else(|| Error::Internal(format!("no send connection for {key:?}")))?;
-    Ok(&mut conns.sends[i])
+fn unresolved(what: &str) -> Error {
+    Error::Internal(format!("a step's {what} connection was not resolved"))
 }
 
-fn receiver(conns: &mut Connections, key: ConnKey) -> Result<&mut RecvLink> {
-    let i = conns
-        .recv_idx(&key)
-        .ok_or_else(|| Error::Internal(format!("no receive connection for {key:?}")))?;
-    Ok(&mut conns.recvs[i])
+fn sender(conns: &mut Connections, i: Option<usize>) -> Result<&mut SendLink> {
+    i.and_then(|i| conns.sends.get_mut(i))
+        .ok_or_else(|| unresolved("send"))
+}
+
+fn receiver(conns: &mut Connections, i: Option<usize>) -> Result<&mut RecvLink> {
+    i.and_then(|i| conns.recvs.get_mut(i))
+        .ok_or_else(|| unresolved("receive"))
 }
 
 /// What a step that receives does with each received slot.
@@ -57,6 +57,7 @@ enum OnRecv {
 pub(super) fn run_step(
     lane: &mut Lane,
     step: &Step,
+    ends: Ends,
     op: &mut OpBuffers,
     conns: &mut Connections,
 ) -> Result<bool> {
@@ -76,40 +77,19 @@ pub(super) fn run_step(
             unsafe { op.backend.copy(&op.spec, t, d, None, s, n, streams) };
             Ok(true)
         }
-        Op::Send { src, to } => send(lane, step, op, sender(conns, to)?, src, None),
-        Op::CopySend { src, dst, to } => send(lane, step, op, sender(conns, to)?, src, Some(dst)),
-        Op::Recv { dst, from } => recv(lane, step, op, receiver(conns, from)?, dst),
-        Op::RecvCopySend { dst, from, to } => {
-            forward(lane, step, op, conns, from, Some(to), OnRecv::Copy { dst })
+        Op::Send { src, .. } => send(lane, step, op, sender(conns, ends.send)?, src, None),
+        Op::CopySend { src, dst, .. } => {
+            send(lane, step, op, sender(conns, ends.send)?, src, Some(dst))
         }
-        Op::RecvReduceSend { src, from, to } => forward(
-            lane,
-            step,
-            op,
-            conns,
-            from,
-            Some(to),
-            OnRecv::Reduce { src },
-        ),
-        Op::RecvReduceCopy { src, dst, from } => forward(
-            lane,
-            step,
-            op,
-            conns,
-            from,
-            None,
-            OnRecv::ReduceCopy { src, dst },
-        ),
-        Op::RecvReduceCopySend { src, dst, from, to } => forward(
-            lane,
-            step,
-            op,
-            conns,
-            from,
-            Some(to),
-            OnRecv::ReduceCopy { src, dst },
-        ),
-        Op::Exchange { buf, with } => exchange(lane, step, op, conns, buf, with),
+        Op::Recv { dst, .. } => recv(lane, step, op, receiver(conns, ends.recv)?, dst),
+        Op::RecvCopySend { dst, .. } => forward(lane, step, op, conns, ends, OnRecv::Copy { dst }),
+        Op::RecvReduceSend { src, .. } => {
+            forward(lane, step, op, conns, ends, OnRecv::Reduce { src })
+        }
+        Op::RecvReduceCopy { src, dst, .. } | Op::RecvReduceCopySend { src, dst, .. } => {
+            forward(lane, step, op, conns, ends, OnRecv::ReduceCopy { src, dst })
+        }
+        Op::Exchange { buf, .. } => exchange(lane, step, op, conns, ends, buf),
     }
 }
 
@@ -207,29 +187,22 @@ fn recv(
     Ok(true)
 }
 
-/// Receives slot by slot and does `what` with each, sending the result on `to` when given.
+/// Receives slot by slot and does `what` with each, sending the result when the step has a
+/// sending end.
 fn forward(
     lane: &mut Lane,
     step: &Step,
     op: &mut OpBuffers,
     conns: &mut Connections,
-    from: ConnKey,
-    to: Option<ConnKey>,
+    ends: Ends,
     what: OnRecv,
 ) -> Result<bool> {
-    let (ri, si) = (
-        conns
-            .recv_idx(&from)
-            .ok_or_else(|| Error::Internal(format!("no receive connection for {from:?}")))?,
-        match to {
-            Some(k) => Some(
-                conns
-                    .send_idx(&k)
-                    .ok_or_else(|| Error::Internal(format!("no send connection for {k:?}")))?,
-            ),
-            None => None,
-        },
-    );
+    let ri = ends
+        .recv
+        .filter(|&i| i < conns.recvs.len())
+        .ok_or_else(|| unresolved("receive"))?;
+    let si = ends.send.filter(|&i| i < conns.sends.len());
+    let from = conns.recvs[ri].key;
     let esize = op.spec.dtype.size();
     let pre = Transforms {
         pre: step.pre,
@@ -314,13 +287,13 @@ fn exchange(
     step: &Step,
     op: &mut OpBuffers,
     conns: &mut Connections,
+    ends: Ends,
     buf: Loc,
-    with: ConnKey,
 ) -> Result<bool> {
     let esize = op.spec.dtype.size();
     let plain = Transforms::default();
     {
-        let s = sender(conns, with)?;
+        let s = sender(conns, ends.send)?;
         while lane.sent < step.bytes {
             let Some(slot) = s.conn.acquire() else { break };
             let n = s.conn.slot_bytes().min(step.bytes - lane.sent);
@@ -342,7 +315,8 @@ fn exchange(
             lane.sent += n;
         }
     }
-    let r = receiver(conns, with)?;
+    let r = receiver(conns, ends.recv)?;
+    let with = r.key;
     while lane.got < lane.sent {
         let Some((p, n)) = r.conn.peek() else { break };
         expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), with)?;

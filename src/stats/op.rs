@@ -1,7 +1,12 @@
 //! The operation a communicator rank is running and how far it got: what a live view shows
 //! and what a hang report names.
+//!
+//! One writer (the thread driving the communicator) and any number of readers. The description
+//! of the operation is a few words published under a sequence lock (the writer makes the
+//! sequence odd, stores, makes it even; a reader retries while it is odd or changed), so readers
+//! never see one operation's function with another's count and the writer never waits. Progress
+//! counters are plain relaxed atomics.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -31,16 +36,77 @@ pub struct OpInfo {
     pub direct: bool,
 }
 
+/// The algorithm names an [`OpInfo`] can carry, in the order they are encoded.
+const ALGOS: [&str; 3] = ["Ring", "Tree", "Direct"];
+
+/// Words of an encoded [`OpInfo`] plus its start time.
+const WORDS: usize = 6;
+
+impl OpInfo {
+    fn encode(&self, started_ns: u64) -> [u64; WORDS] {
+        let algo = ALGOS.iter().position(|&a| a == self.algo).unwrap_or(0) as u64;
+        [
+            self.seq,
+            self.count as u64,
+            self.fused as u64,
+            self.nchannels as u64,
+            (self.func as u64)
+                | (self.dtype as u64) << 8
+                | algo << 16
+                | u64::from(self.direct) << 24,
+            started_ns,
+        ]
+    }
+
+    fn decode(w: &[u64; WORDS]) -> Option<(OpInfo, u64)> {
+        let packed = w[4];
+        let func = *Func::ALL.get((packed & 0xff) as usize)?;
+        let dtype = *DataType::ALL.get(((packed >> 8) & 0xff) as usize)?;
+        let algo = *ALGOS.get(((packed >> 16) & 0xff) as usize)?;
+        let info = OpInfo {
+            seq: w[0],
+            func,
+            count: w[1] as usize,
+            dtype,
+            fused: w[2] as usize,
+            algo,
+            nchannels: w[3] as usize,
+            direct: (packed >> 24) & 1 == 1,
+        };
+        Some((info, w[5]))
+    }
+}
+
 /// The operation in flight on a rank, updated by the executor.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct OpProgress {
-    info: Mutex<Option<(OpInfo, Instant)>>,
-    last: Mutex<Option<OpInfo>>,
+    /// When the communicator was created: start times are nanoseconds since then.
+    epoch: Instant,
+    /// Sequence lock over `words`: odd while the writer updates them.
+    lock: AtomicU64,
+    words: [AtomicU64; WORDS],
+    /// 1 while an operation is in flight.
+    in_flight: AtomicU64,
     steps_total: AtomicU64,
     steps_done: AtomicU64,
     bytes_done: AtomicU64,
     /// Operations completed.
     completed: AtomicU64,
+}
+
+impl Default for OpProgress {
+    fn default() -> Self {
+        OpProgress {
+            epoch: Instant::now(),
+            lock: AtomicU64::new(0),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+            in_flight: AtomicU64::new(0),
+            steps_total: AtomicU64::new(0),
+            steps_done: AtomicU64::new(0),
+            bytes_done: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+        }
+    }
 }
 
 /// A reading of [`OpProgress`].
@@ -61,13 +127,21 @@ pub struct OpSnapshot {
 impl OpProgress {
     /// An operation of `steps_total` steps starts.
     pub fn begin(&self, info: OpInfo, steps_total: u64) {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let seq = self.lock.load(Ordering::Relaxed);
+        self.lock.store(seq + 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        for (w, v) in self.words.iter().zip(info.encode(now)) {
+            w.store(v, Ordering::Relaxed);
+        }
+        self.lock.store(seq + 2, Ordering::Release);
         self.steps_done.store(0, Ordering::Relaxed);
         self.bytes_done.store(0, Ordering::Relaxed);
         self.steps_total.store(steps_total, Ordering::Relaxed);
-        *self.info.lock().unwrap_or_else(|p| p.into_inner()) = Some((info, Instant::now()));
+        self.in_flight.store(1, Ordering::Release);
     }
 
-    /// Records progress: steps finished and bytes moved so far.
+    /// Records progress: steps in all and finished, and bytes moved so far.
     #[inline]
     pub fn update(&self, steps_total: u64, steps_done: u64, bytes_done: u64) {
         self.steps_total.store(steps_total, Ordering::Relaxed);
@@ -77,16 +151,9 @@ impl OpProgress {
 
     /// The operation finished (or failed): nothing is in flight.
     pub fn end(&self) {
-        let done = self.info.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some((info, _)) = done {
-            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
+        if self.in_flight.swap(0, Ordering::AcqRel) == 1 {
             self.completed.fetch_add(1, Ordering::Relaxed);
         }
-    }
-
-    /// The last operation that ended.
-    pub fn last(&self) -> Option<OpInfo> {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Operations completed so far.
@@ -94,16 +161,47 @@ impl OpProgress {
         self.completed.load(Ordering::Relaxed)
     }
 
+    /// The description of the last operation that started, and when (ns since the epoch).
+    fn read(&self) -> Option<(OpInfo, u64)> {
+        loop {
+            let before = self.lock.load(Ordering::Acquire);
+            if before == 0 {
+                return None;
+            }
+            if before % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let w: [u64; WORDS] = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.lock.load(Ordering::Relaxed) == before {
+                return OpInfo::decode(&w);
+            }
+        }
+    }
+
     /// The operation in flight, if any, with its progress.
     pub fn snapshot(&self) -> Option<OpSnapshot> {
-        let (info, started) = (*self.info.lock().unwrap_or_else(|p| p.into_inner()))?;
+        if self.in_flight.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let (info, started) = self.read()?;
+        let now = self.epoch.elapsed().as_nanos() as u64;
         Some(OpSnapshot {
             info,
-            elapsed_s: started.elapsed().as_secs_f64(),
+            elapsed_s: now.saturating_sub(started) as f64 / 1e9,
             steps_total: self.steps_total.load(Ordering::Relaxed),
             steps_done: self.steps_done.load(Ordering::Relaxed),
             bytes_done: self.bytes_done.load(Ordering::Relaxed),
         })
+    }
+
+    /// The last operation that ended (or the one in flight once it ends).
+    pub fn last(&self) -> Option<OpInfo> {
+        if self.in_flight.load(Ordering::Acquire) == 1 {
+            return None;
+        }
+        self.read().map(|(info, _)| info)
     }
 }
 
@@ -111,32 +209,62 @@ impl OpProgress {
 mod tests {
     use super::*;
 
+    fn info(seq: u64, count: usize) -> OpInfo {
+        OpInfo {
+            seq,
+            func: Func::AllReduce,
+            count,
+            dtype: DataType::Bfloat16,
+            fused: 1,
+            algo: "Tree",
+            nchannels: 2,
+            direct: true,
+        }
+    }
+
     #[test]
     fn begin_update_end() {
         let p = OpProgress::default();
-        assert!(p.snapshot().is_none());
-        let info = OpInfo {
-            seq: 4,
-            func: Func::AllReduce,
-            count: 1024,
-            dtype: DataType::Float32,
-            fused: 1,
-            algo: "Ring",
-            nchannels: 2,
-            direct: false,
-        };
-        p.begin(info, 10);
+        assert!(p.snapshot().is_none() && p.last().is_none());
+        p.begin(info(4, 1024), 10);
         p.update(10, 3, 4096);
         let s = p.snapshot().unwrap();
-        assert_eq!(
-            (s.info.seq, s.steps_total, s.steps_done, s.bytes_done),
-            (4, 10, 3, 4096)
-        );
+        assert_eq!(s.info, info(4, 1024));
+        assert_eq!((s.steps_total, s.steps_done, s.bytes_done), (10, 3, 4096));
+        assert!(p.last().is_none(), "still in flight");
         p.end();
         assert!(p.snapshot().is_none());
-        assert_eq!(p.completed(), 1);
-        assert_eq!(p.last(), Some(info));
+        assert_eq!((p.completed(), p.last()), (1, Some(info(4, 1024))));
         p.end();
         assert_eq!(p.completed(), 1, "nothing was in flight");
+    }
+
+    #[test]
+    fn readers_never_see_a_torn_description() {
+        use std::sync::atomic::AtomicBool;
+        let p = std::sync::Arc::new(OpProgress::default());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (p, stop) = (p.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seq = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // count always equals seq: a torn read would show them differing.
+                    p.begin(info(seq, seq as usize), 1);
+                    p.end();
+                    seq += 1;
+                }
+                seq
+            })
+        };
+        let mut seen = 0;
+        while seen < 20_000 {
+            if let Some((i, _)) = p.read() {
+                assert_eq!(i.seq, i.count as u64, "torn: {i:?}");
+                seen += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(writer.join().unwrap() > 1);
     }
 }
