@@ -17,6 +17,7 @@ pub mod error;
 pub mod exec;
 pub mod graph;
 pub mod launch;
+pub mod log;
 pub mod mem;
 pub mod redop;
 pub mod stats;

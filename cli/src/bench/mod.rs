@@ -35,6 +35,8 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
             Source::Program("rnccl bench -T".into()),
         );
     }
+    // Refuse bad knob values before starting any rank (each rank's init checks them again).
+    knobs.validate()?;
     let knobs = Arc::new(knobs);
     let opts = args.options()?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
@@ -243,13 +245,7 @@ fn bench_rank(
         return Ok(ExitCode::SUCCESS);
     }
     let (wrong, avg_bw) = report::summary(&rows);
-    let min_bw = knobs
-        .string("NCCL_TESTS_MIN_BW")
-        .map(|s| {
-            s.parse::<f64>()
-                .map_err(|_| anyhow::anyhow!("NCCL_TESTS_MIN_BW={s:?} is not a number"))
-        })
-        .transpose()?;
+    let min_bw = knobs.float("NCCL_TESTS_MIN_BW")?;
     if text {
         write!(out, "{}", report::footer(&test, wrong, avg_bw, min_bw))?;
     }

@@ -3,7 +3,8 @@
 //! standard output is the table; every child's standard error passes through.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use rnccl::UniqueId;
@@ -41,8 +42,9 @@ impl ChildEnv {
     }
 }
 
-/// Starts `nranks` children and waits for them. When one fails, the others get a grace period
-/// to report their own view of the failure, then are killed.
+/// Starts `nranks` children and waits for them. Every rank that fails or dies (rank 0 included)
+/// is reported on standard error with its exit status or signal; when one fails, the others get
+/// a grace period to report their own view of the failure, then are killed.
 pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()
         .map_err(|e| anyhow::anyhow!("cannot find the rnccl executable to start ranks: {e}"))?;
@@ -75,7 +77,7 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
     }
     let timeout = Duration::from_secs(knobs.int("RNCCL_TIMEOUT").unwrap_or(300).max(1) as u64);
     let grace = timeout.min(Duration::from_secs(10));
-    let mut first_failure: Option<(usize, std::process::ExitStatus)> = None;
+    let mut failures: Vec<(usize, ExitStatus)> = Vec::new();
     let mut failed_at: Option<Instant> = None;
     while !children.is_empty() {
         let mut i = 0;
@@ -83,9 +85,10 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
             match children[i].1.try_wait() {
                 Ok(Some(status)) => {
                     let (rank, _) = children.swap_remove(i);
-                    if !status.success() && first_failure.is_none() {
-                        first_failure = Some((rank, status));
-                        failed_at = Some(Instant::now());
+                    if !status.success() {
+                        eprintln!("rnccl bench: {}", describe(rank, status));
+                        failures.push((rank, status));
+                        failed_at.get_or_insert_with(Instant::now);
                     }
                 }
                 Ok(None) => i += 1,
@@ -104,13 +107,28 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    match first_failure {
-        Some((rank, status)) => {
-            if rank != 0 {
-                eprintln!("rnccl bench: rank {rank} failed ({status})");
-            }
-            Ok(ExitCode::FAILURE)
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// How rank `rank` ended, in words: `rank 0 was killed by signal 9 (SIGKILL)`, `rank 1 failed
+/// (exit status 1)`.
+fn describe(rank: usize, status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (_, Some(sig)) => {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map_or_else(|_| "unknown signal".to_string(), |s| s.as_str().to_string());
+            let core = if status.core_dumped() {
+                ", core dumped"
+            } else {
+                ""
+            };
+            format!("rank {rank} was killed by signal {sig} ({name}{core})")
         }
-        None => Ok(ExitCode::SUCCESS),
+        (Some(code), None) => format!("rank {rank} failed (exit status {code})"),
+        (None, None) => format!("rank {rank} failed ({status})"),
     }
 }

@@ -13,6 +13,7 @@ pub static HONOURED: &[&str] = &[
     "NCCL_CROSS_NIC",
     "NCCL_DEBUG",
     "NCCL_DEBUG_FILE",
+    "NCCL_DEBUG_SUBSYS",
     "NCCL_GRAPH_DUMP_FILE",
     "NCCL_HOSTID",
     "NCCL_IB_HCA",

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use self::constants::*;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList, FUNCTIONS, PROTOCOLS};
-use crate::config::{Config, ConfigError, Source};
+use crate::config::{Config, ConfigError};
 use crate::graph::types::{Graph, Pattern};
 use crate::topo::system::{CpuArch, CpuVendor};
 use crate::topo::{PathType, bw::PCI_BW};
@@ -111,19 +111,11 @@ impl TuneParams {
     pub fn from_config(cfg: &Config) -> Result<TuneParams, Box<ConfigError>> {
         let list =
             |name: &str, names: &[&str]| -> Result<Option<AlgoProtoList>, Box<ConfigError>> {
-                let Some(v) = cfg.string(name) else {
+                let Some(v) = cfg.text(name).map_err(Box::new)? else {
                     return Ok(None);
                 };
                 AlgoProtoList::parse(v, names).map(Some).map_err(|hint| {
-                    Box::new(ConfigError::BadValue {
-                        name: name.into(),
-                        value: v.into(),
-                        origin: cfg
-                            .setting(name)
-                            .map_or(Source::Default, |s| s.source.clone()),
-                        expected: "algorithm/protocol list",
-                        hint,
-                    })
+                    Box::new(cfg.refuse(name, "not an algorithm/protocol list".into(), hint))
                 })
             };
         let int = |name: &str| cfg.int(name).map_err(Box::new);

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::config::Config;
 use crate::config::syntax::DeviceFilter;
-use crate::config::{Config, ConfigError, Source};
 use crate::topo::TopoError;
 use cpu::{CpuInfo, HostInfo, NumaNode};
 use net::{Hca, NetDev, NetIf};
@@ -70,20 +70,12 @@ impl Inventory {
 }
 
 fn filter(cfg: &Config, name: &str) -> Result<Option<DeviceFilter>, TopoError> {
-    let Some(v) = cfg.string(name) else {
+    let Some(v) = cfg.text(name)? else {
         return Ok(None);
     };
-    DeviceFilter::parse(v).map(Some).map_err(|hint| {
-        TopoError::from(ConfigError::BadValue {
-            name: name.into(),
-            value: v.into(),
-            origin: cfg
-                .setting(name)
-                .map_or(Source::Default, |s| s.source.clone()),
-            expected: "device list",
-            hint,
-        })
-    })
+    DeviceFilter::parse(v)
+        .map(Some)
+        .map_err(|hint| TopoError::from(cfg.refuse(name, "not a device list".into(), hint)))
 }
 
 /// Reads the host under `root`. GPUs come from NVML when `root` is `/`, and from
