@@ -10,7 +10,8 @@ mod view;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rnccl::topo::diagnose::{Finding, Severity, diagnose, diagnose_host};
+use rnccl::config::Finding;
+use rnccl::topo::diagnose::{diagnose, diagnose_host};
 
 use crate::GlobalOpts;
 use crate::render;
@@ -100,12 +101,8 @@ fn table(src: &render::Source) -> Vec<String> {
     } else {
         out.push("Findings".into());
         for f in &findings {
-            let sev = match f.severity {
-                Severity::Warning => "warning",
-                Severity::Note => "note",
-            };
-            out.push(format!("  {sev} [{}] {}", f.code, f.message));
-            out.push(format!("      -> {}", f.advice));
+            out.push(format!("  {} [{}] {}", f.severity, f.code, f.message));
+            out.push(format!("      -> {}", f.hint));
         }
     }
     if let Some(sys) = &src.system

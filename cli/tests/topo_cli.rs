@@ -124,3 +124,29 @@ fn this_host_runs_with_or_without_gpus() {
         "{s}"
     );
 }
+
+/// Topology findings are the same `Finding` as env-explain's: lower-case severity, a stable
+/// code, message and hint.
+#[test]
+fn json_findings_share_env_explains_shape() {
+    let v: serde_json::Value = serde_json::from_str(&stdout(&[
+        "topo",
+        "--topo-file",
+        "tests/fixtures/synthetic/pcie-tiers.xml",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "{v}");
+    for f in findings {
+        assert!(
+            ["note", "warning", "error"].contains(&f["severity"].as_str().unwrap())
+                && f["code"].is_string()
+                && f["message"].is_string()
+                && f["hint"].is_string()
+                && f.get("advice").is_none(),
+            "{f}"
+        );
+    }
+}

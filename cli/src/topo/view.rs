@@ -1,8 +1,9 @@
 //! `rnccl topo --format json`: the nodes with their links, the paths between GPUs and network
 //! devices, what detection read, findings and notes.
 
+use rnccl::config::Finding;
 use rnccl::topo::detect::Inventory;
-use rnccl::topo::diagnose::{Finding, diagnose, diagnose_host};
+use rnccl::topo::diagnose::{diagnose, diagnose_host};
 use rnccl::topo::system::{NodeInfo, NodeRef};
 use rnccl::topo::{NodeType, System};
 use serde::Serialize;
