@@ -199,8 +199,8 @@ mod tests {
         })
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("class/net/eth0")).unwrap();
-        std::fs::write(dir.path().join("class/net/eth0/operstate"), "up").unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/class/net/eth0")).unwrap();
+        std::fs::write(dir.path().join("sys/class/net/eth0/operstate"), "up").unwrap();
         explain(&cfg, &HostDevices::from_sysfs(dir.path()))
     }
 

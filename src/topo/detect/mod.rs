@@ -5,6 +5,7 @@
 
 pub mod cpu;
 pub mod fill;
+pub mod iface;
 pub mod net;
 pub mod nvml;
 pub mod pci;
@@ -18,6 +19,7 @@ use crate::config::Config;
 use crate::config::syntax::DeviceFilter;
 use crate::topo::TopoError;
 use cpu::{CpuInfo, HostInfo, NumaNode};
+use iface::NetInterface;
 use net::{Hca, NetDev, NetIf};
 use nvml::{GpuInfo, GpuSource};
 use pci::PciDevice;
@@ -40,7 +42,9 @@ pub struct Inventory {
     pub gpus: Vec<GpuInfo>,
     /// Where the GPUs came from.
     pub gpu_source: GpuSource,
-    /// Network interfaces.
+    /// Network interfaces (from `getifaddrs` on this host, from sysfs in a captured tree).
+    pub interfaces: Vec<NetInterface>,
+    /// The sysfs attributes of network interfaces.
     pub ifs: Vec<NetIf>,
     /// RDMA adapters.
     pub hcas: Vec<Hca>,
@@ -103,13 +107,15 @@ pub fn detect(root: &Path, cfg: &Config) -> Result<Inventory, TopoError> {
         }
     };
     let ifs = net::read_ifs(&r);
+    let interfaces = iface::read(&r);
     let hcas = net::read_hcas(&r);
     let nets = net::nccl_net_devices(
         &ifs,
+        &interfaces,
         &hcas,
         filter(cfg, "NCCL_IB_HCA")?.as_ref(),
-        filter(cfg, "NCCL_SOCKET_IFNAME")?.as_ref(),
-    );
+        cfg,
+    )?;
     let host = cpu::read_host(&r);
     let host_id = match cfg.string("NCCL_HOSTID") {
         Some(h) => h.to_string(),
@@ -128,6 +134,7 @@ pub fn detect(root: &Path, cfg: &Config) -> Result<Inventory, TopoError> {
         host,
         gpus,
         gpu_source,
+        interfaces,
         ifs,
         hcas,
         nets,
