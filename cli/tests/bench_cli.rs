@@ -190,3 +190,17 @@ fn a_killed_rank_0_is_reported_with_its_signal() {
         "{stderr}"
     );
 }
+
+/// The library's sweep errors speak of sizes and steps; the command adds its flag names.
+#[test]
+fn sweep_errors_name_the_flags() {
+    let (ok, _, stderr) = run(
+        &[],
+        &["bench", "--threads", "-b", "8", "-e", "64", "-f", "1"],
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("step factor above 1") && stderr.contains("-f/--stepfactor"),
+        "{stderr}"
+    );
+}

@@ -105,7 +105,7 @@ fn bullet_list(values: &[BadValue]) -> String {
 
 fn suggestion_text(names: &[&str]) -> String {
     if names.is_empty() {
-        "; list every knob with `rnccl env-explain --all`".to_string()
+        "; every knob is listed in docs/knobs.md".to_string()
     } else {
         format!("; did you mean {}?", names.join(" or "))
     }

@@ -131,19 +131,6 @@ fn run_threads(
     }
 }
 
-/// This host's CPU model, for the device lines.
-fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "CPU".into())
-}
-
 /// Every rank's device line, gathered at rank 0 (others get an empty list).
 fn device_lines(comm: &Communicator) -> anyhow::Result<Vec<String>> {
     const LINE: usize = 256;
@@ -154,7 +141,13 @@ fn device_lines(comm: &Communicator) -> anyhow::Result<Vec<String>> {
         &host,
         comm.rank(),
         "cpu",
-        &format!("{} (host memory)", cpu_name()),
+        &format!(
+            "{} (host memory)",
+            rnccl::topo::detect::cpu::this_host()
+                .model_name
+                .as_deref()
+                .unwrap_or("CPU")
+        ),
     );
     let mut mine = [0u8; LINE];
     let b = line.as_bytes();

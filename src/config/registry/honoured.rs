@@ -15,6 +15,7 @@ pub static HONOURED: &[&str] = &[
     "NCCL_DEBUG_FILE",
     "NCCL_DEBUG_SUBSYS",
     "NCCL_GRAPH_DUMP_FILE",
+    "NCCL_GRAPH_DUMP_FILE_RANK",
     "NCCL_HOSTID",
     "NCCL_IB_HCA",
     "NCCL_LL128_NTHREADS",

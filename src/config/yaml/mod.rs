@@ -96,7 +96,7 @@ impl YamlConfig {
             message,
         };
         let meta = std::fs::metadata(path)
-            .map_err(|e| file_err(format!("{e}; check the --config / RNCCL_CONFIG path")))?;
+            .map_err(|e| file_err(format!("{e}; check the YAML config's path")))?;
         if meta.len() > MAX_BYTES {
             return Err(file_err(format!(
                 "{} bytes is more than a config needs (limit {MAX_BYTES}); is it the right file?",
@@ -255,9 +255,8 @@ fn convert(
         None => {
             let close = did_you_mean(name);
             let hint = match close.as_slice() {
-                [] => {
-                    "remove it, or check the spelling against `rnccl env-explain --all`".to_string()
-                }
+                [] => "remove it, or check the spelling against the knob list (docs/knobs.md)"
+                    .to_string(),
                 names => format!("did you mean {}?", names.join(" or ")),
             };
             return Err(err(format!(

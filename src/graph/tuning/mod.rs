@@ -12,9 +12,10 @@ use serde::Serialize;
 use self::constants::*;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList, FUNCTIONS, PROTOCOLS};
 use crate::config::{Config, ConfigError};
+use crate::graph::Channels;
 use crate::graph::types::{Graph, Pattern};
 use crate::topo::system::{CpuArch, CpuVendor};
-use crate::topo::{PathType, bw::PCI_BW};
+use crate::topo::{NodeType, PathType, System, bw::PCI_BW};
 
 /// Algorithm indices in NCCL's order (`NCCL_ALGO_*`).
 pub const TREE: usize = 0;
@@ -148,6 +149,26 @@ pub struct TuneInput<'a> {
     pub cpu: (CpuArch, CpuVendor),
     /// NVSwitch nodes in the topology.
     pub nvs_count: usize,
+}
+
+impl<'a> TuneInput<'a> {
+    /// What the model needs for `channels`, searched and connected on `system` (every node
+    /// identical to it), as NCCL's `ncclTopoTuneModel` gathers it: ranks and nodes from the
+    /// connection, channels after doubling, the lowest and highest compute capability (0.0 without
+    /// GPUs), the first CPU's architecture and vendor, and the NVSwitch count.
+    pub fn new(system: &System, channels: &'a Channels) -> TuneInput<'a> {
+        let (arch, vendor, _) = system.cpu_type();
+        TuneInput {
+            ring: &channels.ring,
+            tree: &channels.tree,
+            nranks: channels.connected.nranks,
+            nnodes: channels.connected.node_ranks.len(),
+            nchannels: channels.connected.nchannels,
+            cc: system.comp_cap().unwrap_or((0, 0)),
+            cpu: (arch, vendor),
+            nvs_count: system.count(NodeType::Nvs),
+        }
+    }
 }
 
 /// The model: `latency[f][a][p]` µs and `bandwidth[f][a][p]` GB/s (0 = not usable), NCCL's
