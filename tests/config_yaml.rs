@@ -238,6 +238,9 @@ fn duplicate_keys_name_the_key_and_both_lines() {
         "hosts:\n  a:\n    NCCL_IB_HCA: x\n    NCCL_IB_HCA: y\n",
     ] {
         let e = err(text);
-        assert!(!e.contains("DuplicateKeyPolicy") && !e.contains("Options"), "{e}");
+        assert!(
+            !e.contains("DuplicateKeyPolicy") && !e.contains("Options"),
+            "{e}"
+        );
     }
 }

@@ -29,13 +29,20 @@ pub enum Format {
 
 /// Arguments of `rnccl topo`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit status: 1 on an error, and when NCCL itself would refuse the \
+topology file (--topo-file, or NCCL_TOPO_FILE merged with this host) although rnccl can read it: \
+the output is printed as usual and each reason is listed under 'Reading the topology' and on \
+standard error, so scripts can gate NCCL_TOPO_FILE on this command. 0 otherwise."
+)]
 pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Study another machine offline: an NCCL topology XML file (an NCCL_TOPO_DUMP_FILE, or a
     /// file written for NCCL_TOPO_FILE). Without it, this host is detected and merged with
-    /// NCCL_TOPO_FILE when that is set, as NCCL does.
+    /// NCCL_TOPO_FILE when that is set, as NCCL does. Exits with 1 when NCCL would refuse the
+    /// file.
     #[arg(long, value_name = "FILE")]
     pub topo_file: Option<PathBuf>,
     /// Read sysfs and procfs under DIR instead of / (a tree captured with
@@ -68,7 +75,20 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    let refused: Vec<_> = src
+        .system
+        .iter()
+        .flat_map(|s| &s.notes)
+        .filter(|n| n.nccl_rejects)
+        .collect();
+    for n in &refused {
+        eprintln!("rnccl topo: NCCL would refuse this topology: {n}");
+    }
+    Ok(if refused.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn table(src: &render::Source) -> Vec<String> {

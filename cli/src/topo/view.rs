@@ -5,7 +5,7 @@ use rnccl::config::Finding;
 use rnccl::topo::detect::Inventory;
 use rnccl::topo::diagnose::{diagnose, diagnose_host};
 use rnccl::topo::system::{NodeInfo, NodeRef};
-use rnccl::topo::{NodeType, System};
+use rnccl::topo::{NodeType, System, TopoNote};
 use serde::Serialize;
 
 use crate::render::Source;
@@ -40,7 +40,7 @@ struct PathJson {
 struct SystemJson<'a> {
     nodes: Vec<NodeJson<'a>>,
     paths: Vec<PathJson>,
-    notes: &'a [String],
+    notes: &'a [TopoNote],
 }
 
 /// The whole view.

@@ -235,9 +235,13 @@ fn duplicate_key(text: &str, key: Option<&str>, line: usize) -> String {
     let here = lines.get(line.saturating_sub(1)).map_or(0, |l| indent(l));
     let names_key = |l: &str| {
         let t = l.trim_start();
-        [format!("{key}:"), format!("\"{key}\":"), format!("'{key}':")]
-            .iter()
-            .any(|k| t.starts_with(k.as_str()))
+        [
+            format!("{key}:"),
+            format!("\"{key}\":"),
+            format!("'{key}':"),
+        ]
+        .iter()
+        .any(|k| t.starts_with(k.as_str()))
     };
     let mut first = None;
     for (i, l) in lines.iter().enumerate().take(line.saturating_sub(1)).rev() {
