@@ -3,6 +3,7 @@
 mod bench;
 mod config_load;
 mod env_explain;
+mod output;
 mod render;
 mod rings;
 mod topo;
@@ -62,6 +63,8 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader of standard output went away (`rnccl topo | head`): not a failure.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rnccl: error: {e:#}");
             ExitCode::FAILURE

@@ -15,7 +15,7 @@ use rnccl::graph::{Channels, PlanParams, search_and_connect};
 use rnccl::topo::{NodeType, System};
 
 use crate::GlobalOpts;
-use crate::render;
+use crate::{output, render};
 
 /// Output formats of `rnccl rings`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -116,28 +116,21 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         nodes,
     };
     match args.format {
-        Format::Xml => print!(
-            "{}",
-            graphs_xml(
-                &p.system,
-                &p.channels.ring,
-                &p.channels.tree,
-                p.channels.inter
-            )
-        ),
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&text::json(&p, args.rank, tune))?
-        ),
+        Format::Xml => output::print(&graphs_xml(
+            &p.system,
+            &p.channels.ring,
+            &p.channels.tree,
+            p.channels.inter,
+        ))?,
+        Format::Json => output::print(
+            &(serde_json::to_string_pretty(&text::json(&p, args.rank, tune))? + "\n"),
+        )?,
         Format::Text => {
-            for l in text::lines(&p, args.rank) {
-                println!("{l}");
-            }
+            let mut lines = text::lines(&p, args.rank);
             if let Some(f) = tune {
-                for l in tune::lines(&p, f) {
-                    println!("{l}");
-                }
+                lines.extend(tune::lines(&p, f));
             }
+            output::print_lines(&lines)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -14,7 +14,7 @@ use rnccl::config::Finding;
 use rnccl::topo::diagnose::{diagnose, diagnose_host};
 
 use crate::GlobalOpts;
-use crate::render;
+use crate::{output, render};
 
 /// Output formats of `rnccl topo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,17 +63,13 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
                     src.label
                 );
             };
-            print!("{}", sys.to_xml_string());
+            output::print(&sys.to_xml_string())?;
         }
         Format::Json => {
             let v = view::json(&src);
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            output::print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
         }
-        Format::Table => {
-            for l in table(&src) {
-                println!("{l}");
-            }
-        }
+        Format::Table => output::print_lines(&table(&src))?,
     }
     let refused: Vec<_> = src
         .system

@@ -117,6 +117,8 @@ fn run_threads(
         match res {
             Ok(c) if r == 0 => code = c,
             Ok(_) => {}
+            // The reader of the table went away: end quietly (main knows this error).
+            Err(e) if crate::output::is_broken_pipe(&e) => return Err(e),
             Err(e) => errors.push(format!("rank {r}: {e:#}")),
         }
     }
