@@ -217,14 +217,11 @@ impl Config {
             "TRUE" => Ok(1),
             "FALSE" => Ok(0),
             v => v.parse().map_err(|_| {
-                ConfigError::from(BadValue {
-                    name: name.to_string(),
-                    value: self.string(name).unwrap_or_default().to_string(),
-                    origin: self.values[name].source.clone(),
-                    problem: format!("reads as {v:?}, which is not an integer"),
-                    hint: "write a decimal number".into(),
-                    accepted: spec.accepted(),
-                })
+                self.refuse(
+                    name,
+                    format!("reads as {v:?}, which is not an integer"),
+                    "write a decimal number".into(),
+                )
             }),
         }
     }
@@ -259,17 +256,11 @@ impl Config {
             None => spec.default.to_string(),
         };
         text.parse().map(Some).map_err(|_| {
-            ConfigError::from(BadValue {
-                name: name.to_string(),
-                value: text.clone(),
-                origin: self
-                    .values
-                    .get(name)
-                    .map_or(Source::Default, |s| s.source.clone()),
-                problem: "does not read as a number".into(),
-                hint: "write a decimal number such as 12.5".into(),
-                accepted: spec.accepted(),
-            })
+            self.refuse(
+                name,
+                format!("{text:?} does not read as a number"),
+                "write a decimal number such as 12.5".into(),
+            )
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The system graph: NCCL's nodes (GPU, PCI, NVS, CPU, NIC, NET), the links between them with
 //! their bandwidths, and the paths between every GPU, NIC, CPU and NVSwitch (NCCL 2.28
 //! src/graph/topo.h `ncclTopoSystem`). Built from NCCL topology XML by [`build`]; paths by
-//! [`crate::topo::paths`].
+//! `topo::paths` (NCCL's src/graph/paths.cc).
 
 pub mod build;
 mod links;
