@@ -19,6 +19,7 @@ pub mod exec;
 pub mod func;
 pub mod graph;
 pub mod launch;
+pub mod log;
 pub mod mem;
 pub mod redop;
 pub mod stats;

@@ -237,6 +237,10 @@ fn unreadable_sources_are_errors_that_say_what_to_do() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("etc/nccl.conf"), "{err}");
+    assert!(
+        !err.contains("--"),
+        "library errors name no command-line flag: {err}"
+    );
     let err = Config::load(&LoadOptions {
         env: Some(BTreeMap::new()),
         yaml: Some(s.path("nope.yaml")),
@@ -245,7 +249,7 @@ fn unreadable_sources_are_errors_that_say_what_to_do() {
     .unwrap_err()
     .to_string();
     assert!(
-        err.contains("nope.yaml") && err.contains("--config"),
+        err.contains("nope.yaml") && err.contains("check the YAML config's path"),
         "{err}"
     );
 }

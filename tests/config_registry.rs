@@ -1,14 +1,24 @@
 //! The registry as data: complete against NCCL's knob table, every entry filled in, the generated
 //! reference current, suggestions for misspelt names.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rnccl::config::{
     KNOBS, KnobType, Origin, Status, Subsystem, did_you_mean, docs, lookup, value,
 };
 
-const TSV: &str = "/work/shared/reference/nccl-knobs.tsv";
+/// NCCL's knob table (`nccl-knobs.tsv` of the reference report), which lives beside the
+/// repository: `../shared/reference/` from the repository root, or the file named by
+/// `RNCCL_KNOB_TABLE` (for checkouts placed elsewhere).
+fn knob_table() -> PathBuf {
+    match std::env::var_os("RNCCL_KNOB_TABLE") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/nccl-knobs.tsv"),
+    }
+}
 
 #[test]
 fn every_entry_is_filled_in() {
@@ -123,11 +133,17 @@ fn tsv_default(d: &str) -> String {
 
 #[test]
 fn matches_the_reference_table() {
-    if !Path::new(TSV).exists() {
-        println!("skipped: {TSV} is not on this machine (it lives outside the repository)");
+    let tsv = knob_table();
+    if !common::procs::require(
+        tsv.exists(),
+        &format!(
+            "NCCL's knob table at {} (set RNCCL_KNOB_TABLE to its path)",
+            tsv.display()
+        ),
+    ) {
         return;
     }
-    let text = std::fs::read_to_string(TSV).unwrap();
+    let text = std::fs::read_to_string(&tsv).unwrap();
     let mut rows: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for line in text.lines().skip(1) {
         let cols: Vec<&str> = line.split('\t').collect();

@@ -213,3 +213,34 @@ proptest! {
         prop_assert_eq!(&y.knobs[0].raw, &v);
     }
 }
+
+/// A duplicate key says which key, where both are, and what to do, in our words rather than the
+/// YAML library's ("set DuplicateKeyPolicy in Options").
+#[test]
+fn duplicate_keys_name_the_key_and_both_lines() {
+    let e = err("knobs:\n  NCCL_IB_TIMEOUT: 22\n  NCCL_BUFFSIZE: 4\n  NCCL_IB_TIMEOUT: 20\n");
+    assert_eq!(
+        e,
+        "test.yaml:4: NCCL_IB_TIMEOUT is given twice in one mapping (first at line 2): keep one value (for a value on some hosts only, put it in a 'hosts' section)"
+    );
+    let e = err("hosts:\n  \"a*\":\n    NCCL_IB_HCA: x\n  \"a*\":\n    NCCL_IB_HCA: y\n");
+    assert!(
+        e.starts_with("test.yaml:4: \"a*\" is given twice in one mapping (first at line 2)"),
+        "{e}"
+    );
+    let e = err("knobs:\n  NCCL_IB_TIMEOUT: 22\nknobs:\n  NCCL_BUFFSIZE: 4\n");
+    assert_eq!(
+        e,
+        "test.yaml:3: 'knobs' is given twice (first at line 1): merge the two sections into one"
+    );
+    for text in [
+        "knobs:\n  NCCL_IB_TIMEOUT: 22\n  NCCL_IB_TIMEOUT: 20\n",
+        "hosts:\n  a:\n    NCCL_IB_HCA: x\n    NCCL_IB_HCA: y\n",
+    ] {
+        let e = err(text);
+        assert!(
+            !e.contains("DuplicateKeyPolicy") && !e.contains("Options"),
+            "{e}"
+        );
+    }
+}

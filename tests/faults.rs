@@ -239,8 +239,10 @@ fn invalid_arguments_get_clear_errors() {
 /// 1 MiB tmpfs on /dev/shm; needs root and unshare(1).
 #[test]
 fn a_full_dev_shm_is_a_clear_error() {
-    if !common::procs::is_root() {
-        println!("skipped: mounting a small /dev/shm needs root (CI runs as root)");
+    if !common::procs::require(
+        common::procs::is_root(),
+        "root, to mount a small /dev/shm (run the suite as root)",
+    ) {
         return;
     }
     let bin = rnccl_bin();

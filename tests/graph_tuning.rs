@@ -5,22 +5,12 @@ use rnccl::Func;
 use rnccl::graph::tuning::table::{thresholds_line, tuning_lines};
 use rnccl::graph::tuning::{LL, Model, RING, SIMPLE, TREE, TuneInput, TuneParams};
 use rnccl::graph::{PlanParams, search_and_connect};
-use rnccl::topo::{NodeType, System};
+use rnccl::topo::System;
 
 fn model(topo: &str, nodes: &[Vec<usize>]) -> Model {
     let sys = System::from_xml_str(topo).unwrap();
     let ch = search_and_connect(&sys, nodes, &PlanParams::default()).unwrap();
-    let (arch, vendor, _) = sys.cpu_type();
-    let input = TuneInput {
-        ring: &ch.ring,
-        tree: &ch.tree,
-        nranks: ch.connected.nranks,
-        nnodes: nodes.len(),
-        nchannels: ch.connected.nchannels,
-        cc: sys.comp_cap().unwrap(),
-        cpu: (arch, vendor),
-        nvs_count: sys.count(NodeType::Nvs),
-    };
+    let input = TuneInput::new(&sys, &ch);
     Model::new(&input, &TuneParams::defaults())
 }
 
@@ -85,16 +75,17 @@ fn user_algo_and_proto_knobs_restrict_the_choice() {
     );
     let sys = System::from_xml_str(include_str!("fixtures/anchors/h200x2/topo.xml")).unwrap();
     let ch = search_and_connect(&sys, &[vec![0, 1]], &PlanParams::default()).unwrap();
-    let input = TuneInput {
-        ring: &ch.ring,
-        tree: &ch.tree,
-        nranks: 2,
-        nnodes: 1,
-        nchannels: 24,
-        cc: (90, 90),
-        cpu: (sys.cpu_type().0, sys.cpu_type().1),
-        nvs_count: 1,
-    };
+    let input = TuneInput::new(&sys, &ch);
+    assert_eq!(
+        (
+            input.nranks,
+            input.nnodes,
+            input.nchannels,
+            input.cc,
+            input.nvs_count
+        ),
+        (2, 1, 24, (90, 90), 1)
+    );
     let m = Model::new(&input, &p);
     assert_eq!(m.choose(Func::AllReduce, 1 << 20).unwrap().algo, TREE);
     assert!(

@@ -1,18 +1,20 @@
 //! One process per rank over TCP between network namespaces (two joined by veth, three through
 //! a bridge), each namespace a separate "host" (`NCCL_HOSTID`). Needs root; without it the
-//! tests print why they skip.
+//! tests print why they skip, except under CI (`CI=true`), where they fail.
 
 mod common;
 
 use std::time::Duration;
 
 use common::netns::TestHosts;
-use common::procs::{assert_clean_table, free_port, is_root, spawn_rank, wait_for};
+use common::procs::{assert_clean_table, free_port, is_root, require, spawn_rank, wait_for};
 use common::rnccl_bin;
 
 fn hosts(tag: &str, n: usize) -> Option<TestHosts> {
-    if !is_root() {
-        println!("skipped: network namespaces need root (CI runs as root)");
+    if !require(
+        is_root(),
+        "root, to create network namespaces (run the suite as root)",
+    ) {
         return None;
     }
     match TestHosts::new(tag, n) {

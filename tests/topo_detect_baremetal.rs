@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use rnccl::config::Severity;
 use rnccl::config::{Config, LoadOptions};
-use rnccl::topo::diagnose::{Severity, diagnose};
+use rnccl::topo::diagnose::diagnose;
 use rnccl::topo::{NodeRef, NodeType, PathType, System};
 
 fn write(root: &Path, rel: &str, content: &[u8]) {
@@ -172,7 +173,7 @@ fn findings_name_the_acs_bridge_and_the_narrow_link() {
     let acs = f.iter().find(|f| f.code == "acs").expect("acs finding");
     assert_eq!(acs.severity, Severity::Warning);
     assert!(
-        acs.message.contains("0000:82:00.0") && acs.advice.contains("setpci -s 0000:82:00.0"),
+        acs.message.contains("0000:82:00.0") && acs.hint.contains("setpci -s 0000:82:00.0"),
         "{acs:?}"
     );
     assert!(

@@ -59,7 +59,12 @@ fn missing_or_bad_attributes_name_element_and_line() {
 fn notes_flag_what_nccl_itself_would_reject() {
     let text = "<?xml version=\"1.0\"?>\n<system version=\"1\">\n  <cpu numaid=\"0\"\tarch=\"x86_64\" vendor=\"AuthenticAMD\"/>\n  <gpu/>\n</system>\n";
     let sys = System::from_xml_str(text).unwrap();
-    let notes = sys.notes.join("\n");
+    let notes = sys
+        .notes
+        .iter()
+        .map(|n| n.message.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
         notes.contains("line 1:") && notes.contains("declaration"),
         "{notes}"
@@ -71,6 +76,13 @@ fn notes_flag_what_nccl_itself_would_reject() {
     assert!(
         notes.contains("line 4:") && notes.contains("<gpu>"),
         "{notes}"
+    );
+    let rejects: Vec<bool> = sys.notes.iter().map(|n| n.nccl_rejects).collect();
+    assert_eq!(
+        rejects,
+        [true, true, false],
+        "the prolog and the tab make NCCL's parser fail; a misplaced element is only skipped: {:?}",
+        sys.notes
     );
 }
 

@@ -95,7 +95,8 @@ pub struct Args {
     /// Match YAML host sections against this host name instead of this machine's.
     #[arg(long, value_name = "HOST")]
     host: Option<String>,
-    /// Read interfaces and HCAs from this sysfs-like directory instead of the system (tests).
+    /// Read interfaces and HCAs from a tree captured like / (DIR/sys/class/net,
+    /// DIR/sys/class/infiniband) instead of this host (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     sysfs_root: Option<PathBuf>,
 }

@@ -3,7 +3,7 @@
 mod bench;
 mod config_load;
 mod env_explain;
-mod logging;
+mod output;
 mod render;
 mod rings;
 mod topo;
@@ -43,9 +43,19 @@ enum Command {
     Rings(rings::Args),
 }
 
+/// Sets up NCCL_DEBUG logging (to standard error or NCCL_DEBUG_FILE) from the knobs in effect,
+/// as a communicator's init would, so every subcommand logs like the engine.
+///
+/// Errors: the configuration cannot be loaded, or NCCL_DEBUG_FILE cannot be created.
+fn init_log(global: &GlobalOpts) -> anyhow::Result<()> {
+    let knobs = config_load::load_config(global)?;
+    rnccl::log::init(&knobs)?;
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = logging::init(&cli.global).and_then(|()| match cli.command {
+    let result = init_log(&cli.global).and_then(|()| match cli.command {
         Command::Bench(a) => bench::run(a, &cli.global),
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
@@ -53,6 +63,8 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader of standard output went away (`rnccl topo | head`): not a failure.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rnccl: error: {e:#}");
             ExitCode::FAILURE

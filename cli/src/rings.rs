@@ -11,12 +11,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use rnccl::Func;
 use rnccl::graph::tuning::{Model, TuneInput, TuneParams};
-use rnccl::graph::xml::graphs_xml;
+use rnccl::graph::xml::{graphs_xml, write_graph_dump};
 use rnccl::graph::{Channels, PlanParams, search_and_connect};
 use rnccl::topo::{NodeType, System};
 
 use crate::GlobalOpts;
-use crate::render;
+use crate::{output, render};
 
 /// Output formats of `rnccl rings`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -103,18 +103,12 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         .collect();
     let params = PlanParams::from_config(&cfg)?;
     let channels = search_and_connect(&system, &ranks, &params).context("planning channels")?;
-    let (arch, vendor, _) = system.cpu_type();
-    let input = TuneInput {
-        ring: &channels.ring,
-        tree: &channels.tree,
-        nranks: nodes * ngpus,
-        nnodes: nodes,
-        nchannels: channels.connected.nchannels,
-        cc: system.comp_cap().unwrap_or((0, 0)),
-        cpu: (arch, vendor),
-        nvs_count: system.count(NodeType::Nvs),
-    };
-    let model = Model::new(&input, &TuneParams::from_config(&cfg)?);
+    let model = Model::new(
+        &TuneInput::new(&system, &channels),
+        &TuneParams::from_config(&cfg)?,
+    );
+    write_graph_dump(&cfg, args.rank, &system, &channels)
+        .context("writing NCCL_GRAPH_DUMP_FILE")?;
     let p = Planned {
         label: src.label,
         system,
@@ -122,41 +116,22 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         model,
         nodes,
     };
-    if let Some(path) = cfg.string("NCCL_GRAPH_DUMP_FILE") {
-        std::fs::write(
-            path,
-            graphs_xml(
-                &p.system,
-                &p.channels.ring,
-                &p.channels.tree,
-                p.channels.inter,
-            ),
-        )
-        .with_context(|| format!("writing NCCL_GRAPH_DUMP_FILE={path}"))?;
-    }
     match args.format {
-        Format::Xml => print!(
-            "{}",
-            graphs_xml(
-                &p.system,
-                &p.channels.ring,
-                &p.channels.tree,
-                p.channels.inter
-            )
-        ),
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&text::json(&p, args.rank, tune))?
-        ),
+        Format::Xml => output::print(&graphs_xml(
+            &p.system,
+            &p.channels.ring,
+            &p.channels.tree,
+            p.channels.inter,
+        ))?,
+        Format::Json => output::print(
+            &(serde_json::to_string_pretty(&text::json(&p, args.rank, tune))? + "\n"),
+        )?,
         Format::Text => {
-            for l in text::lines(&p, args.rank) {
-                println!("{l}");
-            }
+            let mut lines = text::lines(&p, args.rank);
             if let Some(f) = tune {
-                for l in tune::lines(&p, f) {
-                    println!("{l}");
-                }
+                lines.extend(tune::lines(&p, f));
             }
+            output::print_lines(&lines)?;
         }
     }
     Ok(ExitCode::SUCCESS)

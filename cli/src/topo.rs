@@ -10,10 +10,11 @@ mod view;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rnccl::topo::diagnose::{Finding, Severity, diagnose, diagnose_host};
+use rnccl::config::Finding;
+use rnccl::topo::diagnose::{diagnose, diagnose_host};
 
 use crate::GlobalOpts;
-use crate::render;
+use crate::{output, render};
 
 /// Output formats of `rnccl topo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -28,13 +29,20 @@ pub enum Format {
 
 /// Arguments of `rnccl topo`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit status: 1 on an error, and when NCCL itself would refuse the \
+topology file (--topo-file, or NCCL_TOPO_FILE merged with this host) although rnccl can read it: \
+the output is printed as usual and each reason is listed under 'Reading the topology' and on \
+standard error, so scripts can gate NCCL_TOPO_FILE on this command. 0 otherwise."
+)]
 pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Study another machine offline: an NCCL topology XML file (an NCCL_TOPO_DUMP_FILE, or a
     /// file written for NCCL_TOPO_FILE). Without it, this host is detected and merged with
-    /// NCCL_TOPO_FILE when that is set, as NCCL does.
+    /// NCCL_TOPO_FILE when that is set, as NCCL does. Exits with 1 when NCCL would refuse the
+    /// file.
     #[arg(long, value_name = "FILE")]
     pub topo_file: Option<PathBuf>,
     /// Read sysfs and procfs under DIR instead of / (a tree captured with
@@ -55,19 +63,28 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
                     src.label
                 );
             };
-            print!("{}", sys.to_xml_string());
+            output::print(&sys.to_xml_string())?;
         }
         Format::Json => {
             let v = view::json(&src);
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            output::print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
         }
-        Format::Table => {
-            for l in table(&src) {
-                println!("{l}");
-            }
-        }
+        Format::Table => output::print_lines(&table(&src))?,
     }
-    Ok(ExitCode::SUCCESS)
+    let refused: Vec<_> = src
+        .system
+        .iter()
+        .flat_map(|s| &s.notes)
+        .filter(|n| n.nccl_rejects)
+        .collect();
+    for n in &refused {
+        eprintln!("rnccl topo: NCCL would refuse this topology: {n}");
+    }
+    Ok(if refused.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn table(src: &render::Source) -> Vec<String> {
@@ -100,12 +117,8 @@ fn table(src: &render::Source) -> Vec<String> {
     } else {
         out.push("Findings".into());
         for f in &findings {
-            let sev = match f.severity {
-                Severity::Warning => "warning",
-                Severity::Note => "note",
-            };
-            out.push(format!("  {sev} [{}] {}", f.code, f.message));
-            out.push(format!("      -> {}", f.advice));
+            out.push(format!("  {} [{}] {}", f.severity, f.code, f.message));
+            out.push(format!("      -> {}", f.hint));
         }
     }
     if let Some(sys) = &src.system

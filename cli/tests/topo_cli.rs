@@ -124,3 +124,85 @@ fn this_host_runs_with_or_without_gpus() {
         "{s}"
     );
 }
+
+/// Topology findings are the same `Finding` as env-explain's: lower-case severity, a stable
+/// code, message and hint.
+#[test]
+fn json_findings_share_env_explains_shape() {
+    let v: serde_json::Value = serde_json::from_str(&stdout(&[
+        "topo",
+        "--topo-file",
+        "tests/fixtures/synthetic/pcie-tiers.xml",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "{v}");
+    for f in findings {
+        assert!(
+            ["note", "warning", "error"].contains(&f["severity"].as_str().unwrap())
+                && f["code"].is_string()
+                && f["message"].is_string()
+                && f["hint"].is_string()
+                && f.get("advice").is_none(),
+            "{f}"
+        );
+    }
+}
+
+/// A file rnccl reads but NCCL would refuse (here: an `<?xml?>` prolog, which NCCL's parser
+/// rejects) makes `rnccl topo` exit non-zero, so scripts can gate NCCL_TOPO_FILE on it; the
+/// report is still printed and the reason named.
+#[test]
+fn a_file_nccl_would_refuse_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/synthetic/pcie-tiers.xml"
+    ))
+    .unwrap();
+    let f = dir.path().join("prolog.xml");
+    std::fs::write(&f, format!("<?xml version=\"1.0\"?>\n{good}")).unwrap();
+    for format in ["table", "json"] {
+        let out = rnccl()
+            .args([
+                "topo",
+                "--topo-file",
+                f.to_str().unwrap(),
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(
+            stderr.contains("NCCL would refuse this topology: line 1:")
+                && stderr.contains("declaration"),
+            "{stderr}"
+        );
+        assert!(
+            stdout.contains("PCI"),
+            "the report is still printed: {stdout}"
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(
+        &rnccl()
+            .args([
+                "topo",
+                "--topo-file",
+                f.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["system"]["notes"][0]["nccl_rejects"], true, "{v}");
+    let help = stdout(&["topo", "--help"]);
+    assert!(help.contains("Exit status: 1"), "{help}");
+}

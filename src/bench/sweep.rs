@@ -39,7 +39,7 @@ pub fn parse_size(s: &str) -> Result<usize> {
 pub fn sweep(min: usize, max: usize, factor: usize, step: usize) -> Result<Vec<usize>> {
     if min > max {
         return Err(Error::invalid_arg(format!(
-            "-b/--minbytes {min} is larger than -e/--maxbytes {max}"
+            "the smallest size ({min} bytes) is larger than the largest ({max} bytes)"
         )));
     }
     let mut out = vec![min];
@@ -47,9 +47,9 @@ pub fn sweep(min: usize, max: usize, factor: usize, step: usize) -> Result<Vec<u
         return Ok(out);
     }
     if factor <= 1 && step == 0 {
-        return Err(Error::invalid_arg(
-            "give -f/--stepfactor > 1 or -i/--stepbytes > 0 to sweep from -b to -e",
-        ));
+        return Err(Error::invalid_arg(format!(
+            "sizes from {min} to {max} bytes need a step factor above 1 or a step of more than 0 bytes"
+        )));
     }
     let mut s = min;
     loop {
@@ -98,6 +98,7 @@ mod tests {
                 .to_string()
                 .contains("larger than")
         );
-        assert!(sweep(8, 64, 1, 0).is_err());
+        let e = sweep(8, 64, 1, 0).unwrap_err().to_string();
+        assert!(e.contains("step factor") && !e.contains("--"), "{e}");
     }
 }

@@ -32,14 +32,21 @@ impl CommConfig {
         self
     }
 
-    /// Resolves knobs and timeout.
+    /// Resolves knobs and timeout: sets up the process's NCCL log from them on first use
+    /// ([`crate::log::init`]), then checks every knob value with the verdict `rnccl env-explain`
+    /// shows ([`Config::validate`]), so every communicator refuses bad values before it meets its
+    /// peers.
     ///
-    /// Errors: unreadable conf files, a bad `RNCCL_TIMEOUT`, or a zero timeout.
+    /// Errors: [`Error::InvalidUsage`] for unreadable conf files, an `NCCL_DEBUG_FILE` that cannot
+    /// be created, any knob value `env-explain` calls an error (all of them listed, each with the
+    /// syntax its knob accepts), a bad `RNCCL_TIMEOUT`, or a zero timeout.
     pub fn resolve(&self) -> Result<(Arc<Config>, Duration)> {
         let knobs = match &self.knobs {
             Some(k) => k.clone(),
             None => Arc::new(Config::from_env()?),
         };
+        crate::log::init(&knobs)?;
+        knobs.validate()?;
         let timeout = match self.timeout {
             Some(t) => t,
             None => {

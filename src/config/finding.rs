@@ -1,4 +1,5 @@
-//! [`Finding`]: one problem or remark about a setting, with a [`Severity`].
+//! [`Finding`]: one problem or remark, with a [`Severity`] — about a setting (`env-explain`) or
+//! about a topology (`topo::diagnose`). The one type every diagnostic of rnccl reports in.
 
 use serde::Serialize;
 
@@ -6,9 +7,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
-    /// Worth knowing; nothing is wrong.
+    /// Worth knowing; nothing is wrong, or it may be expected.
     Note,
-    /// Probably not what was meant, or risky.
+    /// Probably not what was meant, risky, or costing bandwidth now.
     Warning,
     /// NCCL will not do what the setting says (it rejects the value, reads another one, or fails).
     Error,
@@ -36,7 +37,11 @@ impl std::fmt::Display for Severity {
 pub struct Finding {
     /// How much it matters.
     pub severity: Severity,
-    /// What happens, in a sentence.
+    /// A short stable code for scripts (`pcie-link`, `acs`, `numa`...; empty when the finding has
+    /// none, as `env-explain`'s do not).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub code: &'static str,
+    /// What happens, in a sentence, naming the devices or knobs involved.
     pub message: String,
     /// What to do about it (empty when nothing).
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -44,30 +49,34 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// An [`Severity::Error`].
-    pub fn error(message: impl Into<String>, hint: impl Into<String>) -> Finding {
+    /// A finding of any severity.
+    pub fn new(severity: Severity, message: impl Into<String>, hint: impl Into<String>) -> Finding {
         Finding {
-            severity: Severity::Error,
+            severity,
+            code: "",
             message: message.into(),
             hint: hint.into(),
         }
+    }
+
+    /// An [`Severity::Error`].
+    pub fn error(message: impl Into<String>, hint: impl Into<String>) -> Finding {
+        Finding::new(Severity::Error, message, hint)
     }
 
     /// A [`Severity::Warning`].
     pub fn warning(message: impl Into<String>, hint: impl Into<String>) -> Finding {
-        Finding {
-            severity: Severity::Warning,
-            message: message.into(),
-            hint: hint.into(),
-        }
+        Finding::new(Severity::Warning, message, hint)
     }
 
     /// A [`Severity::Note`].
     pub fn note(message: impl Into<String>) -> Finding {
-        Finding {
-            severity: Severity::Note,
-            message: message.into(),
-            hint: String::new(),
-        }
+        Finding::new(Severity::Note, message, "")
+    }
+
+    /// The same finding with a stable code.
+    pub fn with_code(mut self, code: &'static str) -> Finding {
+        self.code = code;
+        self
     }
 }

@@ -25,12 +25,13 @@ mod parse;
 mod registry;
 mod source;
 pub mod syntax;
+mod validate;
 pub mod value;
 pub mod yaml;
 
 use std::collections::BTreeMap;
 
-pub use error::ConfigError;
+pub use error::{BadValue, ConfigError};
 pub use finding::{Finding, Severity};
 pub use load::{FileRead, FileRole, LoadNote, LoadOptions};
 pub use parse::{Strtoll, c_strtoll, parse_c_int};
@@ -116,42 +117,112 @@ impl Config {
         self.hostname.as_deref()
     }
 
-    /// The raw string value of `name` if set and non-empty (NCCL treats empty as unset).
+    /// The raw string value of `name` if set and non-empty (NCCL treats empty as unset). Any
+    /// name can be read, registered or not (a conf file may set anything); the value is not
+    /// judged here: [`Config::validate`] does that for every setting at once.
     pub fn string(&self, name: &str) -> Option<&str> {
-        debug_assert!(lookup(name).is_some(), "knob {name} is not in the registry");
         self.values
             .get(name)
             .map(|s| s.raw.as_str())
             .filter(|s| !s.is_empty())
     }
 
-    /// The integer value of `name`, parsed as NCCL does (C `strtoll(s, NULL, 0)`: `0x` hex,
+    /// The raw value of `name` if set and non-empty, once [`value::read`] (the verdict
+    /// `env-explain` shows) finds no error in it: for knobs with their own syntax (lists, device
+    /// filters, keywords) that the caller then parses.
+    ///
+    /// Errors: [`ConfigError::BadValue`] when the value is one `env-explain` calls an error;
+    /// [`ConfigError::UnknownKnob`] for a name the registry does not hold.
+    pub fn text(&self, name: &str) -> Result<Option<&str>, ConfigError> {
+        let spec = Config::spec_for(name, |_| true, "")?;
+        self.judged(spec)?;
+        Ok(self.string(name))
+    }
+
+    /// The error for `name`'s value when a caller's own parser refuses it after
+    /// [`Config::text`] accepted it (the two disagree: a bug, reported rather than hidden).
+    pub(crate) fn refuse(&self, name: &str, problem: String, hint: String) -> ConfigError {
+        let setting = self.values.get(name);
+        ConfigError::from(BadValue {
+            name: name.to_string(),
+            value: setting.map(|s| s.raw.clone()).unwrap_or_default(),
+            origin: setting.map_or(Source::Default, |s| s.source.clone()),
+            problem,
+            hint,
+            accepted: lookup(name).map_or_else(String::new, KnobSpec::accepted),
+        })
+    }
+
+    /// The registry entry of `name`, checked to be readable as `wanted`.
+    fn spec_for(
+        name: &str,
+        fits: fn(&KnobType) -> bool,
+        wanted: &'static str,
+    ) -> Result<&'static KnobSpec, ConfigError> {
+        let spec = lookup(name).ok_or_else(|| ConfigError::UnknownKnob {
+            name: name.to_string(),
+            suggestions: did_you_mean(name),
+        })?;
+        if !fits(&spec.ty) {
+            return Err(ConfigError::WrongType {
+                name: name.to_string(),
+                ty: spec.ty.short_name(),
+                wanted,
+                accessor: if spec.ty == KnobType::Float {
+                    "float"
+                } else {
+                    "string"
+                },
+            });
+        }
+        Ok(spec)
+    }
+
+    /// The reading of `name`'s value by [`value::read`] (the code `env-explain` shows), or
+    /// `None` when unset or empty.
+    ///
+    /// Errors: [`ConfigError::BadValue`] when the reading holds an error.
+    fn judged(&self, spec: &'static KnobSpec) -> Result<Option<value::Reading>, ConfigError> {
+        let Some(s) = self.values.get(spec.name).filter(|s| !s.raw.is_empty()) else {
+            return Ok(None);
+        };
+        let reading = value::read(spec, &s.raw);
+        match value::bad_value(spec, s, &reading) {
+            Some(bad) => Err(bad.into()),
+            None => Ok(Some(reading)),
+        }
+    }
+
+    /// The integer value of `name`, as NCCL reads it (C `strtoll(s, NULL, 0)`: `0x` hex,
     /// leading-`0` octal; switches of NCCL's typed registry as 1/0), or the registry default when
     /// unset or empty — [`AUTO`] (-2) for knobs NCCL leaves unset by default.
     ///
-    /// Errors: [`ConfigError::BadValue`] naming the knob, the value and its source when the value
-    /// does not parse, or lies outside the knob's range or listed values (NCCL would silently use
-    /// a default or a garbage prefix; rnccl refuses).
+    /// The verdict is `env-explain`'s ([`value::read`]): a value it calls an error is refused,
+    /// one it only warns about (`010` is octal 8, trailing spaces) is read as NCCL reads it.
     ///
-    /// Panics: when `name` is not a registered integer or switch knob (a programming error).
+    /// Errors: [`ConfigError::BadValue`] naming the knob, the value, its source, what is wrong and
+    /// what the knob accepts (NCCL would silently use a default or a garbage prefix; rnccl
+    /// refuses); [`ConfigError::UnknownKnob`] for a name the registry does not hold;
+    /// [`ConfigError::WrongType`] for a knob that is not an integer or switch.
     pub fn int(&self, name: &str) -> Result<i64, ConfigError> {
-        let spec = lookup(name).unwrap_or_else(|| panic!("knob {name} is not in the registry"));
-        assert!(
-            spec.ty.is_integer() || spec.ty.is_switch(),
-            "knob {name} is a {}, not an integer; read it with Config::string",
-            spec.ty.short_name()
-        );
-        match self.values.get(name).filter(|s| !s.raw.is_empty()) {
-            None => Ok(value::default_int(spec).unwrap_or(AUTO)),
-            Some(s) => {
-                value::strict_int(spec, &s.raw).map_err(|(expected, hint)| ConfigError::BadValue {
-                    name: name.to_string(),
-                    value: s.raw.clone(),
-                    origin: s.source.clone(),
-                    expected,
-                    hint,
-                })
-            }
+        let spec = Config::spec_for(
+            name,
+            |t| t.is_integer() || t.is_switch(),
+            "an integer or switch",
+        )?;
+        let Some(reading) = self.judged(spec)? else {
+            return Ok(value::default_int(spec).unwrap_or(AUTO));
+        };
+        match reading.effective.as_str() {
+            "TRUE" => Ok(1),
+            "FALSE" => Ok(0),
+            v => v.parse().map_err(|_| {
+                self.refuse(
+                    name,
+                    format!("reads as {v:?}, which is not an integer"),
+                    "write a decimal number".into(),
+                )
+            }),
         }
     }
 
@@ -161,12 +232,36 @@ impl Config {
     ///
     /// Errors: as [`Config::int`].
     pub fn flag(&self, name: &str) -> Result<bool, ConfigError> {
-        let unset = self.values.get(name).is_none_or(|s| s.raw.is_empty());
-        let spec = lookup(name).unwrap_or_else(|| panic!("knob {name} is not in the registry"));
+        let spec = Config::spec_for(
+            name,
+            |t| t.is_integer() || t.is_switch(),
+            "an integer or switch",
+        )?;
+        let unset = self.string(name).is_none();
         if unset && spec.default.is_empty() {
             return Ok(false);
         }
         Ok(self.int(name)? != 0)
+    }
+
+    /// The decimal value of a floating-point knob (`NCCL_TESTS_MIN_BW`), or its default; `None`
+    /// when unset with no default.
+    ///
+    /// Errors: as [`Config::int`], with [`ConfigError::WrongType`] for a knob that is not a float.
+    pub fn float(&self, name: &str) -> Result<Option<f64>, ConfigError> {
+        let spec = Config::spec_for(name, |t| *t == KnobType::Float, "a number")?;
+        let text = match self.judged(spec)? {
+            Some(reading) => reading.effective,
+            None if spec.default.is_empty() => return Ok(None),
+            None => spec.default.to_string(),
+        };
+        text.parse().map(Some).map_err(|_| {
+            self.refuse(
+                name,
+                format!("{text:?} does not read as a number"),
+                "write a decimal number such as 12.5".into(),
+            )
+        })
     }
 }
 

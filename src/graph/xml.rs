@@ -1,10 +1,15 @@
 //! NCCL's graph XML (`NCCL_GRAPH_DUMP_FILE`; NCCL 2.28 src/graph/search.cc
 //! `ncclTopoGetXmlFromGraphs`; internals §3.6), written with NCCL's number formats: integers as
-//! `%d`, bandwidths and latency as `%g`, device ids as `%#lx`.
+//! `%d`, bandwidths and latency as `%g`, device ids as `%#lx`; and the dump itself
+//! ([`write_graph_dump`]), for the engine and `rnccl rings` alike.
 
+use std::path::PathBuf;
+
+use super::Channels;
 use super::types::{Graph, Pattern};
+use crate::config::Config;
 use crate::topo::xml::{XmlDoc, write};
-use crate::topo::{NodeType, PathType, System};
+use crate::topo::{NodeType, PathType, System, TopoError};
 
 /// C's `%g`: 6 significant digits, trailing zeros dropped, exponent form below 1e-4 or from 1e6.
 pub fn fmt_g(v: f64) -> String {
@@ -106,6 +111,35 @@ pub fn graphs_xml(sys: &System, ring: &Graph, tree: &Graph, inter: bool) -> Stri
     write::to_string(&doc)
 }
 
+/// Writes the graphs of `channels` (searched on `system`) to `NCCL_GRAPH_DUMP_FILE` in NCCL's
+/// format, as NCCL does once it has built its channels (src/init.cc): only on the rank named by
+/// `NCCL_GRAPH_DUMP_FILE_RANK` (default 0). Returns the file written, `None` when the knob is
+/// unset or `rank` is not the dumping rank.
+///
+/// Errors: [`TopoError::Config`] for a bad `NCCL_GRAPH_DUMP_FILE_RANK`; [`TopoError::Io`] when the
+/// file cannot be written.
+pub fn write_graph_dump(
+    cfg: &Config,
+    rank: usize,
+    system: &System,
+    channels: &Channels,
+) -> Result<Option<PathBuf>, TopoError> {
+    let Some(path) = cfg.text("NCCL_GRAPH_DUMP_FILE")? else {
+        return Ok(None);
+    };
+    if usize::try_from(cfg.int("NCCL_GRAPH_DUMP_FILE_RANK")?).ok() != Some(rank) {
+        return Ok(None);
+    }
+    let path = PathBuf::from(path);
+    let text = graphs_xml(system, &channels.ring, &channels.tree, channels.inter);
+    std::fs::write(&path, text).map_err(|error| TopoError::Io {
+        action: "write",
+        path: path.clone(),
+        error,
+    })?;
+    Ok(Some(path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +163,41 @@ mod tests {
         }
         assert_eq!(fmt_hex(0), "0");
         assert_eq!(fmt_hex(1), "0x1");
+    }
+
+    #[test]
+    fn dump_file_is_written_by_the_dumping_rank_only() {
+        let sys =
+            System::from_xml_str(include_str!("../../tests/fixtures/anchors/h200x2/topo.xml"))
+                .unwrap();
+        let ch =
+            crate::graph::search_and_connect(&sys, &[vec![0, 1]], &Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("graph.xml");
+        let mut cfg = Config::defaults();
+        assert_eq!(write_graph_dump(&cfg, 0, &sys, &ch).unwrap(), None);
+        cfg.set(
+            "NCCL_GRAPH_DUMP_FILE",
+            file.to_str().unwrap(),
+            crate::config::Source::Env,
+        );
+        assert_eq!(write_graph_dump(&cfg, 1, &sys, &ch).unwrap(), None);
+        assert_eq!(
+            write_graph_dump(&cfg, 0, &sys, &ch).unwrap(),
+            Some(file.clone())
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text, graphs_xml(&sys, &ch.ring, &ch.tree, ch.inter));
+        cfg.set("NCCL_GRAPH_DUMP_FILE_RANK", "1", crate::config::Source::Env);
+        assert!(write_graph_dump(&cfg, 1, &sys, &ch).unwrap().is_some());
+        cfg.set(
+            "NCCL_GRAPH_DUMP_FILE",
+            "/nonexistent-dir/g.xml",
+            crate::config::Source::Env,
+        );
+        let e = write_graph_dump(&cfg, 1, &sys, &ch)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent-dir/g.xml"), "{e}");
     }
 }

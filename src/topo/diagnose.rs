@@ -4,36 +4,15 @@
 //! NICs on different NUMA nodes, virtual machines whose PCI tree hides the switches
 //! (NVIDIA/nccl#1464, #1843), and GPU pairs NCCL will not connect with P2P or GPUDirect RDMA.
 
-use serde::Serialize;
-
 use super::detect::Inventory;
 use super::detect::pci::{PciDevice, gts};
 use super::kinds::{NodeType, PathType};
 use super::system::{NodeInfo, NodeRef, System};
+use crate::config::{Finding, Severity};
 
-/// How much a finding matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum Severity {
-    /// Costs bandwidth or correctness now.
-    Warning,
-    /// Worth knowing; may be expected.
-    Note,
-}
-
-/// One finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Warning or note.
-    pub severity: Severity,
-    /// Short stable code (`pcie-link`, `acs`, `numa`, `vm-flat-pci`, `no-p2p`, `no-gdr`).
-    pub code: &'static str,
-    /// What is wrong, naming the devices.
-    pub message: String,
-    /// What to do.
-    pub advice: String,
-}
-
-/// Every finding for `sys` (and its inventory, when it came from this host), warnings first.
+/// Every finding for `sys` (and its inventory, when it came from this host), warnings first;
+/// each carries a stable code (`pcie-link`, `acs`, `numa`, `numa-unknown`, `vm-flat-pci`,
+/// `no-p2p`, `no-gdr`).
 pub fn diagnose(sys: &System) -> Vec<Finding> {
     let mut out = sys
         .inventory
@@ -44,7 +23,7 @@ pub fn diagnose(sys: &System) -> Vec<Finding> {
     unknown_numa(sys, &mut out);
     flat_pci(sys, &mut out);
     p2p_and_gdr(sys, &mut out);
-    out.sort_by_key(|f| f.severity);
+    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }
 
@@ -53,7 +32,7 @@ pub fn diagnose_host(inv: &Inventory) -> Vec<Finding> {
     let mut out = Vec::new();
     pcie_links(inv, &mut out);
     acs(inv, &mut out);
-    out.sort_by_key(|f| f.severity);
+    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }
 
@@ -78,12 +57,12 @@ fn pcie_links(inv: &Inventory, out: &mut Vec<Finding>) {
         let max_s = d.max_link_speed.as_deref().and_then(gts);
         let cur_s = d.current_link_speed.as_deref().and_then(gts);
         if cur_w > 0 && cur_w < max_w {
-            out.push(Finding {
-                severity: Severity::Warning,
-                code: "pcie-link",
-                message: format!("{k} {} runs its PCIe link at x{cur_w}, below its x{max_w}", d.busid),
-                advice: "reseat the card or check the slot and riser wiring; the missing lanes cap bandwidth".into(),
-            });
+            out.push(Finding::new(
+                Severity::Warning,
+                format!("{k} {} runs its PCIe link at x{cur_w}, below its x{max_w}", d.busid),
+                "reseat the card or check the slot and riser wiring; the missing lanes cap bandwidth",
+            )
+            .with_code("pcie-link"));
         }
         if let (Some(m), Some(c)) = (max_s, cur_s)
             && c > 0.0
@@ -100,15 +79,17 @@ fn pcie_links(inv: &Inventory, out: &mut Vec<Finding>) {
                     "check BIOS PCIe generation settings and the slot; a slow link caps bandwidth",
                 )
             };
-            out.push(Finding {
-                severity,
-                code: "pcie-link",
-                message: format!(
-                    "{k} {} runs its PCIe link at {} GT/s, below its {} GT/s",
-                    d.busid, c, m
-                ),
-                advice: advice.into(),
-            });
+            out.push(
+                Finding::new(
+                    severity,
+                    format!(
+                        "{k} {} runs its PCIe link at {} GT/s, below its {} GT/s",
+                        d.busid, c, m
+                    ),
+                    advice,
+                )
+                .with_code("pcie-link"),
+            );
         }
     }
 }
@@ -154,19 +135,19 @@ fn acs(inv: &Inventory, out: &mut Vec<Finding>) {
                     continue;
                 }
                 seen.push(br.busid.clone());
-                out.push(Finding {
-                    severity: Severity::Warning,
-                    code: "acs",
-                    message: format!(
+                out.push(Finding::new(
+                    Severity::Warning,
+                    format!(
                         "ACS is enabled on bridge {} (ACSCtl {:#06x}) between {ka} {a} and {kb} {b}: peer-to-peer traffic is redirected to the root complex",
                         br.busid,
                         br.acs_ctl.unwrap_or(0)
                     ),
-                    advice: format!(
+                    format!(
                         "disable ACS on bare metal (BIOS, or `setpci -s {} ECAP_ACS+6.w=0000`); NCCL can hang or run slowly otherwise (NVIDIA/nccl#2079)",
                         br.busid
                     ),
-                });
+                )
+                .with_code("acs"));
             }
         }
     }
@@ -212,16 +193,16 @@ fn numa(sys: &System, out: &mut Vec<Finding>) {
             continue;
         };
         if gn != nn && gn >= 0 && nn >= 0 {
-            out.push(Finding {
-                severity: Severity::Warning,
-                code: "numa",
-                message: format!(
+            out.push(Finding::new(
+                Severity::Warning,
+                format!(
                     "{} is on NUMA node {gn} but its network device {} is on NUMA node {nn}: traffic crosses the inter-socket link",
                     gpu_name(sys, g),
                     net_name(sys, n)
                 ),
-                advice: "pin ranks to the GPU's NUMA node and prefer NICs on the same socket (NCCL_IB_HCA), or move the NIC".into(),
-            });
+                "pin ranks to the GPU's NUMA node and prefer NICs on the same socket (NCCL_IB_HCA), or move the NIC",
+            )
+            .with_code("numa"));
         }
     }
 }
@@ -232,15 +213,15 @@ fn unknown_numa(sys: &System, out: &mut Vec<Finding>) {
         .map(|g| gpu_name(sys, g))
         .collect();
     if !lost.is_empty() {
-        out.push(Finding {
-            severity: Severity::Note,
-            code: "numa-unknown",
-            message: format!(
+        out.push(Finding::new(
+            Severity::Note,
+            format!(
                 "the platform reports no NUMA node for {} (numa_node = -1): NCCL cannot pin its threads near the GPU (\"Affinity for GPU is empty, ignoring\")",
                 lost.join(", ")
             ),
-            advice: "pin each rank to the CPUs nearest its GPU yourself (numactl, taskset), or give NCCL_TOPO_FILE a <cpu numaid affinity>".into(),
-        });
+            "pin each rank to the CPUs nearest its GPU yourself (numactl, taskset), or give NCCL_TOPO_FILE a <cpu numaid affinity>",
+        )
+        .with_code("numa-unknown"));
     }
 }
 
@@ -263,15 +244,15 @@ fn flat_pci(sys: &System, out: &mut Vec<Finding>) {
         .and_then(|i| i.host.virtualization.clone())
         .map_or_else(String::new, |w| format!(" (virtual machine: {w})"));
     let nvswitch = sys.count(NodeType::Nvs) > 0;
-    out.push(Finding {
-        severity: if nvswitch { Severity::Note } else { Severity::Warning },
-        code: "vm-flat-pci",
-        message: format!(
+    out.push(Finding::new(
+        if nvswitch { Severity::Note } else { Severity::Warning },
+        format!(
             "every GPU hangs directly off the root complex, with no PCIe switch{why}: a hypervisor probably hides the real tree, so NCCL sees GPU-GPU and GPU-NIC paths as PHB{}",
             if nvswitch { " (GPU-GPU traffic still uses NVLink)" } else { " and disables PCIe P2P and GPUDirect RDMA" }
         ),
-        advice: "give NCCL the host's real PCI tree with NCCL_TOPO_FILE (fake bus ids are fine; rnccl topo --format xml writes a starting point), see NVIDIA/nccl#1843".into(),
-    });
+        "give NCCL the host's real PCI tree with NCCL_TOPO_FILE (fake bus ids are fine; rnccl topo --format xml writes a starting point), see NVIDIA/nccl#1843",
+    )
+    .with_code("vm-flat-pci"));
 }
 
 fn p2p_and_gdr(sys: &System, out: &mut Vec<Finding>) {
@@ -287,18 +268,18 @@ fn p2p_and_gdr(sys: &System, out: &mut Vec<Finding>) {
                     && p.ty >= PathType::Phb
             });
             if through_cpu {
-                out.push(Finding {
-                    severity: Severity::Note,
-                    code: "no-p2p",
-                    message: format!(
+                out.push(Finding::new(
+                    Severity::Note,
+                    format!(
                         "{} and {} are {} apart: NCCL does not use P2P between them (P2P level {}), data goes through host memory",
                         gpu_name(sys, a),
                         gpu_name(sys, b),
                         p.map_or("?", |p| p.ty.as_str()),
                         sys.params.p2p_level.map_or("PXB (default)", |l| l.as_str())
                     ),
-                    advice: "expected without NVLink across root complexes; NCCL_P2P_LEVEL=SYS forces P2P where the platform supports it".into(),
-                });
+                    "expected without NVLink across root complexes; NCCL_P2P_LEVEL=SYS forces P2P where the platform supports it",
+                )
+                .with_code("no-p2p"));
             }
         }
     }
@@ -313,18 +294,18 @@ fn p2p_and_gdr(sys: &System, out: &mut Vec<Finding>) {
             let net_gdr = matches!(&sys.nodes(NodeType::Net)[n].info, NodeInfo::Net(x) if x.gdr);
             if net_gdr && !sys.gdr(g, n) && p.ty <= PathType::Phb && sys.local_net(g, 0) == Some(n)
             {
-                out.push(Finding {
-                    severity: Severity::Note,
-                    code: "no-gdr",
-                    message: format!(
+                out.push(Finding::new(
+                    Severity::Note,
+                    format!(
                         "{} reaches its network device {} over {}: no GPUDirect RDMA (GDR level {}), receives go through host memory",
                         gpu_name(sys, g),
                         net_name(sys, n),
                         p.ty.as_str(),
                         sys.params.net_gdr_level.map_or("PXB (default)", |l| l.as_str())
                     ),
-                    advice: "place the NIC under the GPU's PCIe switch, or raise NCCL_NET_GDR_LEVEL if the platform handles it".into(),
-                });
+                    "place the NIC under the GPU's PCIe switch, or raise NCCL_NET_GDR_LEVEL if the platform handles it",
+                )
+                .with_code("no-gdr"));
             }
         }
     }

@@ -8,7 +8,7 @@ use super::params::TopoParams;
 use super::system::{System, build};
 use super::xml::read::{Schema, parse};
 use super::xml::{XmlDoc, write};
-use super::{TopoError, paths};
+use super::{TopoError, TopoNote, paths};
 use crate::config::Config;
 
 impl System {
@@ -53,7 +53,7 @@ impl System {
         doc: XmlDoc,
         assign_ranks: bool,
         params: TopoParams,
-        notes: Vec<String>,
+        notes: Vec<TopoNote>,
         inventory: Option<Inventory>,
     ) -> Result<System, TopoError> {
         let (mut nodes, more) = build::build(&doc, assign_ranks)?;
@@ -114,8 +114,9 @@ impl System {
             (None, true) => return Ok(None),
             (Some(p), true) => {
                 let mut s = System::from_doc(p.doc, true, params, p.notes, Some(inventory))?;
-                s.notes
-                    .push("no GPU detected on this host: the topology file is read alone".into());
+                s.notes.push(TopoNote::note(
+                    "no GPU detected on this host: the topology file is read alone",
+                ));
                 s
             }
             (file, false) => {

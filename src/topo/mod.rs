@@ -14,6 +14,7 @@ mod error;
 pub mod info;
 pub mod kinds;
 mod load;
+mod note;
 pub mod params;
 pub(crate) mod paths;
 pub mod system;
@@ -21,5 +22,6 @@ pub mod xml;
 
 pub use error::TopoError;
 pub use kinds::{LinkType, NodeType, PathType};
+pub use note::TopoNote;
 pub use params::TopoParams;
 pub use system::{Link, LinkId, Node, NodeInfo, NodeRef, Path, System};

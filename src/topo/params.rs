@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::config::{Config, ConfigError, Source};
+use crate::config::Config;
 use crate::topo::TopoError;
 use crate::topo::kinds::PathType;
 
@@ -54,27 +54,21 @@ impl TopoParams {
 /// Parses a path level knob as NCCL's `ncclGetLevel`: an exact name `LOC`..`SYS`, or a number
 /// (old style, values above 5 mean SYS).
 fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, TopoError> {
-    let Some(v) = cfg.string(name) else {
+    let Some(v) = cfg.text(name)? else {
         return Ok(None);
     };
     if let Some(t) = PathType::from_name(v).filter(|&t| t <= PathType::Sys) {
         return Ok(Some(t));
     }
-    if v.starts_with(|c: char| c.is_ascii_digit())
-        && let Some(n) = crate::config::parse_c_int(v)
-    {
+    if v.starts_with(|c: char| c.is_ascii_digit()) {
+        let n = crate::config::c_strtoll(v).value;
         return Ok(Some(OLD_LEVELS[n.clamp(0, 5) as usize]));
     }
-    Err(TopoError::from(ConfigError::BadValue {
-        name: name.to_string(),
-        value: v.to_string(),
-        origin: cfg
-            .setting(name)
-            .map_or(Source::Default, |s| s.source.clone()),
-        expected: "path level",
-        hint: "use one of LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS (or NCCL's old numbers 0-5)"
-            .into(),
-    }))
+    Err(TopoError::from(cfg.refuse(
+        name,
+        format!("{v:?} is not a path type"),
+        "use one of LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS (or NCCL's old numbers 0-5)".into(),
+    )))
 }
 
 #[cfg(test)]

@@ -106,6 +106,27 @@ pub fn shm_segments() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// True under continuous integration (`CI=true`, which `.ci/run` exports): there, a test that
+/// cannot run must fail instead of skipping, or it proves nothing.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Whether a test that needs `what` may run: `true` when `available`; otherwise it prints why it
+/// skips and returns `false`, except under CI, where it panics: a skipped test there would pass
+/// while proving nothing.
+pub fn require(available: bool, what: &str) -> bool {
+    if available {
+        return true;
+    }
+    assert!(
+        !in_ci(),
+        "this test needs {what}; under CI (CI=true) it must run, not skip"
+    );
+    println!("skipped: this test needs {what} (under CI=true it fails instead)");
+    false
+}
+
 /// True when the tests run as root (network namespaces need it).
 pub fn is_root() -> bool {
     nix_uid() == 0

@@ -143,7 +143,11 @@ impl Args {
         let factor = self
             .stepfactor
             .unwrap_or(if self.stepbytes.is_some() { 1 } else { 2 });
-        let sizes = sweep(min, max, factor, step)?;
+        let sizes = sweep(min, max, factor, step).map_err(|e| {
+            anyhow::anyhow!(
+                "{e}: set -b/--minbytes and -e/--maxbytes, and -f/--stepfactor above 1 or -i/--stepbytes above 0"
+            )
+        })?;
         let dtypes = if self.datatype.eq_ignore_ascii_case("all") {
             DataType::ALL.to_vec()
         } else {

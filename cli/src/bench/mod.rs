@@ -35,6 +35,8 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
             Source::Program("rnccl bench -T".into()),
         );
     }
+    // Refuse bad knob values before starting any rank (each rank's init checks them again).
+    knobs.validate()?;
     let knobs = Arc::new(knobs);
     let opts = args.options()?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
@@ -115,6 +117,8 @@ fn run_threads(
         match res {
             Ok(c) if r == 0 => code = c,
             Ok(_) => {}
+            // The reader of the table went away: end quietly (main knows this error).
+            Err(e) if crate::output::is_broken_pipe(&e) => return Err(e),
             Err(e) => errors.push(format!("rank {r}: {e:#}")),
         }
     }
@@ -129,19 +133,6 @@ fn run_threads(
     }
 }
 
-/// This host's CPU model, for the device lines.
-fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "CPU".into())
-}
-
 /// Every rank's device line, gathered at rank 0 (others get an empty list).
 fn device_lines(comm: &Communicator) -> anyhow::Result<Vec<String>> {
     const LINE: usize = 256;
@@ -152,7 +143,13 @@ fn device_lines(comm: &Communicator) -> anyhow::Result<Vec<String>> {
         &host,
         comm.rank(),
         "cpu",
-        &format!("{} (host memory)", cpu_name()),
+        &format!(
+            "{} (host memory)",
+            rnccl::topo::detect::cpu::this_host()
+                .model_name
+                .as_deref()
+                .unwrap_or("CPU")
+        ),
     );
     let mut mine = [0u8; LINE];
     let b = line.as_bytes();
@@ -243,13 +240,7 @@ fn bench_rank(
         return Ok(ExitCode::SUCCESS);
     }
     let (wrong, avg_bw) = report::summary(&rows);
-    let min_bw = knobs
-        .string("NCCL_TESTS_MIN_BW")
-        .map(|s| {
-            s.parse::<f64>()
-                .map_err(|_| anyhow::anyhow!("NCCL_TESTS_MIN_BW={s:?} is not a number"))
-        })
-        .transpose()?;
+    let min_bw = knobs.float("NCCL_TESTS_MIN_BW")?;
     if text {
         write!(out, "{}", report::footer(&test, wrong, avg_bw, min_bw))?;
     }

@@ -1,9 +1,15 @@
 //! One process per local rank: this command re-runs itself once per rank with the same
 //! arguments, telling each child its rank and the unique id through the environment. Rank 0's
-//! standard output is the table; every child's standard error passes through.
+//! standard output is the table, forwarded by this process when it is not a terminal (so when
+//! the reader goes away, as in `rnccl bench | head`, every rank is stopped quietly); every
+//! child's standard error passes through.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::io::{IsTerminal, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ChildStdout, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rnccl::UniqueId;
@@ -41,12 +47,16 @@ impl ChildEnv {
     }
 }
 
-/// Starts `nranks` children and waits for them. When one fails, the others get a grace period
-/// to report their own view of the failure, then are killed.
+/// Starts `nranks` children and waits for them. Every rank that fails or dies (rank 0 included)
+/// is reported on standard error with its exit status or signal; when one fails, the others get
+/// a grace period to report their own view of the failure, then are killed.
 pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()
         .map_err(|e| anyhow::anyhow!("cannot find the rnccl executable to start ranks: {e}"))?;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // A terminal never goes away under us, and rank 0 then keeps drawing its progress bar
+    // around its own rows; only a pipe or file is forwarded.
+    let forwarded = !std::io::stdout().is_terminal();
     let mut children: Vec<(usize, Child)> = Vec::with_capacity(nranks);
     for rank in 0..nranks {
         let child = Command::new(&exe)
@@ -55,10 +65,10 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
             .env(ENV_RANK, rank.to_string())
             .env(ENV_NRANKS, nranks.to_string())
             .stdin(Stdio::null())
-            .stdout(if rank == 0 {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
+            .stdout(match rank {
+                0 if forwarded => Stdio::piped(),
+                0 => Stdio::inherit(),
+                _ => Stdio::null(),
             })
             .stderr(Stdio::inherit())
             .spawn();
@@ -73,19 +83,34 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
             }
         }
     }
+    let reader_gone = Arc::new(AtomicBool::new(false));
+    let forward = children[0].1.stdout.take().map(|from| {
+        let gone = reader_gone.clone();
+        std::thread::spawn(move || forward_table(from, &gone))
+    });
     let timeout = Duration::from_secs(knobs.int("RNCCL_TIMEOUT").unwrap_or(300).max(1) as u64);
     let grace = timeout.min(Duration::from_secs(10));
-    let mut first_failure: Option<(usize, std::process::ExitStatus)> = None;
+    let mut failures: Vec<(usize, ExitStatus)> = Vec::new();
     let mut failed_at: Option<Instant> = None;
     while !children.is_empty() {
+        if reader_gone.load(Ordering::Relaxed) {
+            // Nobody reads the table any more: stop every rank before they notice each other
+            // gone, and end as quietly as a pipeline stage whose reader left.
+            for (_, c) in &mut children {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into());
+        }
         let mut i = 0;
         while i < children.len() {
             match children[i].1.try_wait() {
                 Ok(Some(status)) => {
                     let (rank, _) = children.swap_remove(i);
-                    if !status.success() && first_failure.is_none() {
-                        first_failure = Some((rank, status));
-                        failed_at = Some(Instant::now());
+                    if !status.success() {
+                        eprintln!("rnccl bench: {}", describe(rank, status));
+                        failures.push((rank, status));
+                        failed_at.get_or_insert_with(Instant::now);
                     }
                 }
                 Ok(None) => i += 1,
@@ -104,13 +129,51 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    match first_failure {
-        Some((rank, status)) => {
-            if rank != 0 {
-                eprintln!("rnccl bench: rank {rank} failed ({status})");
-            }
-            Ok(ExitCode::FAILURE)
+    if let Some(f) = forward {
+        let _ = f.join();
+    }
+    if reader_gone.load(Ordering::Relaxed) && failures.is_empty() {
+        return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into());
+    }
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Copies rank 0's table to this process's standard output until rank 0 closes it; sets `gone`
+/// when the reader of standard output has gone away.
+fn forward_table(mut from: ChildStdout, gone: &AtomicBool) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let mut out = std::io::stdout().lock();
+        if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+            gone.store(true, Ordering::Relaxed);
+            return;
         }
-        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// How rank `rank` ended, in words: `rank 0 was killed by signal 9 (SIGKILL)`, `rank 1 failed
+/// (exit status 1)`.
+fn describe(rank: usize, status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (_, Some(sig)) => {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map_or_else(|_| "unknown signal".to_string(), |s| s.as_str().to_string());
+            let core = if status.core_dumped() {
+                ", core dumped"
+            } else {
+                ""
+            };
+            format!("rank {rank} was killed by signal {sig} ({name}{core})")
+        }
+        (Some(code), None) => format!("rank {rank} failed (exit status {code})"),
+        (None, None) => format!("rank {rank} failed ({status})"),
     }
 }

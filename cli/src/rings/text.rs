@@ -5,6 +5,7 @@ use rnccl::config::syntax::{ALGORITHMS, PROTOCOLS};
 use rnccl::graph::info::{channel_lines, graph_lines, ring_lines, tree_lines, trees_line};
 use rnccl::graph::tuning::Model;
 use rnccl::graph::{ChannelPlan, Graph, Pattern};
+use rnccl::topo::info::system_lines;
 use rnccl::topo::{NodeType, System};
 use serde::Serialize;
 
@@ -106,8 +107,9 @@ pub fn lines(p: &Planned, rank: usize) -> Vec<String> {
         String::new(),
         format!("As NCCL_DEBUG=INFO prints them on rank {rank} (NCCL_DEBUG_SUBSYS=INIT,GRAPH)"),
     ];
-    let info: Vec<String> = graph_lines(sys, &ch.ring, ch.inter)
+    let info: Vec<String> = system_lines(sys, ch.inter)
         .into_iter()
+        .chain(graph_lines(sys, &ch.ring, ch.inter))
         .chain(graph_lines(sys, &ch.tree, ch.inter))
         .chain(tree_lines(c, rank))
         .chain(if rank == 0 {

@@ -1,10 +1,11 @@
 //! `rnccl topo --format json`: the nodes with their links, the paths between GPUs and network
 //! devices, what detection read, findings and notes.
 
+use rnccl::config::Finding;
 use rnccl::topo::detect::Inventory;
-use rnccl::topo::diagnose::{Finding, diagnose, diagnose_host};
+use rnccl::topo::diagnose::{diagnose, diagnose_host};
 use rnccl::topo::system::{NodeInfo, NodeRef};
-use rnccl::topo::{NodeType, System};
+use rnccl::topo::{NodeType, System, TopoNote};
 use serde::Serialize;
 
 use crate::render::Source;
@@ -39,7 +40,7 @@ struct PathJson {
 struct SystemJson<'a> {
     nodes: Vec<NodeJson<'a>>,
     paths: Vec<PathJson>,
-    notes: &'a [String],
+    notes: &'a [TopoNote],
 }
 
 /// The whole view.

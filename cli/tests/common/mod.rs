@@ -14,6 +14,7 @@ pub fn rnccl() -> Command {
 }
 
 /// Runs `rnccl args…`, asserts success and returns its standard output.
+#[allow(dead_code)] // each test binary compiles this module; not all of them use every helper
 pub fn stdout(args: &[&str]) -> String {
     let out = rnccl()
         .args(args)

@@ -4,16 +4,27 @@
 
 use std::path::Path;
 
+use crate::bootstrap::ifaces::{self, Family, IfaceError};
 use crate::config::finding::Finding;
-use crate::config::host::{Family, HostDevices};
+use crate::config::host::HostDevices;
 use crate::config::registry::{KnobSpec, KnobType};
 use crate::config::syntax::DeviceFilter;
 use crate::config::{Config, lookup, value};
+use crate::topo::detect::net::HcaPort;
 
 /// Host-dependent findings for `spec` set to `raw` (already known to parse).
 pub(super) fn check(cfg: &Config, spec: &KnobSpec, raw: &str, host: &HostDevices) -> Vec<Finding> {
     match (spec.name, spec.ty) {
-        ("NCCL_SOCKET_IFNAME", _) if raw.len() > 1 => interfaces(cfg, raw, host),
+        // A value of one character or less is ignored: the choice is then NCCL's own.
+        ("NCCL_SOCKET_IFNAME", _) => interfaces(cfg, Some(raw).filter(|r| r.len() > 1), host),
+        // Without a usable NCCL_SOCKET_IFNAME these two steer the choice: say where it lands.
+        ("NCCL_SOCKET_FAMILY" | "NCCL_COMM_ID", _)
+            if cfg
+                .string("NCCL_SOCKET_IFNAME")
+                .is_none_or(|v| v.len() <= 1) =>
+        {
+            interfaces(cfg, None, host)
+        }
         ("NCCL_IB_HCA", _) => hcas(cfg, raw, host),
         (_, KnobType::File) => file_exists(spec, raw),
         (_, KnobType::OutputFile) => parent_exists(raw),
@@ -46,58 +57,93 @@ fn prefix_surprises(filter: &DeviceFilter, names: &[&str]) -> Vec<Finding> {
         .collect()
 }
 
-fn interfaces(cfg: &Config, raw: &str, host: &HostDevices) -> Vec<Finding> {
-    let Ok(filter) = DeviceFilter::parse(raw) else {
-        return Vec::new();
-    };
-    let family = match cfg.setting("NCCL_SOCKET_FAMILY").map(|s| s.raw.as_str()) {
-        Some("AF_INET") => Some(Family::V4),
-        Some("AF_INET6") => Some(Family::V6),
-        _ => None,
+/// The socket interface choice judged by the bootstrap's own rule ([`ifaces::select`]) on this
+/// host's interfaces, with `NCCL_SOCKET_IFNAME` (`ifname`, when that is the setting explained),
+/// `NCCL_SOCKET_FAMILY` and `NCCL_COMM_ID`'s subnet as the bootstrap sees them: what NCCL would
+/// list, which address the bootstrap would bind, or why nothing fits.
+fn interfaces(cfg: &Config, ifname: Option<&str>, host: &HostDevices) -> Vec<Finding> {
+    let filter = match ifname.map(DeviceFilter::parse) {
+        Some(Ok(f)) => Some(f),
+        Some(Err(_)) => return Vec::new(),
+        None => None,
     };
     let all: Vec<&str> = host.interfaces.iter().map(|i| i.name.as_str()).collect();
-    let matched: Vec<_> = host
-        .interfaces
-        .iter()
-        .filter(|i| filter.matches(&i.name, None))
-        .collect();
-    let usable: Vec<&str> = matched
-        .iter()
-        .filter(|i| i.usable(family))
-        .map(|i| i.name.as_str())
-        .collect();
     let listing = if all.is_empty() {
         "none".to_string()
     } else {
         all.join(", ")
     };
+    let comm_id = cfg
+        .string("NCCL_COMM_ID")
+        .and_then(|a| crate::bootstrap::unique_id::resolve(a).ok())
+        .map(|a| a.ip());
     let mut out = Vec::new();
-    if matched.is_empty() {
-        out.push(Finding::error(
-            format!("matches no network interface on this host (interfaces here: {listing}); NCCL fails to initialise"),
-            "name an interface that exists, e.g. =eth0, or unset it",
-        ));
-    } else if usable.is_empty() {
-        let names: Vec<&str> = matched.iter().map(|i| i.name.as_str()).collect();
-        let fam = match family {
-            Some(Family::V4) => " IPv4",
-            Some(Family::V6) => " IPv6",
-            None => "",
-        };
-        out.push(Finding::error(
+    match ifaces::select(&host.interfaces, cfg, comm_id) {
+        Ok(order) => {
+            let used: Vec<&str> = ifaces::nccl_devices(&order)
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            let bind = ifaces::first_bindable(&order)
+                .map(|b| format!("; the bootstrap binds {} ({})", b.name, b.addr))
+                .unwrap_or_default();
+            out.push(Finding::note(format!(
+                "NCCL would use: {}{bind}",
+                used.join(", ")
+            )));
+            if let Some(c) = order.first().filter(|c| !c.running) {
+                out.push(Finding::warning(
+                    format!(
+                        "{} is not running (down, or no carrier): NCCL still picks it, and connections over it fail",
+                        c.name
+                    ),
+                    "bring it up, or select another interface",
+                ));
+            }
+        }
+        Err(IfaceError::NoMatch { family, .. }) => {
+            let named: Vec<&str> = all
+                .iter()
+                .copied()
+                .filter(|n| filter.as_ref().is_some_and(|f| f.matches(n, None)))
+                .collect();
+            if named.is_empty() {
+                out.push(Finding::error(
+                    format!("matches no network interface on this host (interfaces here: {listing}); NCCL fails to initialise"),
+                    "name an interface that exists, e.g. =eth0, or unset it",
+                ));
+            } else {
+                let fam = match family {
+                    Some(Family::V4) => " IPv4",
+                    Some(Family::V6) => " IPv6",
+                    None => "",
+                };
+                out.push(Finding::error(
+                    format!(
+                        "matches {} but none is up with an{fam} address, so NCCL finds no interface",
+                        named.join(", ")
+                    ),
+                    "bring the interface up, give it an address, or pick another",
+                ));
+            }
+        }
+        Err(IfaceError::NoneUsable { .. }) => out.push(Finding::error(
             format!(
-                "matches {} but none is up with an{fam} address, so NCCL finds no interface",
-                names.join(", ")
+                "no interface here has a usable{} address (interfaces here: {listing}); NCCL fails to initialise",
+                match ifaces::family(cfg) {
+                    Ok(Some(Family::V4)) => " IPv4",
+                    Ok(Some(Family::V6)) => " IPv6",
+                    _ => "",
+                }
             ),
-            "bring the interface up, give it an address, or pick another",
-        ));
-    } else {
-        out.push(Finding::note(format!(
-            "NCCL would use: {}",
-            usable.join(", ")
-        )));
+            "give an interface an address, or change NCCL_SOCKET_FAMILY",
+        )),
+        // A malformed filter or family is that value's own finding.
+        Err(IfaceError::Config(_)) => {}
     }
-    out.extend(prefix_surprises(&filter, &all));
+    if let Some(f) = &filter {
+        out.extend(prefix_surprises(f, &all));
+    }
     out
 }
 
@@ -111,30 +157,39 @@ fn hcas(cfg: &Config, raw: &str, host: &HostDevices) -> Vec<Finding> {
     let Ok(filter) = DeviceFilter::parse(raw) else {
         return Vec::new();
     };
-    let dir = host.sysfs.join("class/infiniband");
-    if host.hca_ports.is_empty() {
+    let ports: Vec<(&str, &HcaPort)> = host
+        .hcas
+        .iter()
+        .flat_map(|h| h.ports.iter().map(move |p| (h.name.as_str(), p)))
+        .collect();
+    if ports.is_empty() {
         return vec![Finding::error(
             format!(
                 "this host has no InfiniBand/RoCE ports (nothing under {}); NCCL finds no IB device and falls back to TCP sockets",
-                dir.display()
+                host.infiniband_dir().display()
             ),
             "check the HCA driver (ibv_devinfo), or unset NCCL_IB_HCA on hosts without HCAs",
         )];
     }
-    let listing: Vec<String> = host
-        .hca_ports
+    let listing: Vec<String> = ports
         .iter()
-        .map(|p| format!("{}:{} ({}, {})", p.hca, p.port, p.state, p.link_layer))
+        .map(|(h, p)| {
+            format!(
+                "{h}:{} ({}, {})",
+                p.port,
+                p.state_word(),
+                p.link_layer.as_deref().unwrap_or("")
+            )
+        })
         .collect();
-    let matched: Vec<_> = host
-        .hca_ports
+    let matched: Vec<&(&str, &HcaPort)> = ports
         .iter()
-        .filter(|p| filter.matches(&p.hca, Some(p.port)))
+        .filter(|(h, p)| filter.matches(h, Some(p.port)))
         .collect();
     let active: Vec<String> = matched
         .iter()
-        .filter(|p| p.active())
-        .map(|p| format!("{}:{}", p.hca, p.port))
+        .filter(|(_, p)| p.active())
+        .map(|(h, p)| format!("{h}:{}", p.port))
         .collect();
     let mut out = Vec::new();
     if matched.is_empty() {
@@ -153,8 +208,7 @@ fn hcas(cfg: &Config, raw: &str, host: &HostDevices) -> Vec<Finding> {
             active.join(", ")
         )));
     }
-    let mut names: Vec<&str> = host.hca_ports.iter().map(|p| p.hca.as_str()).collect();
-    names.dedup();
+    let names: Vec<&str> = host.hcas.iter().map(|h| h.name.as_str()).collect();
     out.extend(prefix_surprises(&filter, &names));
     out
 }
@@ -196,23 +250,33 @@ mod tests {
     use super::*;
     use crate::config::LoadOptions;
     use crate::config::finding::Severity;
-    use crate::config::host::{HcaPort, Interface};
+    use crate::topo::detect::iface::{IfAddr, NetInterface};
+    use crate::topo::detect::net::Hca;
 
     fn host() -> HostDevices {
-        let iface = |name: &str, ip: &str| Interface {
+        let iface = |name: &str, ip: &str| NetInterface {
             name: name.into(),
             running: true,
-            addrs: Some(vec![ip.parse().unwrap()]),
+            addrs: Some(vec![IfAddr {
+                ip: ip.parse().unwrap(),
+                prefix: 24,
+            }]),
         };
         HostDevices {
             interfaces: vec![iface("eth0", "10.0.0.2"), iface("ib0", "fd00::2")],
-            hca_ports: vec![HcaPort {
-                hca: "mlx5_0".into(),
-                port: 1,
-                state: "ACTIVE".into(),
-                link_layer: "InfiniBand".into(),
+            hcas: vec![Hca {
+                name: "mlx5_0".into(),
+                guid: None,
+                device_path: None,
+                pci_busid: None,
+                ports: vec![HcaPort {
+                    port: 1,
+                    state: Some("4: ACTIVE".into()),
+                    rate: None,
+                    link_layer: Some("InfiniBand".into()),
+                }],
             }],
-            sysfs: "/sys".into(),
+            root: "/".into(),
         }
     }
 
@@ -245,7 +309,25 @@ mod tests {
         assert_eq!(f[0].severity, Severity::Error);
         assert!(f[0].message.contains("IPv6"), "{f:?}");
         let f = findings(&[("NCCL_SOCKET_IFNAME", "^eth")], "NCCL_SOCKET_IFNAME");
-        assert_eq!(f[0].message, "NCCL would use: ib0");
+        assert_eq!(
+            f[0].message,
+            "NCCL would use: ib0; the bootstrap binds ib0 (fd00::2)"
+        );
+    }
+
+    #[test]
+    fn a_down_interface_is_picked_with_a_warning() {
+        let mut h = host();
+        h.interfaces[0].running = false;
+        let cfg = {
+            let mut c = Config::defaults();
+            c.set("NCCL_SOCKET_IFNAME", "=eth0", crate::config::Source::Env);
+            c
+        };
+        let f = check(&cfg, lookup("NCCL_SOCKET_IFNAME").unwrap(), "=eth0", &h);
+        assert!(f[0].message.contains("binds eth0 (10.0.0.2)"), "{f:?}");
+        assert_eq!(f[1].severity, Severity::Warning);
+        assert!(f[1].message.contains("not running"), "{f:?}");
     }
 
     #[test]

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::finding::{Finding, Severity};
 use super::host::HostDevices;
-use super::registry::{Category, KnobSpec, Status, lookup};
-use super::value::{self, Reading};
+use super::registry::{Category, KnobSpec, lookup};
+use super::value::{self, Reading, Verdict};
 use super::{Config, FileRead, Setting, Source};
 
 /// One setting in effect, explained.
@@ -138,6 +138,14 @@ pub fn explain(cfg: &Config, host: &HostDevices) -> Report {
     }
 }
 
+/// What `env-explain` says about the name of `setting` alone (unknown, misspelt, removed,
+/// risky...), worst first; [`Config::validate`] logs these for names NCCL ignores.
+pub(crate) fn name_findings(name: &str, setting: &Setting) -> Vec<Finding> {
+    let mut f = names::check(name, setting, lookup(name));
+    f.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    f
+}
+
 fn explain_one(cfg: &Config, name: &str, setting: &Setting, host: &HostDevices) -> Explained {
     let spec = lookup(name);
     let mut e = Explained {
@@ -158,10 +166,9 @@ fn explain_one(cfg: &Config, name: &str, setting: &Setting, host: &HostDevices) 
         findings: Vec::new(),
     };
     e.findings.extend(names::check(name, setting, spec));
-    let Some(spec) = spec.filter(|k| !matches!(k.status, Status::Removed { .. })) else {
+    let Verdict::Read(spec, reading) = value::verdict(name, &setting.raw) else {
         return e;
     };
-    let reading = value::read(spec, &setting.raw);
     e.findings.extend(reading.findings.iter().cloned());
     if !reading.has_error() {
         e.findings
@@ -192,8 +199,8 @@ mod tests {
         })
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("class/net/eth0")).unwrap();
-        std::fs::write(dir.path().join("class/net/eth0/operstate"), "up").unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/class/net/eth0")).unwrap();
+        std::fs::write(dir.path().join("sys/class/net/eth0/operstate"), "up").unwrap();
         explain(&cfg, &HostDevices::from_sysfs(dir.path()))
     }
 

@@ -518,6 +518,29 @@ impl KnobSpec {
         }
     }
 
+    /// The values the knob accepts, in words, for error messages: "an integer from 64 to 512",
+    /// "one of VERSION, WARN, INFO, ABORT, TRACE (any case)", or its type's syntax.
+    pub fn accepted(&self) -> String {
+        let words = |c: &[Choice]| c.iter().map(|c| c.value).collect::<Vec<_>>().join(", ");
+        match self.ty {
+            KnobType::Int | KnobType::Bool => match self.range {
+                Some((lo, i64::MAX)) => format!("an integer, {lo} or more"),
+                Some((lo, hi)) => format!("an integer from {lo} to {hi}"),
+                None if self.ty == KnobType::Bool => "0 (off) or 1 (on)".into(),
+                None => "an integer (0x.. is hex, a leading 0 octal)".into(),
+            },
+            KnobType::Choice(c) => format!("one of {}", words(c)),
+            KnobType::TypedBool => "1, T, TRUE, 0, F or FALSE (any case)".into(),
+            KnobType::Keyword(c) => format!("one of {} (any case)", words(c)),
+            KnobType::ExactKeyword(c) => format!("one of {} (exact case)", words(c)),
+            KnobType::Bitset(c) => format!(
+                "a comma list of {} (any case), with a leading ^ for all but those",
+                words(c)
+            ),
+            other => other.syntax().to_string(),
+        }
+    }
+
     /// True when rnccl's engine acts on this knob (see `registry/honoured.rs`).
     pub fn honoured(&self) -> bool {
         super::honoured::HONOURED.contains(&self.name)

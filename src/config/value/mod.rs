@@ -1,5 +1,10 @@
 //! What NCCL makes of one raw value: [`read`] returns the value NCCL ends up using, what it means,
-//! and every way that differs from what the text seems to say. Pure: no file system, no host.
+//! and every way that differs from what the text seems to say; [`verdict`] applies it to a
+//! setting by name. Pure: no file system, no host.
+//!
+//! This is the one judge of knob values: `env-explain` shows its findings, and the engine's
+//! accessors ([`crate::config::Config::int`] and friends) and
+//! [`crate::config::Config::validate`] refuse exactly the values it calls errors.
 
 mod list;
 mod number;
@@ -7,11 +12,56 @@ mod word;
 
 use serde::Serialize;
 
-use super::finding::Finding;
-use super::registry::{KnobSpec, KnobType};
+use super::error::BadValue;
+use super::finding::{Finding, Severity};
+use super::registry::{KnobSpec, KnobType, Status, did_you_mean, lookup};
+use super::source::Setting;
 
-pub(crate) use number::{default_int, strict_int};
+pub(crate) use number::default_int;
 pub use number::{format_bytes, format_duration};
+
+/// What a setting comes to: an unknown name, a knob NCCL no longer reads, or a knob NCCL reads
+/// and what it makes of the value.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Not a registered knob: NCCL ignores it. `suggestions` are close registered names.
+    Unknown {
+        /// The did-you-mean list ([`did_you_mean`]).
+        suggestions: Vec<&'static str>,
+    },
+    /// A knob NCCL stopped reading: the value has no effect and is not checked.
+    Removed(&'static KnobSpec),
+    /// A knob NCCL reads, and what it makes of the value.
+    Read(&'static KnobSpec, Reading),
+}
+
+/// The verdict on `name` set to `raw`, as `env-explain` and the engine both judge it.
+pub fn verdict(name: &str, raw: &str) -> Verdict {
+    match lookup(name) {
+        None => Verdict::Unknown {
+            suggestions: did_you_mean(name),
+        },
+        Some(spec) if matches!(spec.status, Status::Removed { .. }) => Verdict::Removed(spec),
+        Some(spec) => Verdict::Read(spec, read(spec, raw)),
+    }
+}
+
+/// The engine's error for `setting` of `spec` when `reading` (its [`read`]) holds an error:
+/// the worst finding's message and hint, and what the knob accepts.
+pub fn bad_value(spec: &KnobSpec, setting: &Setting, reading: &Reading) -> Option<BadValue> {
+    let f = reading
+        .findings
+        .iter()
+        .find(|f| f.severity == Severity::Error)?;
+    Some(BadValue {
+        name: spec.name.to_string(),
+        value: setting.raw.clone(),
+        origin: setting.source.clone(),
+        problem: f.message.clone(),
+        hint: f.hint.clone(),
+        accepted: spec.accepted(),
+    })
+}
 
 /// What NCCL makes of a value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,9 +94,7 @@ impl Reading {
 
     /// True when a finding is an error.
     pub fn has_error(&self) -> bool {
-        self.findings
-            .iter()
-            .any(|f| f.severity == super::finding::Severity::Error)
+        self.findings.iter().any(|f| f.severity == Severity::Error)
     }
 }
 
@@ -87,8 +135,6 @@ pub fn read(spec: &KnobSpec, raw: &str) -> Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::finding::Severity;
-    use crate::config::lookup;
 
     fn rd(name: &str, raw: &str) -> Reading {
         read(lookup(name).unwrap(), raw)

@@ -31,38 +31,6 @@ fn typed_bool(s: &str) -> Option<bool> {
     }
 }
 
-/// Parses `raw` strictly for the engine: the whole value must be a C integer (or a typed switch
-/// word) inside the knob's range or listed choices; the default itself is always accepted.
-///
-/// Errors: `(expected type in words, what to do)`.
-pub(crate) fn strict_int(spec: &KnobSpec, raw: &str) -> Result<i64, (&'static str, String)> {
-    if spec.ty == KnobType::TypedBool {
-        return typed_bool(raw)
-            .map(i64::from)
-            .ok_or_else(|| ("boolean", "write 1 or 0 (or TRUE/FALSE)".to_string()));
-    }
-    let v = parse_c_int(raw).ok_or_else(|| {
-        (
-            "integer",
-            format!(
-                "write a decimal number (0x.. is hex, a leading 0 is octal), or unset it to get the default {}",
-                spec.default_text()
-            ),
-        )
-    })?;
-    match check_value(spec, v) {
-        None => Ok(v),
-        Some(f) => Err((expected(spec), f.hint)),
-    }
-}
-
-fn expected(spec: &KnobSpec) -> &'static str {
-    match spec.ty {
-        KnobType::Choice(_) => "value (it must be one of the listed ones)",
-        _ => "value (it is outside the valid range)",
-    }
-}
-
 /// A range in words: "1 to 64", "0 or more".
 fn range_text(lo: i64, hi: i64) -> String {
     if hi == i64::MAX {

@@ -96,7 +96,7 @@ impl YamlConfig {
             message,
         };
         let meta = std::fs::metadata(path)
-            .map_err(|e| file_err(format!("{e}; check the --config / RNCCL_CONFIG path")))?;
+            .map_err(|e| file_err(format!("{e}; check the YAML config's path")))?;
         if meta.len() > MAX_BYTES {
             return Err(file_err(format!(
                 "{} bytes is more than a config needs (limit {MAX_BYTES}); is it the right file?",
@@ -137,7 +137,12 @@ impl YamlConfig {
             serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Yaml {
                 path: path.to_path_buf(),
                 line: e.location().map(|l| l.line() as usize).filter(|l| *l > 0),
-                message: describe_parse_error(&e.to_string()),
+                message: match original(&e) {
+                    serde_saphyr::Error::DuplicateMappingKey { key, location } => {
+                        duplicate_key(text, key.as_deref(), location.line() as usize)
+                    }
+                    _ => describe_parse_error(&e.to_string()),
+                },
             })?;
         let mut cfg = YamlConfig {
             path: path.to_path_buf(),
@@ -208,6 +213,60 @@ impl YamlConfig {
     }
 }
 
+/// The error under serde-saphyr's snippet and alias wrappers.
+fn original(mut e: &serde_saphyr::Error) -> &serde_saphyr::Error {
+    while let serde_saphyr::Error::WithSnippet { error, .. }
+    | serde_saphyr::Error::AliasError { error, .. } = e
+    {
+        e = error;
+    }
+    e
+}
+
+/// The message for `key` given a second time at 1-based `line` of `text`: which key, where it
+/// was first given (the nearest earlier line at the same indentation within the same mapping),
+/// and what to do for a section, a host glob or a knob.
+fn duplicate_key(text: &str, key: Option<&str>, line: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let Some(key) = key else {
+        return "a key appears twice in one mapping; keep one of the two".to_string();
+    };
+    let here = lines.get(line.saturating_sub(1)).map_or(0, |l| indent(l));
+    let names_key = |l: &str| {
+        let t = l.trim_start();
+        [
+            format!("{key}:"),
+            format!("\"{key}\":"),
+            format!("'{key}':"),
+        ]
+        .iter()
+        .any(|k| t.starts_with(k.as_str()))
+    };
+    let mut first = None;
+    for (i, l) in lines.iter().enumerate().take(line.saturating_sub(1)).rev() {
+        if l.trim().is_empty() || l.trim_start().starts_with('#') {
+            continue;
+        }
+        if indent(l) < here {
+            break;
+        }
+        if indent(l) == here && names_key(l) {
+            first = Some(i + 1);
+        }
+    }
+    let at = first.map_or_else(String::new, |f| format!(" (first at line {f})"));
+    match key {
+        "knobs" | "hosts" => {
+            format!("'{key}' is given twice{at}: merge the two sections into one")
+        }
+        k if lookup(k).is_some() => format!(
+            "{k} is given twice in one mapping{at}: keep one value (for a value on some hosts only, put it in a 'hosts' section)"
+        ),
+        k => format!("{k:?} is given twice in one mapping{at}: merge the two entries into one"),
+    }
+}
+
 /// Turns serde-saphyr's message into one that says what to do.
 fn describe_parse_error(msg: &str) -> String {
     let lower = msg.to_ascii_lowercase();
@@ -226,8 +285,6 @@ fn describe_parse_error(msg: &str) -> String {
             .to_string()
     } else if lower.contains("unknown field") {
         "only the keys 'knobs' and 'hosts' may appear at the top level".to_string()
-    } else if lower.contains("duplicate") {
-        "a key appears twice in one mapping; keep one".to_string()
     } else {
         "is not a valid rnccl config; see docs/config.md for the format".to_string()
     };
@@ -255,9 +312,8 @@ fn convert(
         None => {
             let close = did_you_mean(name);
             let hint = match close.as_slice() {
-                [] => {
-                    "remove it, or check the spelling against `rnccl env-explain --all`".to_string()
-                }
+                [] => "remove it, or check the spelling against the knob list (docs/knobs.md)"
+                    .to_string(),
                 names => format!("did you mean {}?", names.join(" or ")),
             };
             return Err(err(format!(

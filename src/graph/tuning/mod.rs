@@ -12,11 +12,12 @@ use serde::Serialize;
 
 use self::constants::*;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
-use crate::config::{Config, ConfigError, Source};
+use crate::config::{Config, ConfigError};
 use crate::func::Func;
+use crate::graph::Channels;
 use crate::graph::types::{Graph, Pattern};
 use crate::topo::system::{CpuArch, CpuVendor};
-use crate::topo::{PathType, bw::PCI_BW};
+use crate::topo::{NodeType, PathType, System, bw::PCI_BW};
 
 /// Algorithm indices in NCCL's order (`NCCL_ALGO_*`).
 pub const TREE: usize = 0;
@@ -72,19 +73,11 @@ impl TuneParams {
     pub fn from_config(cfg: &Config) -> Result<TuneParams, Box<ConfigError>> {
         let list =
             |name: &str, names: &[&str]| -> Result<Option<AlgoProtoList>, Box<ConfigError>> {
-                let Some(v) = cfg.string(name) else {
+                let Some(v) = cfg.text(name).map_err(Box::new)? else {
                     return Ok(None);
                 };
                 AlgoProtoList::parse(v, names).map(Some).map_err(|hint| {
-                    Box::new(ConfigError::BadValue {
-                        name: name.into(),
-                        value: v.into(),
-                        origin: cfg
-                            .setting(name)
-                            .map_or(Source::Default, |s| s.source.clone()),
-                        expected: "algorithm/protocol list",
-                        hint,
-                    })
+                    Box::new(cfg.refuse(name, "not an algorithm/protocol list".into(), hint))
                 })
             };
         let int = |name: &str| cfg.int(name).map_err(Box::new);
@@ -117,6 +110,26 @@ pub struct TuneInput<'a> {
     pub cpu: (CpuArch, CpuVendor),
     /// NVSwitch nodes in the topology.
     pub nvs_count: usize,
+}
+
+impl<'a> TuneInput<'a> {
+    /// What the model needs for `channels`, searched and connected on `system` (every node
+    /// identical to it), as NCCL's `ncclTopoTuneModel` gathers it: ranks and nodes from the
+    /// connection, channels after doubling, the lowest and highest compute capability (0.0 without
+    /// GPUs), the first CPU's architecture and vendor, and the NVSwitch count.
+    pub fn new(system: &System, channels: &'a Channels) -> TuneInput<'a> {
+        let (arch, vendor, _) = system.cpu_type();
+        TuneInput {
+            ring: &channels.ring,
+            tree: &channels.tree,
+            nranks: channels.connected.nranks,
+            nnodes: channels.connected.node_ranks.len(),
+            nchannels: channels.connected.nchannels,
+            cc: system.comp_cap().unwrap_or((0, 0)),
+            cpu: (arch, vendor),
+            nvs_count: system.count(NodeType::Nvs),
+        }
+    }
 }
 
 /// The model: `latency[f][a][p]` µs and `bandwidth[f][a][p]` GB/s (0 = not usable), NCCL's

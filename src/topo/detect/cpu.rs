@@ -96,6 +96,11 @@ pub fn read_cpu(root: &Root) -> CpuInfo {
     }
 }
 
+/// This host's CPU (`/proc/cpuinfo`), e.g. for the model name `rnccl bench` prints per device.
+pub fn this_host() -> CpuInfo {
+    read_cpu(&Root::new(std::path::Path::new("/")))
+}
+
 /// Host summary and virtualization hints.
 pub fn read_host(root: &Root) -> HostInfo {
     let cpuinfo = root.read("/proc/cpuinfo").unwrap_or_default();
@@ -166,6 +171,25 @@ pub fn count_cpulist(s: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_model_of_captured_and_live_hosts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/cpuinfo"),
+            "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7763 64-Core Processor\n",
+        )
+        .unwrap();
+        let c = read_cpu(&Root::new(dir.path()));
+        assert_eq!(
+            c.model_name.as_deref(),
+            Some("AMD EPYC 7763 64-Core Processor")
+        );
+        assert_eq!((c.family, c.model), (Some(15 + (10 << 4)), Some(1)));
+        let live = this_host();
+        assert!(live.model_name.is_none_or(|m| !m.is_empty()));
+    }
 
     #[test]
     fn cpulist_counts() {

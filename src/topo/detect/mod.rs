@@ -5,6 +5,7 @@
 
 pub mod cpu;
 pub mod fill;
+pub mod iface;
 pub mod net;
 pub mod nvml;
 pub mod pci;
@@ -14,10 +15,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::config::Config;
 use crate::config::syntax::DeviceFilter;
-use crate::config::{Config, ConfigError, Source};
 use crate::topo::TopoError;
 use cpu::{CpuInfo, HostInfo, NumaNode};
+use iface::NetInterface;
 use net::{Hca, NetDev, NetIf};
 use nvml::{GpuInfo, GpuSource};
 use pci::PciDevice;
@@ -40,7 +42,9 @@ pub struct Inventory {
     pub gpus: Vec<GpuInfo>,
     /// Where the GPUs came from.
     pub gpu_source: GpuSource,
-    /// Network interfaces.
+    /// Network interfaces (from `getifaddrs` on this host, from sysfs in a captured tree).
+    pub interfaces: Vec<NetInterface>,
+    /// The sysfs attributes of network interfaces.
     pub ifs: Vec<NetIf>,
     /// RDMA adapters.
     pub hcas: Vec<Hca>,
@@ -70,20 +74,12 @@ impl Inventory {
 }
 
 fn filter(cfg: &Config, name: &str) -> Result<Option<DeviceFilter>, TopoError> {
-    let Some(v) = cfg.string(name) else {
+    let Some(v) = cfg.text(name)? else {
         return Ok(None);
     };
-    DeviceFilter::parse(v).map(Some).map_err(|hint| {
-        TopoError::from(ConfigError::BadValue {
-            name: name.into(),
-            value: v.into(),
-            origin: cfg
-                .setting(name)
-                .map_or(Source::Default, |s| s.source.clone()),
-            expected: "device list",
-            hint,
-        })
-    })
+    DeviceFilter::parse(v)
+        .map(Some)
+        .map_err(|hint| TopoError::from(cfg.refuse(name, "not a device list".into(), hint)))
 }
 
 /// Reads the host under `root`. GPUs come from NVML when `root` is `/`, and from
@@ -111,13 +107,15 @@ pub fn detect(root: &Path, cfg: &Config) -> Result<Inventory, TopoError> {
         }
     };
     let ifs = net::read_ifs(&r);
+    let interfaces = iface::read(&r);
     let hcas = net::read_hcas(&r);
     let nets = net::nccl_net_devices(
         &ifs,
+        &interfaces,
         &hcas,
         filter(cfg, "NCCL_IB_HCA")?.as_ref(),
-        filter(cfg, "NCCL_SOCKET_IFNAME")?.as_ref(),
-    );
+        cfg,
+    )?;
     let host = cpu::read_host(&r);
     let host_id = match cfg.string("NCCL_HOSTID") {
         Some(h) => h.to_string(),
@@ -136,6 +134,7 @@ pub fn detect(root: &Path, cfg: &Config) -> Result<Inventory, TopoError> {
         host,
         gpus,
         gpu_source,
+        interfaces,
         ifs,
         hcas,
         nets,

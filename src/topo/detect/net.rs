@@ -1,11 +1,17 @@
-//! Network interfaces (`/sys/class/net`) and InfiniBand/RoCE adapters (`/sys/class/infiniband`),
-//! and the devices NCCL's network plugin would list from them: active IB ports when there are
-//! any (NCCL's IB plugin), else the socket interfaces NCCL would pick (its Socket plugin).
+//! The sysfs attributes of network interfaces (`/sys/class/net`: speed, MTU, PCI path; the
+//! interface list itself comes from [`super::iface`]) and InfiniBand/RoCE adapters
+//! (`/sys/class/infiniband`), and the devices NCCL's network plugin would list from them: active
+//! IB ports when there are any (NCCL's IB plugin), else the socket interfaces NCCL would pick (its
+//! Socket plugin).
 
 use serde::Serialize;
 
+use super::iface::NetInterface;
 use super::sysfs::{Root, basename};
+use crate::bootstrap::ifaces::{self, IfaceError};
+use crate::config::Config;
 use crate::config::syntax::DeviceFilter;
+use crate::topo::TopoError;
 use crate::topo::busid::is_bdf;
 
 /// One network interface.
@@ -46,9 +52,15 @@ pub struct HcaPort {
 }
 
 impl HcaPort {
-    /// Whether the port is ACTIVE.
+    /// Whether the port is ACTIVE (NCCL uses active ports only).
     pub fn active(&self) -> bool {
-        self.state.as_deref().is_some_and(|s| s.contains("ACTIVE"))
+        self.state_word() == "ACTIVE"
+    }
+
+    /// The state without its number (`ACTIVE` for `4: ACTIVE`), empty when unknown.
+    pub fn state_word(&self) -> &str {
+        let s = self.state.as_deref().unwrap_or("");
+        s.split_once(": ").map_or(s, |(_, w)| w).trim()
     }
 
     /// Rate in Mb/s (`400 Gb/sec` → 400000).
@@ -176,16 +188,24 @@ pub fn read_hcas(root: &Root) -> Vec<Hca> {
 /// The devices NCCL's network plugin would list. IB: every ACTIVE port of every adapter (name
 /// order), filtered by `NCCL_IB_HCA`; speed from the port rate; `maxComms` 131072 (mlx5's
 /// `max_qp`, which sysfs does not show); GPUDirect assumed available (DMA-BUF or
-/// nvidia-peermem). Otherwise sockets (NCCL src/misc/socket.cc `ncclFindInterfaces`):
-/// `NCCL_SOCKET_IFNAME` if set, else interfaces starting with `ib`, else all but `docker`, `lo`
-/// and `virbr`, else those; at most 16. sysfs shows no addresses, so "has an address" is
-/// approximated by `operstate` up or unknown.
+/// nvidia-peermem). Otherwise sockets: the interfaces NCCL's Socket plugin lists, by the rule the
+/// bootstrap follows ([`crate::bootstrap::ifaces::select`] over `interfaces`, without an
+/// `NCCL_COMM_ID` subnet), with speed and PCI path from the sysfs attributes in `ifs`.
+///
+/// Errors: [`TopoError::Config`] for a malformed `NCCL_SOCKET_IFNAME` or `NCCL_SOCKET_FAMILY`
+/// (checked even when IB devices are found, as they are wrong either way).
 pub fn nccl_net_devices(
     ifs: &[NetIf],
+    interfaces: &[NetInterface],
     hcas: &[Hca],
     ib_hca: Option<&DeviceFilter>,
-    socket_ifname: Option<&DeviceFilter>,
-) -> Vec<NetDev> {
+    cfg: &Config,
+) -> Result<Vec<NetDev>, TopoError> {
+    let order = match ifaces::select(interfaces, cfg, None) {
+        Ok(order) => order,
+        Err(IfaceError::Config(e)) => return Err(e.into()),
+        Err(IfaceError::NoMatch { .. } | IfaceError::NoneUsable { .. }) => Vec::new(),
+    };
     let mut ib = Vec::new();
     for h in hcas {
         for p in h.ports.iter().filter(|p| p.active()) {
@@ -206,45 +226,29 @@ pub fn nccl_net_devices(
         }
     }
     if !ib.is_empty() {
-        return ib;
+        return Ok(ib);
     }
-    let usable: Vec<&NetIf> = ifs
-        .iter()
-        .filter(|i| matches!(i.operstate.as_deref(), Some("up") | Some("unknown")))
-        .collect();
-    let pick = |f: &DeviceFilter| -> Vec<&NetIf> {
-        usable
-            .iter()
-            .copied()
-            .filter(|i| f.matches(&i.name, None))
-            .collect()
-    };
-    let chosen = match socket_ifname {
-        Some(f) => pick(f),
-        None => ["ib", "^docker,lo,virbr", "docker", "lo", "virbr"]
-            .iter()
-            .filter_map(|s| DeviceFilter::parse(s).ok())
-            .map(|f| pick(&f))
-            .find(|v| !v.is_empty())
-            .unwrap_or_default(),
-    };
-    chosen
+    Ok(ifaces::nccl_devices(&order)
         .into_iter()
-        .take(16)
         .enumerate()
-        .map(|(dev, i)| NetDev {
-            name: i.name.clone(),
-            pci_path: i.device_path.clone(),
-            is_pci: i.device_bus.as_deref() == Some("pci")
-                || i.device_path
-                    .as_deref()
-                    .is_some_and(|d| is_bdf(basename(d))),
-            speed_mbps: i.speed_mbps.filter(|&s| s > 0).unwrap_or(10000),
-            port: 0,
-            guid: dev as u64,
-            max_comms: 65536,
-            gdr: false,
-            plugin: "Socket",
+        .map(|(dev, c)| {
+            let attrs = ifs.iter().find(|i| i.name == c.name);
+            let device_path = attrs.and_then(|i| i.device_path.clone());
+            NetDev {
+                name: c.name.clone(),
+                is_pci: attrs.is_some_and(|i| i.device_bus.as_deref() == Some("pci"))
+                    || device_path.as_deref().is_some_and(|d| is_bdf(basename(d))),
+                pci_path: device_path,
+                speed_mbps: attrs
+                    .and_then(|i| i.speed_mbps)
+                    .filter(|&s| s > 0)
+                    .unwrap_or(10000),
+                port: 0,
+                guid: dev as u64,
+                max_comms: 65536,
+                gdr: false,
+                plugin: "Socket",
+            }
         })
-        .collect()
+        .collect())
 }

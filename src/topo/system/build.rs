@@ -9,11 +9,11 @@ use super::{
     CpuArch, CpuModel, CpuNode, CpuVendor, GpuNode, LOCAL_ID_MASK, Link, NetNode, Node, NodeInfo,
     NodeRef,
 };
-use crate::topo::TopoError;
 use crate::topo::busid::busid_to_u64;
 use crate::topo::bw::{self, LOC_BW};
 use crate::topo::kinds::{LinkType, NodeType};
 use crate::topo::xml::XmlDoc;
+use crate::topo::{TopoError, TopoNote};
 
 /// The PCI class prefixes NCCL maps to node types (src/graph/topo.cc `kvDictPciClass`), prefix
 /// matched in order; anything else is a PCI switch or bridge.
@@ -41,7 +41,7 @@ struct Builder<'a> {
     doc: &'a XmlDoc,
     nodes: Nodes,
     ranks: BTreeMap<usize, usize>,
-    notes: Vec<String>,
+    notes: Vec<TopoNote>,
     one_way: Vec<(NodeRef, NodeRef, LinkType, usize)>,
 }
 
@@ -54,7 +54,7 @@ struct Builder<'a> {
 /// Errors: [`TopoError::Xml`] naming the element's line when an attribute NCCL requires is
 /// missing or not a number (`cpu numaid/arch`, `pci busid/class/link_width/link_speed`,
 /// `gpu sm`, `nvlink count/tclass/target`, `c2c count/bw`, `net dev`), or two GPUs share a rank.
-pub fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<(Nodes, Vec<String>), TopoError> {
+pub fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<(Nodes, Vec<TopoNote>), TopoError> {
     let mut b = Builder {
         doc,
         nodes: Default::default(),
@@ -323,10 +323,10 @@ impl<'a> Builder<'a> {
             let gdr = match doc.attr(g, "gdr") {
                 Some(v) => int(doc, g, "gdr", v)? != 0,
                 None => {
-                    self.notes.push(format!(
+                    self.notes.push(TopoNote::note(format!(
                         "line {}: <gpu> has no gdr attribute; NCCL requires it (rnccl assumes gdr=\"0\")",
                         doc.node(g).line
-                    ));
+                    )));
                     false
                 }
             };
@@ -390,17 +390,17 @@ impl<'a> Builder<'a> {
                 }
             }
         } else if ty != NodeType::Gpu {
-            self.notes.push(format!(
+            self.notes.push(TopoNote::note(format!(
                 "line {}: PCI device {busid_s} (class {class}) has no <{}> element; it is left out, as NCCL leaves it out",
                 doc.node(x).line,
                 if ty == NodeType::Nic { "nic" } else { "gpu" }
-            ));
+            )));
         }
         if ty == NodeType::Gpu && node.is_none() && doc.sub(x, "gpu").is_none() {
-            self.notes.push(format!(
+            self.notes.push(TopoNote::note(format!(
                 "line {}: GPU {busid_s} has no <gpu> element (NCCL fills it from NVML for its own ranks); it is left out",
                 doc.node(x).line
-            ));
+            )));
         }
         if let Some(n) = node {
             let width = required_int(doc, x, "link_width")?;

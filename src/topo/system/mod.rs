@@ -1,7 +1,7 @@
 //! The system graph: NCCL's nodes (GPU, PCI, NVS, CPU, NIC, NET), the links between them with
 //! their bandwidths, and the paths between every GPU, NIC, CPU and NVSwitch (NCCL 2.28
 //! src/graph/topo.h `ncclTopoSystem`). Built from NCCL topology XML by [`build`]; paths by
-//! [`crate::topo::paths`].
+//! `topo::paths` (NCCL's src/graph/paths.cc).
 
 pub mod build;
 mod links;
@@ -280,8 +280,9 @@ pub struct System {
     pub(crate) nodes: [Vec<Node>; 6],
     /// The knobs the paths were computed with.
     pub params: TopoParams,
-    /// NCCL-compatibility notes from reading the XML, and what detection had to guess.
-    pub notes: Vec<String>,
+    /// NCCL-compatibility notes from reading the XML (those NCCL would refuse the file over are
+    /// flagged), and what detection had to guess.
+    pub notes: Vec<crate::topo::TopoNote>,
     /// What detection read from sysfs and NVML, when the system came from this host.
     pub inventory: Option<crate::topo::detect::Inventory>,
     pub(crate) xml: XmlDoc,

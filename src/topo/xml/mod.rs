@@ -1,6 +1,6 @@
 //! NCCL's topology and graph XML: an element tree with attributes in insertion order (NCCL
 //! src/graph/xml.h), read leniently from files ([`read`]), written byte-for-byte as NCCL writes
-//! dumps ([`write`]), and fused and trimmed as NCCL does when it merges per-rank views ([`fuse`]).
+//! dumps ([`write`](mod@write)), and fused and trimmed as NCCL does when it merges per-rank views ([`fuse`]).
 
 pub mod fuse;
 pub mod read;

@@ -5,13 +5,14 @@
 //! `gpu > (nvlink|c2c)`, `nic > net` for topologies and `graphs > graph > channel > (net|gpu)`
 //! for graphs. Elements elsewhere are skipped with their subtree, as NCCL skips them. rnccl is
 //! more lenient than NCCL's hand-written parser (it accepts an `<?xml?>` prolog and tabs) but
-//! records, in [`Parsed::notes`], everything NCCL itself would reject or drop, so a file can be
+//! records, in [`Parsed::notes`], everything NCCL itself would reject (flagged
+//! [`TopoNote::nccl_rejects`]) or drop, so a file can be
 //! checked before it is given to NCCL. Malformed input is an error naming the line.
 
 use quick_xml::events::{BytesStart, Event};
 
 use super::XmlDoc;
-use crate::topo::TopoError;
+use crate::topo::{TopoError, TopoNote};
 
 /// Which element hierarchy a document follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub struct Parsed {
     /// The elements NCCL keeps.
     pub doc: XmlDoc,
     /// One line per compatibility issue, each starting with `line N:`.
-    pub notes: Vec<String>,
+    pub notes: Vec<TopoNote>,
 }
 
 /// NCCL's limits (src/graph/xml.h): string length, attributes per element, elements per file.
@@ -128,9 +129,9 @@ pub fn parse(text: &str, source: &str, schema: Schema) -> Result<Parsed, TopoErr
                     return Err(err(start, format!("<{name}> is nested more than {MAX_DEPTH} levels deep")));
                 }
                 if text[start..end].contains('\t') {
-                    notes.push(format!(
+                    notes.push(TopoNote::rejected(format!(
                         "line {line}: a tab inside <{name}>: NCCL's parser only accepts spaces and newlines between attributes"
-                    ));
+                    )));
                 }
                 let parent = match stack.last() {
                     Some(Frame::Kept(p)) => Some(doc.node(*p).name.clone()),
@@ -143,7 +144,7 @@ pub fn parse(text: &str, source: &str, schema: Schema) -> Result<Parsed, TopoErr
                 }
                 let allowed = !skipping && schema.allowed(parent.as_deref()).contains(&name.as_str());
                 let frame = if allowed && (stack.is_empty() && doc.root().is_some()) {
-                    notes.push(format!("line {line}: a second <{name}> at top level is ignored, as NCCL ignores it"));
+                    notes.push(TopoNote::note(format!("line {line}: a second <{name}> at top level is ignored, as NCCL ignores it")));
                     Frame::Skipped(name.clone())
                 } else if allowed {
                     let parent_idx = match stack.last() {
@@ -159,13 +160,13 @@ pub fn parse(text: &str, source: &str, schema: Schema) -> Result<Parsed, TopoErr
                     Frame::Kept(i)
                 } else {
                     if !skipping {
-                        notes.push(format!(
+                        notes.push(TopoNote::note(format!(
                             "line {line}: element <{name}> is not allowed {}; NCCL ignores it and everything inside",
                             match &parent {
                                 Some(p) => format!("inside <{p}>"),
                                 None => "at top level".to_string(),
                             }
-                        ));
+                        )));
                     }
                     Frame::Skipped(name.clone())
                 };
@@ -188,12 +189,12 @@ pub fn parse(text: &str, source: &str, schema: Schema) -> Result<Parsed, TopoErr
             Event::GeneralRef(_) | Event::CData(_) => {
                 return Err(err(start, "unexpected text: NCCL XML holds only elements and attributes".into()));
             }
-            Event::Decl(_) => notes.push(format!(
+            Event::Decl(_) => notes.push(TopoNote::rejected(format!(
                 "line {line}: NCCL's parser rejects the <?xml ...?> declaration (\"expected >, got '?'\"); remove it before giving the file to NCCL"
-            )),
-            Event::PI(_) | Event::DocType(_) => notes.push(format!(
+            ))),
+            Event::PI(_) | Event::DocType(_) => notes.push(TopoNote::rejected(format!(
                 "line {line}: NCCL's parser rejects <? ?> and <! > constructs other than comments"
-            )),
+            ))),
             Event::Comment(_) => {}
             Event::Eof => break,
         }
@@ -243,9 +244,9 @@ pub fn parse(text: &str, source: &str, schema: Schema) -> Result<Parsed, TopoErr
         None => return Err(doc.error(root, format!("<{root_name}> needs version=\"1\""))),
     }
     if schema == Schema::Topology && kept > TOPO_XML_MAX_NODES {
-        notes.push(format!(
-            "the file has {kept} elements; NCCL's topology parser stops at {TOPO_XML_MAX_NODES} (\"XML parser is limited to 256 nodes\")"
-        ));
+        notes.push(TopoNote::rejected(format!(
+            "the file has {kept} elements; NCCL's topology parser stops at {TOPO_XML_MAX_NODES} (\"XML parser is limited to 256 nodes\") and fails"
+        )));
     }
     Ok(Parsed { doc, notes })
 }
@@ -274,7 +275,7 @@ fn read_attrs(
     e: &BytesStart<'_>,
     doc: &mut XmlDoc,
     i: usize,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<TopoNote>,
     line: usize,
     err: impl Fn(String) -> TopoError,
 ) -> Result<(), TopoError> {
@@ -285,15 +286,15 @@ fn read_attrs(
         let key: &str = a.key.as_ref();
         let value: &str = &a.value;
         if key.len() > MAX_STR_LEN || value.len() > MAX_STR_LEN {
-            notes.push(format!(
+            notes.push(TopoNote::rejected(format!(
                 "line {line}: <{name} {key}=...> is longer than {MAX_STR_LEN} characters; NCCL rejects the file"
-            ));
+            )));
         }
         n += 1;
         if n == MAX_ATTR_COUNT + 1 {
-            notes.push(format!(
+            notes.push(TopoNote::note(format!(
                 "line {line}: <{name}> has more than {MAX_ATTR_COUNT} attributes; NCCL ignores the extra ones"
-            ));
+            )));
         }
         doc.set_attr(i, key, value);
     }
@@ -322,16 +323,12 @@ mod tests {
         let nic = d.node(cpu).children[0];
         assert_eq!(d.node(nic).name, "nic");
         assert_eq!(d.node(d.node(nic).children[0]).line, 6);
-        assert!(
-            p.notes
-                .iter()
-                .any(|n| n.starts_with("line 1:") && n.contains("declaration"))
-        );
-        assert!(
-            p.notes
-                .iter()
-                .any(|n| n.starts_with("line 4:") && n.contains("<foo>"))
-        );
+        assert!(p.notes.iter().any(|n| n.nccl_rejects
+            && n.message.starts_with("line 1:")
+            && n.message.contains("declaration")));
+        assert!(p.notes.iter().any(|n| !n.nccl_rejects
+            && n.message.starts_with("line 4:")
+            && n.message.contains("<foo>")));
     }
 
     #[test]
