@@ -83,3 +83,31 @@ fn a_malformed_topology_file_is_a_clear_error() {
         "every rank learns of rank 0's failure at once"
     );
 }
+
+/// NCCL_GRAPH_DUMP_FILE is written by the engine (not only by `rnccl rings`), on the rank
+/// NCCL_GRAPH_DUMP_FILE_RANK names, with the graphs NCCL dumped on the anchor host.
+#[test]
+fn the_engine_writes_nccl_graph_dump_file() {
+    let topo = anchor();
+    let dir = tempfile::tempdir().unwrap();
+    for dump_rank in ["0", "1"] {
+        let out = dir.path().join(format!("graph{dump_rank}.xml"));
+        let path = out.to_str().unwrap().to_string();
+        all_ok(on_threads(
+            2,
+            &[
+                ("NCCL_TOPO_FILE", &topo),
+                ("NCCL_GRAPH_DUMP_FILE", &path),
+                ("NCCL_GRAPH_DUMP_FILE_RANK", dump_rank),
+            ],
+            |_| Ok(()),
+        ));
+        let got = std::fs::read_to_string(&out).expect("the dump was written");
+        let want = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/anchors/h200x2/graph.xml",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert_eq!(got, want, "rank {dump_rank}'s dump differs from NCCL's");
+    }
+}

@@ -33,10 +33,10 @@ pub enum Average {
 }
 
 impl Average {
-    /// From nccl-tests' `-a` value.
+    /// From nccl-tests' averaging mode number (its `-a` value).
     ///
     /// Errors: [`Error::InvalidArgument`] outside 0..=3.
-    pub fn from_flag(v: u32) -> Result<Average> {
+    pub fn from_mode(v: u32) -> Result<Average> {
         Ok(match v {
             0 => Average::Rank0,
             1 => Average::Mean,
@@ -44,7 +44,7 @@ impl Average {
             3 => Average::Max,
             _ => {
                 return Err(Error::invalid_arg(format!(
-                    "-a/--average {v}: use 0 (rank 0), 1 (mean), 2 (min) or 3 (max)"
+                    "averaging mode {v} does not exist: use 0 (rank 0), 1 (mean), 2 (min) or 3 (max)"
                 )));
             }
         })
@@ -136,7 +136,7 @@ pub fn run_rank(
     for &r in opts.roots.iter().filter(|_| opts.coll.rooted()) {
         if r >= n {
             return Err(Error::invalid_arg(format!(
-                "-r/--root {r} is not a rank (this run has {n} ranks, 0..{})",
+                "root {r} is not a rank (this run has {n} ranks, 0..{})",
                 n - 1
             )));
         }
@@ -227,7 +227,7 @@ fn alloc(comm: &Communicator, words: usize, window: bool) -> Result<Mem> {
     let mut v = Vec::new();
     v.try_reserve_exact(words).map_err(|_| {
         Error::invalid_arg(format!(
-            "cannot allocate {} bytes for the benchmark buffers: lower -e/--maxbytes",
+            "cannot allocate {} bytes for the benchmark buffers: lower the largest size",
             words * 8
         ))
     })?;

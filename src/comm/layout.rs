@@ -8,7 +8,8 @@ use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
 use crate::config::Config;
 use crate::conn::NSLOTS;
 use crate::error::{Error, Result};
-use crate::graph::comm::{ChannelBounds, PlanParams, search_and_connect};
+use crate::graph::comm::{ChannelBounds, Channels, PlanParams, search_and_connect};
+use crate::graph::xml::write_graph_dump;
 use crate::topo::System;
 use crate::topo::kinds::NodeType;
 
@@ -124,7 +125,13 @@ pub fn ranks_by_host(peers: &[PeerInfo]) -> Vec<Vec<usize>> {
     hosts.into_iter().map(|(_, v)| v).collect()
 }
 
-fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<usize>>, String)>> {
+/// The channels NCCL's search builds for `peers` on this host's topology (`NCCL_TOPO_FILE`, or
+/// GPUs detected here), with the system and where it came from; `None` when there is no
+/// topology or its GPUs per node do not match the ranks per host.
+fn topology_channels(
+    cfg: &Config,
+    peers: &[PeerInfo],
+) -> Result<Option<(System, Channels, String)>> {
     let file = cfg.string("NCCL_TOPO_FILE");
     let system = match System::load(cfg, Path::new("/")) {
         Ok(Some(s)) => s,
@@ -142,13 +149,13 @@ fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<us
     let gpus = system.count(NodeType::Gpu);
     match search_and_connect(&system, &nodes, &params) {
         Some(ch) => {
-            let rings = ch.rings();
             let from = file.map_or_else(
                 || "detected GPUs".to_string(),
                 |f| format!("NCCL_TOPO_FILE {f}"),
             );
             Ok(Some((
-                rings,
+                system,
+                ch,
                 format!("topology ({from}: {gpus} GPUs per node)"),
             )))
         }
@@ -161,6 +168,36 @@ fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<us
             Ok(None)
         }
     }
+}
+
+fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<usize>>, String)>> {
+    Ok(topology_channels(cfg, peers)?.map(|(_, ch, from)| (ch.rings(), from)))
+}
+
+/// Writes `NCCL_GRAPH_DUMP_FILE` as NCCL does once it has built its channels, when `rank` is
+/// the dumping rank (`NCCL_GRAPH_DUMP_FILE_RANK`, default 0) and the channels come from a
+/// topology (CPU ranks on a host without one have no graphs to dump).
+///
+/// Errors: a bad knob value, an `NCCL_TOPO_FILE` that cannot be read, or a file that cannot be
+/// written ([`Error::InvalidUsage`] naming the knob and the path).
+pub fn dump_graph(cfg: &Config, rank: usize, peers: &[PeerInfo]) -> Result<()> {
+    if cfg.string("NCCL_GRAPH_DUMP_FILE").is_none() {
+        return Ok(());
+    }
+    let dump_rank = cfg.int("NCCL_GRAPH_DUMP_FILE_RANK")?;
+    if usize::try_from(dump_rank).ok() != Some(rank) {
+        return Ok(());
+    }
+    let Some((system, channels, _)) = topology_channels(cfg, peers)? else {
+        tracing::info!(target: "rnccl::graph", "NCCL_GRAPH_DUMP_FILE: no topology on this host, so no graphs to write");
+        return Ok(());
+    };
+    let written = write_graph_dump(cfg, rank, &system, &channels)
+        .map_err(|e| Error::invalid_usage(format!("NCCL_GRAPH_DUMP_FILE: {e}")))?;
+    if let Some(path) = written {
+        tracing::info!(target: "rnccl::graph", "NCCL_GRAPH_DUMP_FILE: wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// Rank 0 sends its decision — the layout, or why it could not make one — to every rank; the

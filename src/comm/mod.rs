@@ -275,6 +275,7 @@ impl Communicator {
         let deadline = Deadline::after(timeout);
         let mine = (rank == 0).then(|| layout::decide(&knobs, net.peers()));
         let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
+        layout::dump_graph(&knobs, rank, net.peers())?;
         Communicator::assemble(net, tag, rank, net_rank, lay, knobs, params, timeout)
     }
 

@@ -197,7 +197,8 @@ impl Args {
             iters: self.iters,
             agg: self.agg,
             check: self.check,
-            average: Average::from_flag(self.average)?,
+            average: Average::from_mode(self.average)
+                .map_err(|e| anyhow::anyhow!("-a/--average: {e}"))?,
             windows,
         })
     }

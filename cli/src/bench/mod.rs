@@ -177,6 +177,17 @@ fn bench_rank(
     if opts.roots.is_empty() {
         opts.roots = (0..n).collect();
     }
+    if let Some(r) = opts
+        .roots
+        .iter()
+        .find(|&&r| r >= n)
+        .filter(|_| opts.coll.rooted())
+    {
+        anyhow::bail!(
+            "-r/--root {r} is not a rank (this run has {n} ranks, 0..{})",
+            n - 1
+        );
+    }
     let start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
