@@ -5,30 +5,39 @@
 //! latency-oriented algorithms over channels, on transports chosen per peer (same process,
 //! shared memory, TCP sockets). The `rnccl` command (package `rnccl-cli`) renders what the engine
 //! knows. See DESIGN.md for the map of modules.
+//!
+//! The public API is what users of the library need: communicators and their collectives
+//! ([`Communicator`], [`Group`], [`comm`]), how ranks find each other under a launcher
+//! ([`launch`]), knobs ([`config`]), topology ([`topo`]), channels and the tuning model
+//! ([`graph`]), the benchmark ([`bench`]), live counters ([`stats`]), NCCL_DEBUG logging
+//! ([`log`]) and typed errors ([`Error`]). Plans, the executor, transports and kernels are
+//! internal.
 
 pub mod bench;
-pub mod bootstrap;
-pub mod coll;
+mod bootstrap;
+mod coll;
 pub mod comm;
 pub mod config;
-pub mod conn;
-pub mod device;
-pub mod dtype;
-pub mod error;
-pub mod exec;
-pub mod func;
+mod conn;
+mod device;
+mod dtype;
+mod error;
+mod exec;
+mod func;
 pub mod graph;
 pub mod launch;
 pub mod log;
-pub mod mem;
-pub mod redop;
+mod mem;
+mod redop;
 pub mod stats;
 pub mod topo;
-pub mod transport;
+mod transport;
 
 pub use bootstrap::unique_id::UniqueId;
+pub use coll::{CollArgs, InPlace};
 pub use comm::{
-    AbortHandle, CommConfig, Communicator, Group, SPLIT_NOCOLOR, Window, group_end, group_start,
+    AbortHandle, CommConfig, Communicator, Group, Pending, SPLIT_NOCOLOR, Window, group_end,
+    group_start,
 };
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};

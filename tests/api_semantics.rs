@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{all_ok, on_threads};
 use rnccl::config::{Config, Source};
 use rnccl::stats::Direction;
-use rnccl::transport::TransportKind;
+use rnccl::stats::Path;
 use rnccl::{CommConfig, Communicator, Error, RedOp, SPLIT_NOCOLOR, UniqueId, group_start};
 
 fn knobs(pairs: &[(&str, &str)]) -> Arc<Config> {
@@ -135,8 +135,8 @@ fn knobs_choose_transports_channels_and_algorithms() {
     // Threads normally use same-process FIFOs; with P2P disabled, shared memory; with both
     // disabled, TCP over loopback.
     for (pairs, want) in [
-        (&[][..], TransportKind::SameProcess),
-        (&[("NCCL_P2P_DISABLE", "1")][..], TransportKind::Shm),
+        (&[][..], Path::SameProcess),
+        (&[("NCCL_P2P_DISABLE", "1")][..], Path::Shm),
         (
             &[
                 ("NCCL_P2P_DISABLE", "1"),
@@ -144,7 +144,7 @@ fn knobs_choose_transports_channels_and_algorithms() {
                 ("NCCL_SOCKET_IFNAME", "lo"),
                 ("NCCL_NSOCKS_PERTHREAD", "3"),
             ][..],
-            TransportKind::Tcp,
+            Path::Tcp,
         ),
         (
             &[
@@ -153,7 +153,7 @@ fn knobs_choose_transports_channels_and_algorithms() {
                 ("NCCL_SOCKET_IFNAME", "lo"),
                 ("NCCL_SOCKET_NTHREADS", "2"),
             ][..],
-            TransportKind::Tcp,
+            Path::Tcp,
         ),
     ] {
         all_ok(on_threads(3, pairs, |c| {
@@ -164,7 +164,7 @@ fn knobs_choose_transports_channels_and_algorithms() {
                 return Err("wrong sum".into());
             }
             let t = c.traffic();
-            if t.is_empty() || t.iter().any(|l| l.transport != want.into()) {
+            if t.is_empty() || t.iter().any(|l| l.transport != want) {
                 return Err(format!(
                     "expected {want:?} links, got {:?}",
                     t.iter().map(|l| l.transport).collect::<Vec<_>>()
@@ -280,8 +280,8 @@ fn bad_arguments_are_rejected_with_clear_errors() {
         if !e.contains("must have 8") {
             return Err(e);
         }
-        let args = rnccl::coll::CollArgs {
-            func: rnccl::coll::Func::AllGather,
+        let args = rnccl::CollArgs {
+            func: rnccl::Func::AllGather,
             count: usize::MAX / 2,
             dtype: rnccl::DataType::Float64,
             op: RedOp::Sum,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{TElem, all_ok, compare, input, on_threads, ops_for, reduce_at};
-use rnccl::coll::Func;
+use rnccl::Func;
 use rnccl::{Communicator, DataType, RedOp};
 
 const FUNCS: [Func; 9] = [

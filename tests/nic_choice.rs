@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use rnccl::bootstrap::ifaces::{self, bootstrap_interface};
+use rnccl::topo::ifaces::{self, bootstrap_interface};
 use rnccl::config::explain::explain;
 use rnccl::config::host::HostDevices;
 use rnccl::config::{Config, Severity, Source};

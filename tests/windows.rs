@@ -9,8 +9,8 @@ mod common;
 
 use common::{TElem, all_ok, compare, on_threads, ops_for, reduce_at};
 use half::{bf16, f16};
-use rnccl::coll::Func;
-use rnccl::exec::direct::DIRECT_MIN_BYTES;
+use rnccl::Func;
+use rnccl::comm::DIRECT_MIN_BYTES;
 use rnccl::stats::Path;
 use rnccl::{Communicator, DataType, HostMem, RedOp, mem_alloc};
 

@@ -12,7 +12,6 @@ mod checkin;
 mod connect;
 mod deadline;
 pub mod host;
-pub mod ifaces;
 mod mailbox;
 mod net;
 mod peer;

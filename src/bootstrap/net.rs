@@ -12,7 +12,8 @@ use super::checkin::check_in;
 use super::mailbox::{Mailbox, Missing, Service};
 use super::unique_id::UniqueId;
 use super::wire::{HelloKind, PeerHello, encode_message, write_hello};
-use super::{Deadline, PeerInfo, Retry, connect_retry, host, ifaces, root};
+use super::{Deadline, PeerInfo, Retry, connect_retry, host, root};
+use crate::topo::ifaces;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -109,16 +110,6 @@ impl BootstrapNet {
             service,
             outgoing: Mutex::new(HashMap::new()),
         }))
-    }
-
-    /// This rank (in the bootstrap's numbering).
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-
-    /// Number of ranks.
-    pub fn nranks(&self) -> usize {
-        self.peers.len()
     }
 
     /// Every rank's info.

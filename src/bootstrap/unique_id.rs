@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::ifaces::bootstrap_interface;
+use crate::topo::ifaces::bootstrap_interface;
 use super::root;
 use crate::config::Config;
 use crate::error::{Error, Result};

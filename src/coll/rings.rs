@@ -3,9 +3,9 @@
 use crate::conn::{MAX_CHANNELS, NSLOTS};
 use crate::error::{Error, Result};
 
-/// Per channel, the ring order of all ranks. Built only through [`Rings::new`] (which checks
-/// that every ring is a permutation of `0..nranks`) or [`Rings::identity`], so plans can look up
-/// any rank's neighbours without failing.
+/// Per channel, the ring order of all ranks. Built only through [`Rings::new`], which checks
+/// that every ring is a permutation of `0..nranks`, so plans can look up any rank's neighbours
+/// without failing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rings {
     order: Vec<Vec<usize>>,
@@ -48,15 +48,6 @@ impl Rings {
             pos.push(p);
         }
         Ok(Rings { order, pos })
-    }
-
-    /// `nchannels` channels (at least one), each in rank order.
-    pub fn identity(nranks: usize, nchannels: usize) -> Rings {
-        let order = vec![(0..nranks).collect::<Vec<_>>(); nchannels.clamp(1, MAX_CHANNELS)];
-        Rings {
-            pos: order.clone(),
-            order,
-        }
     }
 
     /// Number of channels.

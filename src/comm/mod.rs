@@ -1,11 +1,11 @@
 //! Communicators: the public API mirroring nccl.h (init, split, abort, collectives, groups).
 
 mod api;
-pub mod config;
+mod config;
 mod enqueue;
 mod group;
 mod label;
-pub mod layout;
+pub(crate) mod layout;
 mod pending;
 mod plans;
 mod split;
@@ -20,7 +20,7 @@ pub use config::CommConfig;
 pub use group::{Group, group_end, group_start};
 pub use pending::Pending;
 pub use split::SPLIT_NOCOLOR;
-pub use window::Window;
+pub use window::{DIRECT_MIN_BYTES, Window};
 
 use crate::bootstrap::host::fnv1a;
 use crate::bootstrap::unique_id::UniqueId;

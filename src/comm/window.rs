@@ -15,6 +15,7 @@ use crate::bootstrap::tags;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::exec::direct::{CONTROL_BYTES, ControlBlocks, Place, WindowView};
+pub use crate::exec::direct::DIRECT_MIN_BYTES;
 use crate::mem::{HostMem, Mapping, MemFile, unlink_name};
 use crate::transport::TransportKind;
 use crate::transport::shm::ShmSegment;

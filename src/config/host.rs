@@ -3,6 +3,7 @@
 //! ([`crate::topo::detect::iface`], [`crate::topo::detect::net`]) from this host or from a
 //! captured sysfs tree (tests).
 
+pub use crate::bootstrap::host::short_hostname;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

@@ -25,9 +25,6 @@ pub enum MemKind {
 /// Kernels take raw pointers because their operands are the caller's buffers, FIFO slots and
 /// peers' mapped windows, none of which Rust borrows can describe at once.
 pub trait Backend: Sync {
-    /// The backend's name, for messages.
-    fn name(&self) -> &'static str;
-
     /// Whether the kernels can read and write memory of `kind`.
     fn accepts(&self, kind: MemKind) -> bool;
 
@@ -110,10 +107,5 @@ impl Region {
             ptr,
             len,
         }
-    }
-
-    /// An empty host region.
-    pub fn empty() -> Region {
-        Region::host(std::ptr::null_mut(), 0)
     }
 }

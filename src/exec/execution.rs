@@ -9,6 +9,7 @@ use super::failure::{Blocked, LinkFailure};
 use super::step::run_step;
 use crate::coll::{LaneKey, Plan, Step};
 use crate::conn::ConnKey;
+use crate::device::{Backend, MemKind};
 use crate::error::{Error, Result};
 use crate::transport::{PeerState, PollInterest};
 
@@ -103,11 +104,17 @@ impl Execution {
                     ops.len()
                 )));
             }
+            // The kernels that fill and drain a connection's slots must reach their memory.
+            let backend = ops[seg.op].backend;
             for k in &seg.plan.send_keys {
-                sends.push(conns.send_idx(k).ok_or_else(|| missing("send", k))?);
+                let i = conns.send_idx(k).ok_or_else(|| missing("send", k))?;
+                unreachable_slots(backend, conns.sends[i].conn.slot_kind(), k)?;
+                sends.push(i);
             }
             for k in &seg.plan.recv_keys {
-                recvs.push(conns.recv_idx(k).ok_or_else(|| missing("receive", k))?);
+                let i = conns.recv_idx(k).ok_or_else(|| missing("receive", k))?;
+                unreachable_slots(backend, conns.recvs[i].conn.slot_kind(), k)?;
+                recvs.push(i);
             }
         }
         sends.sort_unstable();
@@ -255,6 +262,17 @@ impl Execution {
         }
         None
     }
+}
+
+fn unreachable_slots(backend: &dyn Backend, kind: MemKind, k: &ConnKey) -> Result<()> {
+    if backend.accepts(kind) {
+        return Ok(());
+    }
+    Err(Error::invalid_usage(format!(
+        "the connection to rank {} on channel {} keeps its slots in {kind:?} memory, which the \
+         operation's kernels cannot reach",
+        k.peer, k.channel
+    )))
 }
 
 fn missing(what: &str, k: &ConnKey) -> Error {

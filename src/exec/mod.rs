@@ -22,9 +22,8 @@ mod wait;
 mod sim;
 
 pub use buffers::OpBuffers;
-pub use conns::{Connections, RecvLink, SendLink};
+pub use conns::Connections;
 pub use drive::{Driven, PeerView, Running, drive};
 pub use execution::{Execution, Segment};
-pub use failure::{Blocked, LinkCause, LinkFailure};
 pub use slot_stores::SlotStores;
-pub use wait::{WaitPolicy, Waiter, block_on, spin_cores};
+pub use wait::{WaitPolicy, spin_cores};

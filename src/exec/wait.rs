@@ -64,11 +64,6 @@ impl Waiter {
         }
     }
 
-    /// The stall timeout.
-    pub fn timeout(&self) -> Duration {
-        self.policy.timeout
-    }
-
     /// Something moved: the stall is over.
     #[inline]
     pub fn reset(&mut self) {
@@ -78,24 +73,13 @@ impl Waiter {
     }
 
     /// Nothing moved: wait a little. `check` runs every 50 ms of stall (peer liveness);
-    /// `on_timeout` builds the error once the stall reaches the timeout.
+    /// `on_timeout` builds the error once the stall reaches the timeout. Past the spin phase
+    /// `block` may wait in the kernel for the awaited events (sockets becoming ready) for at
+    /// most the duration it is given; it returns false when it has nothing to wait on, and the
+    /// waiter then yields or sleeps instead. Blocking in `poll(2)` leaves the CPU to the network
+    /// stack and wakes as soon as data moves.
     ///
     /// Errors: whatever `check` returns, or `on_timeout`'s error.
-    #[inline]
-    pub fn idle(
-        &mut self,
-        check: impl FnOnce() -> Result<()>,
-        on_timeout: impl FnOnce() -> Error,
-    ) -> Result<()> {
-        self.idle_or_block(check, on_timeout, |_| false)
-    }
-
-    /// As [`Waiter::idle`], but past the spin phase `block` may wait in the kernel for the
-    /// awaited events (sockets becoming ready) for at most the duration it is given; it returns
-    /// false when it has nothing to wait on, and the waiter then yields or sleeps instead.
-    /// Blocking in `poll(2)` leaves the CPU to the network stack and wakes as soon as data moves.
-    ///
-    /// Errors: as [`Waiter::idle`].
     #[inline]
     pub fn idle_or_block(
         &mut self,
@@ -166,7 +150,7 @@ mod tests {
         });
         let start = Instant::now();
         let err = loop {
-            if let Err(e) = w.idle(|| Ok(()), || Error::invalid_usage("stalled")) {
+            if let Err(e) = w.idle_or_block(|| Ok(()), || Error::invalid_usage("stalled"), |_| false) {
                 break e;
             }
         };
@@ -184,7 +168,7 @@ mod tests {
         let mut calls = 0;
         let err = loop {
             calls += 1;
-            if let Err(e) = w.idle(
+            if let Err(e) = w.idle_or_block(
                 || {
                     if calls > 3 {
                         Err(Error::Remote("peer died".into()))
@@ -193,6 +177,7 @@ mod tests {
                     }
                 },
                 || Error::invalid_usage("t"),
+                |_| false,
             ) {
                 break e;
             }

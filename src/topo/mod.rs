@@ -10,6 +10,7 @@ pub mod busid;
 pub mod bw;
 pub mod detect;
 pub mod diagnose;
+pub mod ifaces;
 mod error;
 pub mod info;
 pub mod kinds;

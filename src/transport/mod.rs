@@ -18,7 +18,7 @@ use std::os::fd::RawFd;
 use nix::poll::PollFlags;
 
 pub use error::TransportError;
-pub use params::{AUTO_SOCKETS, TransportParams};
+pub use params::TransportParams;
 
 use crate::device::MemKind;
 

@@ -135,7 +135,11 @@ enum Pending {
     },
 }
 
-/// Connections that have been offered and are being attached (see [`connect`]).
+/// Connections being set up in three phases, so one thread can connect several communicators
+/// at once: [`ConnectJob::start`] offers (never waits), [`ConnectJob::attach`] attaches this
+/// rank's sending ends to the peers' offers, [`ConnectJob::finish`] waits for the peers to
+/// attach to this rank's receiving ends. Every rank that appears as a peer must do the same
+/// with the mirror keys at about the same time.
 pub struct ConnectJob {
     pending: Vec<(ConnKey, Pending, TransportKind)>,
     sends: Vec<ConnKey>,
@@ -147,18 +151,6 @@ pub type Made = (
     Vec<(ConnKey, SendConn, TransportKind)>,
     Vec<(ConnKey, RecvConn, TransportKind)>,
 );
-
-/// Connects every listed connection: `sends` where this rank sends to `key.peer`, `recvs` where
-/// it receives from it. Every rank that appears as a peer must do the same with the mirror keys
-/// at about the same time.
-///
-/// Errors: [`Error::Timeout`] / [`Error::Remote`] naming the peer that did not answer;
-/// [`Error::System`] when a segment or socket cannot be created.
-pub fn connect(ep: &Endpoints<'_>, sends: &[ConnKey], recvs: &[ConnKey]) -> Result<Made> {
-    let mut job = ConnectJob::start(ep, sends, recvs)?;
-    job.attach(ep)?;
-    job.finish(ep)
-}
 
 impl ConnectJob {
     /// Phase 1: creates the receiving ends and sends their offers (never waits on a peer).

@@ -136,7 +136,7 @@ fn run_threads(
 /// Every rank's device line, gathered at rank 0 (others get an empty list).
 fn device_lines(comm: &Communicator) -> anyhow::Result<Vec<String>> {
     const LINE: usize = 256;
-    let host = rnccl::bootstrap::host::short_hostname();
+    let host = rnccl::config::host::short_hostname();
     let line = report::device_line(
         comm.rank(),
         std::process::id(),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::bootstrap::ifaces::{self, Family, IfaceError};
+use crate::topo::ifaces::{self, Family, IfaceError};
 use crate::config::finding::Finding;
 use crate::config::host::HostDevices;
 use crate::config::registry::{KnobSpec, KnobType};

@@ -13,10 +13,6 @@ use super::{Backend, MemKind, ReduceSpec, Streams, Transforms};
 pub struct CpuBackend;
 
 impl Backend for CpuBackend {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
-
     fn accepts(&self, kind: MemKind) -> bool {
         matches!(kind, MemKind::Host)
     }

@@ -154,11 +154,6 @@ impl ControlBlocks {
         self.pages.len()
     }
 
-    /// Whether there are no blocks.
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
-    }
-
     /// Rank `rank`'s block.
     pub(super) fn get(&self, rank: usize) -> &Control {
         // SAFETY: the page is at least CONTROL_BYTES long (checked in `new`), page aligned, and

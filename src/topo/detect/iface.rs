@@ -3,7 +3,7 @@
 //! or from a sysfs tree (`/sys/class/net`, for captured hosts in tests), where addresses are
 //! unknown. The bootstrap's interface choice, `env-explain`'s check of `NCCL_SOCKET_IFNAME` and
 //! topology detection's socket devices all start from this list
-//! ([`crate::bootstrap::ifaces::select`]); sysfs attributes (speed, MTU, PCI path) stay in
+//! ([`crate::topo::ifaces::select`]); sysfs attributes (speed, MTU, PCI path) stay in
 //! [`super::net`], keyed by the same names.
 
 use std::net::IpAddr;

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::iface::NetInterface;
 use super::sysfs::{Root, basename};
-use crate::bootstrap::ifaces::{self, IfaceError};
+use crate::topo::ifaces::{self, IfaceError};
 use crate::config::Config;
 use crate::config::syntax::DeviceFilter;
 use crate::topo::TopoError;
@@ -189,7 +189,7 @@ pub fn read_hcas(root: &Root) -> Vec<Hca> {
 /// order), filtered by `NCCL_IB_HCA`; speed from the port rate; `maxComms` 131072 (mlx5's
 /// `max_qp`, which sysfs does not show); GPUDirect assumed available (DMA-BUF or
 /// nvidia-peermem). Otherwise sockets: the interfaces NCCL's Socket plugin lists, by the rule the
-/// bootstrap follows ([`crate::bootstrap::ifaces::select`] over `interfaces`, without an
+/// bootstrap follows ([`crate::topo::ifaces::select`] over `interfaces`, without an
 /// `NCCL_COMM_ID` subnet), with speed and PCI path from the sysfs attributes in `ifs`.
 ///
 /// Errors: [`TopoError::Config`] for a malformed `NCCL_SOCKET_IFNAME` or `NCCL_SOCKET_FAMILY`
