@@ -4,7 +4,7 @@
 
 /// Slots per connection FIFO (NCCL's `NCCL_STEPS`, internals §5.3). A ring chunk spans half of
 /// them ([`crate::coll::Geometry::chunk_bytes`]).
-pub const NSLOTS: usize = 8;
+pub(crate) const NSLOTS: usize = 8;
 
 /// Most channels a communicator runs (NCCL's `MAXCHANNELS`, src/include/device.h): the bound
 /// of every channel count, from the topology search to `NCCL_MAX_NCHANNELS`.

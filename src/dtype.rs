@@ -153,13 +153,13 @@ element!(i8 => Int8, u8 => Uint8, i32 => Int32, u32 => Uint32, i64 => Int64, u64
          half::f16 => Float16, f32 => Float32, f64 => Float64, half::bf16 => Bfloat16);
 
 /// Views a slice of elements as bytes.
-pub fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
+pub(crate) fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
     // SAFETY: every Element is a plain-old-data type without padding or invalid bit patterns.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
 /// Views a mutable slice of elements as bytes.
-pub fn as_bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
+pub(crate) fn as_bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
     // SAFETY: as in `as_bytes`; every byte pattern is a valid element.
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
 }

@@ -9,7 +9,7 @@
 //! The public API is what users of the library need: communicators and their collectives
 //! ([`Communicator`], [`Group`], [`comm`]), how ranks find each other under a launcher
 //! ([`launch`]), knobs ([`config`]), topology ([`topo`]), channels and the tuning model
-//! ([`graph`]), the benchmark ([`bench`]), live counters ([`stats`]), NCCL_DEBUG logging
+//! ([`graph`]), the benchmark ([`bench`](mod@bench)), live counters ([`stats`]), NCCL_DEBUG logging
 //! ([`log`]) and typed errors ([`Error`]). Plans, the executor, transports and kernels are
 //! internal.
 

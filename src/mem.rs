@@ -32,7 +32,7 @@ const SHM_DIR: &str = "/dev/shm";
 /// writes of [`len`](Mapping::len) bytes for the value's whole life. Other processes may access
 /// the same memory concurrently, so it is only accessed through atomics or copies that the
 /// direct-collective protocol orders.
-pub unsafe trait Mapping: Send + Sync {
+pub(crate) unsafe trait Mapping: Send + Sync {
     /// Start of the mapping.
     fn base(&self) -> *mut u8;
     /// Length in bytes.

@@ -4,11 +4,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use rnccl::topo::ifaces::{self, bootstrap_interface};
 use rnccl::config::explain::explain;
 use rnccl::config::host::HostDevices;
 use rnccl::config::{Config, Severity, Source};
 use rnccl::topo::detect::iface::{IfAddr, NetInterface};
+use rnccl::topo::ifaces::{self, bootstrap_interface};
 
 /// What env-explain says about the socket choice: `Ok((name, addr))` from its "the bootstrap
 /// binds NAME (ADDR)" note, `Err(message)` for an error finding, `Ok(None)`-like `None` when it

@@ -42,7 +42,7 @@ fn mix(rank: usize, idx: usize, seed: u64) -> u64 {
 }
 
 /// Input element `idx` of rank `rank`, as f64.
-pub fn input_value(s: &DataSpec, rank: usize, idx: usize) -> f64 {
+pub(super) fn input_value(s: &DataSpec, rank: usize, idx: usize) -> f64 {
     let h = mix(rank, idx, s.seed);
     let unsigned = matches!(
         s.dtype,
@@ -74,7 +74,7 @@ fn reduce_values(op: RedOp, vals: impl Iterator<Item = f64>, n: usize, float: bo
 
 /// The expected output element `i` of `rank` as f64 before conversion, or `None` when the
 /// element is not defined for that rank (a non-root's Reduce/Gather output).
-pub fn expected_value(s: &DataSpec, rank: usize, i: usize) -> Option<f64> {
+pub(super) fn expected_value(s: &DataSpec, rank: usize, i: usize) -> Option<f64> {
     let (n, m) = (s.nranks, s.count);
     let red = |idx: usize| {
         reduce_values(
@@ -115,7 +115,7 @@ macro_rules! per_type {
 }
 
 /// Writes `vals(i)` for `i in 0..count` into `buf` as elements of `dtype`.
-pub fn store(buf: &mut [u8], dtype: DataType, count: usize, vals: impl Fn(usize) -> f64) {
+pub(super) fn store(buf: &mut [u8], dtype: DataType, count: usize, vals: impl Fn(usize) -> f64) {
     macro_rules! int {
         ($t:ty) => {{
             let es = std::mem::size_of::<$t>();
@@ -136,13 +136,13 @@ pub fn store(buf: &mut [u8], dtype: DataType, count: usize, vals: impl Fn(usize)
 }
 
 /// Fills a rank's send region (`count` input elements).
-pub fn fill_input(s: &DataSpec, rank: usize, buf: &mut [u8], count: usize) {
+pub(super) fn fill_input(s: &DataSpec, rank: usize, buf: &mut [u8], count: usize) {
     store(buf, s.dtype, count, |i| input_value(s, rank, i));
 }
 
 /// Counts output elements of `rank` that differ from the expected values (`count` elements of
 /// `out`).
-pub fn count_wrong(s: &DataSpec, rank: usize, out: &[u8], count: usize) -> u64 {
+pub(super) fn count_wrong(s: &DataSpec, rank: usize, out: &[u8], count: usize) -> u64 {
     let n = s.nranks;
     let int_avg = matches!(s.op, RedOp::Avg) && !s.dtype.is_float() && s.coll.reduces();
     macro_rules! int {

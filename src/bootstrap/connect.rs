@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 
 /// Connect retry policy (`NCCL_SOCKET_RETRY_CNT`, `NCCL_SOCKET_RETRY_SLEEP_MSEC`).
 #[derive(Debug, Clone, Copy)]
-pub struct Retry {
+pub(crate) struct Retry {
     /// Attempts after the first.
     pub count: u32,
     /// Linear back-off step.
@@ -20,7 +20,7 @@ impl Retry {
     /// From the knobs.
     ///
     /// Errors: a bad knob value.
-    pub fn from_config(cfg: &Config) -> Result<Retry> {
+    pub(crate) fn from_config(cfg: &Config) -> Result<Retry> {
         Ok(Retry {
             count: cfg.int("NCCL_SOCKET_RETRY_CNT")?.max(0) as u32,
             step: Duration::from_millis(cfg.int("NCCL_SOCKET_RETRY_SLEEP_MSEC")?.max(1) as u64),
@@ -32,7 +32,7 @@ impl Retry {
 /// retry count or the deadline runs out.
 ///
 /// Errors: [`Error::Remote`] naming `what` and the address.
-pub fn connect_retry(
+pub(crate) fn connect_retry(
     addr: SocketAddr,
     what: &str,
     retry: Retry,

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 /// How long to keep retrying and how long to wait: every bootstrap wait has this deadline.
 #[derive(Debug, Clone, Copy)]
-pub struct Deadline {
+pub(crate) struct Deadline {
     /// When the wait gives up.
     pub at: Instant,
     /// The configured timeout (for messages).
@@ -13,7 +13,7 @@ pub struct Deadline {
 
 impl Deadline {
     /// A deadline `timeout` from now.
-    pub fn after(timeout: Duration) -> Deadline {
+    pub(crate) fn after(timeout: Duration) -> Deadline {
         Deadline {
             at: Instant::now() + timeout,
             timeout,
@@ -21,12 +21,12 @@ impl Deadline {
     }
 
     /// Time left (zero once passed).
-    pub fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         self.at.saturating_duration_since(Instant::now())
     }
 
     /// True once the deadline has passed.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         Instant::now() >= self.at
     }
 }

@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt;
 use crate::config::Config;
 
 /// FNV-1a 64-bit hash (stable across processes and builds).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -24,7 +24,7 @@ pub fn short_hostname() -> String {
 
 /// The host identity string: `NCCL_HOSTID` when set, else hostname + kernel boot id (NCCL's
 /// `getHostHash`, internals §6.5).
-pub fn host_id(cfg: &Config) -> String {
+pub(crate) fn host_id(cfg: &Config) -> String {
     if let Some(id) = cfg.string("NCCL_HOSTID") {
         return id.to_string();
     }
@@ -36,12 +36,12 @@ pub fn host_id(cfg: &Config) -> String {
 }
 
 /// Device number of `/dev/shm` (ranks with different ones cannot share segments); 0 if absent.
-pub fn shm_dev() -> u64 {
+pub(crate) fn shm_dev() -> u64 {
     std::fs::metadata("/dev/shm").map(|m| m.dev()).unwrap_or(0)
 }
 
 /// Inode of this process's pid namespace (pids are comparable only within one).
-pub fn pid_namespace() -> u64 {
+pub(crate) fn pid_namespace() -> u64 {
     std::fs::metadata("/proc/self/ns/pid")
         .map(|m| m.ino())
         .unwrap_or(0)

@@ -24,14 +24,14 @@ struct State {
 }
 
 /// Messages received and not yet taken, and which peers' connections have closed.
-pub struct Mailbox {
+pub(super) struct Mailbox {
     state: Mutex<State>,
     cv: Condvar,
 }
 
 impl Mailbox {
     /// An empty mailbox for `nranks` peers.
-    pub fn new(nranks: usize) -> Mailbox {
+    pub(super) fn new(nranks: usize) -> Mailbox {
         Mailbox {
             state: Mutex::new(State {
                 queues: HashMap::new(),
@@ -42,7 +42,7 @@ impl Mailbox {
     }
 
     /// Files a message.
-    pub fn deliver(&self, from: usize, comm: u64, tag: u64, payload: Vec<u8>) {
+    pub(super) fn deliver(&self, from: usize, comm: u64, tag: u64, payload: Vec<u8>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.queues
             .entry((from, comm, tag))
@@ -61,7 +61,7 @@ impl Mailbox {
 
     /// Takes the oldest message from `from` under (`comm`, `tag`), waiting until `deadline` or
     /// until `abort` is raised (checked every 50 ms).
-    pub fn take(
+    pub(super) fn take(
         &self,
         from: usize,
         comm: u64,
@@ -101,7 +101,7 @@ impl Mailbox {
 
 /// Why [`Mailbox::take`] returned without a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Missing {
+pub(super) enum Missing {
     /// The sender's connection closed with nothing queued.
     Closed,
     /// The deadline passed.
@@ -117,7 +117,7 @@ struct Incoming {
 }
 
 /// The service thread and the means to stop it.
-pub struct Service {
+pub(super) struct Service {
     stop: Arc<EventFd>,
     thread: Option<JoinHandle<()>>,
 }
@@ -126,7 +126,11 @@ impl Service {
     /// Starts serving `listener`.
     ///
     /// Errors: [`Error::System`] when the thread or its wake-up descriptor cannot be created.
-    pub fn start(listener: TcpListener, magic: u64, mailbox: Arc<Mailbox>) -> Result<Service> {
+    pub(super) fn start(
+        listener: TcpListener,
+        magic: u64,
+        mailbox: Arc<Mailbox>,
+    ) -> Result<Service> {
         listener
             .set_nonblocking(true)
             .map_err(|e| Error::system("configuring the bootstrap listener", e))?;
@@ -151,7 +155,7 @@ impl Service {
     }
 
     /// Stops the thread and waits for it.
-    pub fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         let _ = self.stop.write(1);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

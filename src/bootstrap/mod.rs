@@ -11,16 +11,16 @@
 mod checkin;
 mod connect;
 mod deadline;
-pub mod host;
+pub(crate) mod host;
 mod mailbox;
 mod net;
 mod peer;
-pub mod root;
+pub(crate) mod root;
 pub(crate) mod tags;
-pub mod unique_id;
-pub mod wire;
+pub(crate) mod unique_id;
+pub(crate) mod wire;
 
-pub use connect::{Retry, connect_retry};
-pub use deadline::Deadline;
-pub use net::BootstrapNet;
-pub use peer::PeerInfo;
+pub(crate) use connect::{Retry, connect_retry};
+pub(crate) use deadline::Deadline;
+pub(crate) use net::BootstrapNet;
+pub(crate) use peer::PeerInfo;

@@ -13,12 +13,12 @@ use super::mailbox::{Mailbox, Missing, Service};
 use super::unique_id::UniqueId;
 use super::wire::{HelloKind, PeerHello, encode_message, write_hello};
 use super::{Deadline, PeerInfo, Retry, connect_retry, host, root};
-use crate::topo::ifaces;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::topo::ifaces;
 
 /// A rank's bootstrap network: the peer table and tagged messages between any two ranks.
-pub struct BootstrapNet {
+pub(crate) struct BootstrapNet {
     rank: usize,
     peers: Vec<PeerInfo>,
     magic: u64,
@@ -36,7 +36,7 @@ impl BootstrapNet {
     /// that the root was unreachable; [`Error::InvalidUsage`] for knob problems, a refused
     /// check-in (duplicate rank, nranks mismatch) or a version mismatch; [`Error::System`] when
     /// sockets cannot be opened.
-    pub fn init(
+    pub(crate) fn init(
         id: &UniqueId,
         rank: usize,
         nranks: usize,
@@ -113,22 +113,22 @@ impl BootstrapNet {
     }
 
     /// Every rank's info.
-    pub fn peers(&self) -> &[PeerInfo] {
+    pub(crate) fn peers(&self) -> &[PeerInfo] {
         &self.peers
     }
 
     /// The job's magic.
-    pub fn magic(&self) -> u64 {
+    pub(crate) fn magic(&self) -> u64 {
         self.magic
     }
 
     /// Retry policy for connects.
-    pub fn retry(&self) -> Retry {
+    pub(crate) fn retry(&self) -> Retry {
         self.retry
     }
 
     /// "rank 3 (host b, pid 812)".
-    pub fn describe(&self, rank: usize) -> String {
+    pub(crate) fn describe(&self, rank: usize) -> String {
         self.peers[rank].describe()
     }
 
@@ -136,7 +136,7 @@ impl BootstrapNet {
     /// arrive in order.
     ///
     /// Errors: [`Error::Remote`] when the peer cannot be reached or the connection fails.
-    pub fn send(
+    pub(crate) fn send(
         &self,
         to: usize,
         comm: u64,
@@ -187,7 +187,7 @@ impl BootstrapNet {
     ///
     /// Errors: [`Error::Timeout`] naming the peer at the deadline; [`Error::Remote`] when the
     /// peer's connection closed first.
-    pub fn recv(
+    pub(crate) fn recv(
         &self,
         from: usize,
         comm: u64,
@@ -201,7 +201,7 @@ impl BootstrapNet {
     /// As [`BootstrapNet::recv`], also returning [`Error::Aborted`] once `abort` is raised.
     ///
     /// Errors: as [`BootstrapNet::recv`], plus [`Error::Aborted`].
-    pub fn recv_abortable(
+    pub(crate) fn recv_abortable(
         &self,
         from: usize,
         comm: u64,

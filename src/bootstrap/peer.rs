@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 /// What every rank tells the others about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PeerInfo {
+pub(crate) struct PeerInfo {
     /// Rank in the communicator the bootstrap was made for.
     pub rank: u32,
     /// Short host name (for messages).
@@ -28,7 +28,7 @@ pub struct PeerInfo {
 
 impl PeerInfo {
     /// "rank 3 (host b, pid 812)".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "rank {} (host {}, pid {})",
             self.rank, self.hostname, self.pid

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 
 /// A rank's check-in.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct CheckIn {
+pub(crate) struct CheckIn {
     /// The rank checking in.
     pub rank: u32,
     /// The communicator size it was given.
@@ -33,7 +33,7 @@ pub struct CheckIn {
 
 /// The root's answer.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub enum RootReply {
+pub(crate) enum RootReply {
     /// Every rank's info, indexed by rank.
     Peers(Vec<PeerInfo>),
     /// The rendezvous failed for this rank; the text says why.
@@ -57,7 +57,7 @@ pub enum RootReply {
 /// to start.
 /// The returned handle lets a rank that hosts the root wait until the root has answered every
 /// rank before its process exits.
-pub fn spawn(
+pub(crate) fn spawn(
     listener: TcpListener,
     magic: u64,
     timeout: Duration,
@@ -178,7 +178,7 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
 }
 
 /// Names a list of ranks compactly ("rank 3", "ranks 2, 5 and 7", "ranks 4-9").
-pub fn name_ranks(ranks: &[u32]) -> String {
+pub(crate) fn name_ranks(ranks: &[u32]) -> String {
     match ranks {
         [] => "no rank".into(),
         [r] => format!("rank {r}"),

@@ -5,13 +5,13 @@ use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::topo::ifaces::bootstrap_interface;
 use super::root;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::topo::ifaces::bootstrap_interface;
 
 /// The magic NCCL uses for ids made from `NCCL_COMM_ID` (`NCCL_MAGIC`, internals §6.1).
-pub const FIXED_MAGIC: u64 = 0x0280_0280_0280_0280;
+pub(crate) const FIXED_MAGIC: u64 = 0x0280_0280_0280_0280;
 
 /// Identifies one communicator's rendezvous: the root's address and a random 64-bit magic that
 /// every connection of the job presents. Printable and parsable as `rnccl:<magic hex>@<addr>`
@@ -89,7 +89,7 @@ impl UniqueId {
 /// Resolves `host:port` (or `[v6]:port`) to one socket address.
 ///
 /// Errors: [`Error::InvalidArgument`] naming the address.
-pub fn resolve(addr: &str) -> Result<SocketAddr> {
+pub(crate) fn resolve(addr: &str) -> Result<SocketAddr> {
     addr.to_socket_addrs()
         .map_err(|e| {
             Error::invalid_arg(format!(
@@ -103,7 +103,7 @@ pub fn resolve(addr: &str) -> Result<SocketAddr> {
 }
 
 /// A random non-zero magic.
-pub fn random_magic() -> Result<u64> {
+pub(crate) fn random_magic() -> Result<u64> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).map_err(|e| Error::Internal(format!("random magic: {e}")))?;
     Ok(u64::from_le_bytes(b) | 1)

@@ -9,16 +9,16 @@
 use std::io::{Read, Write};
 
 /// Largest hello frame accepted (a peer table of many thousand ranks fits).
-pub const MAX_HELLO: usize = 64 << 20;
+pub(crate) const MAX_HELLO: usize = 64 << 20;
 /// Largest message frame accepted on a peer-to-peer connection.
-pub const MAX_MESSAGE: usize = 256 << 20;
+pub(crate) const MAX_MESSAGE: usize = 256 << 20;
 /// Bytes in a message frame header.
-pub const MESSAGE_HEADER: usize = 20;
+pub(crate) const MESSAGE_HEADER: usize = 20;
 
 /// What a connection's hello frame announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
-pub enum HelloKind {
+pub(crate) enum HelloKind {
     /// A rank checking in with the root.
     RootCheckIn = 1,
     /// The root's answer (peer table or error).
@@ -43,7 +43,7 @@ impl HelloKind {
 
 /// Why a hello frame was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum FrameError {
+pub(crate) enum FrameError {
     /// The magic number differs: another job, another id, or not rnccl at all.
     #[error("wrong magic 0x{0:016x} (another job, a stale unique id, or not rnccl traffic)")]
     BadMagic(u64),
@@ -63,13 +63,13 @@ pub enum FrameError {
 
 /// The hello a peer's message connection opens with: who is sending.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct PeerHello {
+pub(crate) struct PeerHello {
     /// The sender's bootstrap rank.
     pub from: u32,
 }
 
 /// Writes a hello frame with a JSON payload.
-pub fn write_hello<T: serde::Serialize>(
+pub(crate) fn write_hello<T: serde::Serialize>(
     w: &mut impl Write,
     magic: u64,
     kind: HelloKind,
@@ -87,7 +87,7 @@ pub fn write_hello<T: serde::Serialize>(
 /// Reads a hello frame, checking magic, kind and size before reading the payload.
 ///
 /// Errors: [`FrameError`] saying what was wrong.
-pub fn read_hello<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_hello<T: serde::de::DeserializeOwned>(
     r: &mut impl Read,
     magic: u64,
     kind: HelloKind,
@@ -113,7 +113,7 @@ pub fn read_hello<T: serde::de::DeserializeOwned>(
 }
 
 /// Encodes a message frame.
-pub fn encode_message(comm: u64, tag: u64, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_message(comm: u64, tag: u64, payload: &[u8]) -> Vec<u8> {
     let mut buf = Vec::with_capacity(MESSAGE_HEADER + payload.len());
     buf.extend_from_slice(&comm.to_le_bytes());
     buf.extend_from_slice(&tag.to_le_bytes());
@@ -126,7 +126,7 @@ pub fn encode_message(comm: u64, tag: u64, payload: &[u8]) -> Vec<u8> {
 /// frame in place.
 ///
 /// Errors: a frame announcing more than [`MAX_MESSAGE`] bytes.
-pub fn take_messages(buf: &mut Vec<u8>) -> Result<Vec<(u64, u64, Vec<u8>)>, FrameError> {
+pub(crate) fn take_messages(buf: &mut Vec<u8>) -> Result<Vec<(u64, u64, Vec<u8>)>, FrameError> {
     let mut out = Vec::new();
     let mut at = 0;
     while buf.len() - at >= MESSAGE_HEADER {

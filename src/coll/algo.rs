@@ -5,7 +5,7 @@ use crate::graph::tuning::{RING, TREE};
 
 /// An algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum Algo {
+pub(crate) enum Algo {
     /// Rings over channels (NCCL's `Ring`).
     Ring,
     /// Latency-oriented: recursive doubling / binomial tree (selected by NCCL's `Tree` name).
@@ -16,7 +16,7 @@ pub enum Algo {
 
 impl Algo {
     /// NCCL's name for the algorithm.
-    pub fn nccl_name(self) -> &'static str {
+    pub(crate) fn nccl_name(self) -> &'static str {
         match self {
             Algo::Ring => "Ring",
             Algo::Tree => "Tree",
@@ -26,7 +26,7 @@ impl Algo {
 
     /// The plan algorithm for a tuning-model algorithm index (see
     /// [`crate::config::syntax::ALGORITHMS`]), when rnccl builds plans for it.
-    pub fn from_model(index: usize) -> Option<Algo> {
+    pub(crate) fn from_model(index: usize) -> Option<Algo> {
         match index {
             RING => Some(Algo::Ring),
             TREE => Some(Algo::Tree),

@@ -17,21 +17,21 @@ mod split;
 mod step;
 mod tree;
 
-pub use crate::func::Func;
-pub use algo::Algo;
+pub(crate) use crate::func::Func;
+pub(crate) use algo::Algo;
 pub use args::{CollArgs, InPlace};
-pub use rings::{Geometry, Rings};
-pub use step::{Buf, LaneKey, Loc, Op, Step};
+pub(crate) use rings::{Geometry, Rings};
+pub(crate) use step::{Buf, LaneKey, Loc, Op, Step};
 
 use crate::conn::ConnKey;
 use crate::error::Result;
 
 /// A lane's key and its steps, in order.
-pub type Lane = (LaneKey, Vec<Step>);
+pub(crate) type Lane = (LaneKey, Vec<Step>);
 
 /// A rank's plan for one operation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Lanes in a fixed order; each runs its steps in order, lanes run concurrently.
     pub lanes: Vec<Lane>,
     /// Scratch bytes the plan needs.
@@ -48,7 +48,7 @@ pub struct Plan {
 
 impl Plan {
     /// A plan of `lanes` (empty lanes dropped), listing the connections its steps use.
-    pub fn new(lanes: Vec<Lane>, scratch_bytes: usize, algo: Algo) -> Plan {
+    pub(crate) fn new(lanes: Vec<Lane>, scratch_bytes: usize, algo: Algo) -> Plan {
         let lanes: Vec<Lane> = lanes
             .into_iter()
             .filter(|(_, steps)| !steps.is_empty())
@@ -82,7 +82,7 @@ impl Plan {
 /// `nchannels` channels of `rings` (at least one, at most all of them).
 ///
 /// Errors: [`crate::Error::InvalidArgument`] for bad arguments (see [`CollArgs::validate`]).
-pub fn plan(
+pub(crate) fn plan(
     args: &CollArgs,
     rank: usize,
     nranks: usize,

@@ -30,7 +30,7 @@ fn copy(bytes: usize, src: Loc, dst: Loc) -> Lane {
 }
 
 /// `ncclSend` of the whole input to `args.root` (the peer).
-pub fn send_op(args: &CollArgs) -> Vec<Lane> {
+pub(super) fn send_op(args: &CollArgs) -> Vec<Lane> {
     vec![send(
         args.root,
         args.count * args.dtype.size(),
@@ -39,7 +39,7 @@ pub fn send_op(args: &CollArgs) -> Vec<Lane> {
 }
 
 /// `ncclRecv` of the whole output from `args.root` (the peer).
-pub fn recv_op(args: &CollArgs) -> Vec<Lane> {
+pub(super) fn recv_op(args: &CollArgs) -> Vec<Lane> {
     vec![recv(
         args.root,
         args.count * args.dtype.size(),
@@ -48,7 +48,7 @@ pub fn recv_op(args: &CollArgs) -> Vec<Lane> {
 }
 
 /// AlltoAll: block `p` of the input goes to rank `p`; block `p` of the output comes from it.
-pub fn all_to_all(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
+pub(super) fn all_to_all(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let blk = args.count * args.dtype.size();
     let mut lanes = vec![copy(blk, Loc::input(rank * blk), Loc::output(rank * blk))];
     for p in (0..n).filter(|&p| p != rank) {
@@ -59,7 +59,7 @@ pub fn all_to_all(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
 }
 
 /// Gather: every rank's input lands in block `rank` of the root's output.
-pub fn gather(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
+pub(super) fn gather(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let blk = args.count * args.dtype.size();
     if rank != args.root {
         return vec![send(args.root, blk, Loc::input(0))];
@@ -72,7 +72,7 @@ pub fn gather(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
 }
 
 /// Scatter: block `p` of the root's input lands in rank `p`'s output.
-pub fn scatter(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
+pub(super) fn scatter(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let blk = args.count * args.dtype.size();
     if rank != args.root {
         return vec![recv(args.root, blk, Loc::output(0))];

@@ -94,7 +94,7 @@ impl RingArgs<'_> {
     }
 
     /// Ring AllReduce: reduce-scatter then all-gather around each channel's ring.
-    pub fn all_reduce(&self) -> Vec<Lane> {
+    pub(super) fn all_reduce(&self) -> Vec<Lane> {
         let (args, n) = (self.args, self.n);
         let es = args.dtype.size();
         let bytes = args.count * es;
@@ -144,7 +144,7 @@ impl RingArgs<'_> {
     }
 
     /// Ring Broadcast: a chain from the root around each channel's ring.
-    pub fn broadcast(&self) -> Vec<Lane> {
+    pub(super) fn broadcast(&self) -> Vec<Lane> {
         let n = self.n;
         if n == 1 {
             let bytes = self.args.count * self.args.dtype.size();
@@ -159,7 +159,7 @@ impl RingArgs<'_> {
     }
 
     /// Ring Reduce: a chain that starts after the root and ends at it.
-    pub fn reduce(&self) -> Vec<Lane> {
+    pub(super) fn reduce(&self) -> Vec<Lane> {
         if self.n == 1 {
             let bytes = self.args.count * self.args.dtype.size();
             return local_copy(bytes, Loc::input(0), Loc::output(0), true, true);
@@ -193,7 +193,7 @@ impl RingArgs<'_> {
     }
 
     /// Ring AllGather: every rank's block travels once around each channel's ring.
-    pub fn all_gather(&self) -> Vec<Lane> {
+    pub(super) fn all_gather(&self) -> Vec<Lane> {
         let (args, n, rank) = (self.args, self.n, self.rank);
         let (es, m) = (args.dtype.size(), args.count);
         if n == 1 {
@@ -211,7 +211,7 @@ impl RingArgs<'_> {
 
     /// Ring ReduceScatter: every rank's block is reduced once around each channel's ring and
     /// ends at its owner.
-    pub fn reduce_scatter(&self) -> Vec<Lane> {
+    pub(super) fn reduce_scatter(&self) -> Vec<Lane> {
         let (args, n, rank) = (self.args, self.n, self.rank);
         let (es, m) = (args.dtype.size(), args.count);
         if n == 1 {

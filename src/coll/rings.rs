@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 /// that every ring is a permutation of `0..nranks`, so plans can look up any rank's neighbours
 /// without failing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rings {
+pub(crate) struct Rings {
     order: Vec<Vec<usize>>,
     /// `pos[c][r]`: where rank `r` sits in channel `c`'s ring.
     pos: Vec<Vec<usize>>,
@@ -19,7 +19,7 @@ impl Rings {
     /// Errors: [`Error::InvalidUsage`] when there are no channels or more than
     /// [`MAX_CHANNELS`], or a ring is not a permutation of `0..nranks` (a layout from another
     /// rank that does not fit this communicator).
-    pub fn new(order: Vec<Vec<usize>>, nranks: usize) -> Result<Rings> {
+    pub(crate) fn new(order: Vec<Vec<usize>>, nranks: usize) -> Result<Rings> {
         if order.is_empty() || order.len() > MAX_CHANNELS {
             return Err(Error::invalid_usage(format!(
                 "a channel layout needs 1 to {MAX_CHANNELS} rings; this one has {}",
@@ -51,27 +51,27 @@ impl Rings {
     }
 
     /// Number of channels.
-    pub fn nchannels(&self) -> usize {
+    pub(crate) fn nchannels(&self) -> usize {
         self.order.len()
     }
 
     /// Every channel's ring order.
-    pub fn order(&self) -> &[Vec<usize>] {
+    pub(crate) fn order(&self) -> &[Vec<usize>] {
         &self.order
     }
 
     /// Channel `c`'s ring order.
-    pub fn ring(&self, c: usize) -> &[usize] {
+    pub(crate) fn ring(&self, c: usize) -> &[usize] {
         &self.order[c]
     }
 
     /// Where `rank` sits in channel `c`'s ring.
-    pub fn position(&self, c: usize, rank: usize) -> usize {
+    pub(crate) fn position(&self, c: usize, rank: usize) -> usize {
         self.pos[c][rank]
     }
 
     /// Ring neighbours of `rank` on channel `c`: (position in the ring, next, prev).
-    pub fn neighbours(&self, c: usize, rank: usize) -> (usize, usize, usize) {
+    pub(crate) fn neighbours(&self, c: usize, rank: usize) -> (usize, usize, usize) {
         let ring = &self.order[c];
         let n = ring.len();
         let idx = self.pos[c][rank];
@@ -82,7 +82,7 @@ impl Rings {
     /// channel's order restricted to the members, renumbered.
     ///
     /// Errors: as [`Rings::new`], when `members` repeats or exceeds this communicator's ranks.
-    pub fn restrict(&self, members: &[usize]) -> Result<Rings> {
+    pub(crate) fn restrict(&self, members: &[usize]) -> Result<Rings> {
         let mut child = vec![usize::MAX; self.pos.first().map_or(0, Vec::len)];
         for (i, &m) in members.iter().enumerate() {
             if let Some(slot) = child.get_mut(m) {
@@ -105,7 +105,7 @@ impl Rings {
 
 /// Geometry the plans need: slot size and how many slots a ring chunk spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Geometry {
+pub(crate) struct Geometry {
     /// Bytes per FIFO slot (`NCCL_BUFFSIZE / NCCL_STEPS`).
     pub slot_bytes: usize,
 }
@@ -114,7 +114,7 @@ impl Geometry {
     /// Bytes of one ring chunk: half the FIFO (NCCL's `CHUNKSTEPS = NCCL_STEPS/2` for AllReduce,
     /// AllGather, ReduceScatter, internals §5.4). A ring step never sends more than this, which
     /// keeps every ring deadlock-free.
-    pub fn chunk_bytes(&self) -> usize {
+    pub(crate) fn chunk_bytes(&self) -> usize {
         self.slot_bytes * (NSLOTS / 2)
     }
 }

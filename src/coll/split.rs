@@ -3,7 +3,7 @@
 /// Splits `total` elements into `parts` contiguous ranges whose boundaries fall on multiples of
 /// `unit` elements (except the end); later parts may be empty when `total` is small. Returns
 /// `(start, len)` pairs in elements.
-pub fn split_even(total: usize, parts: usize, unit: usize) -> Vec<(usize, usize)> {
+pub(super) fn split_even(total: usize, parts: usize, unit: usize) -> Vec<(usize, usize)> {
     let parts = parts.max(1);
     let unit = unit.max(1);
     let units = total.div_ceil(unit);
@@ -20,7 +20,7 @@ pub fn split_even(total: usize, parts: usize, unit: usize) -> Vec<(usize, usize)
 }
 
 /// Elements per cache line for an element size, the alignment unit of channel splits.
-pub fn line_elems(esize: usize) -> usize {
+pub(super) fn line_elems(esize: usize) -> usize {
     (64 / esize).max(1)
 }
 

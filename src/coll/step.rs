@@ -6,7 +6,7 @@ use crate::conn::ConnKey;
 
 /// Which buffer a location refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Buf {
+pub(crate) enum Buf {
     /// The caller's send buffer.
     Input,
     /// The caller's receive buffer.
@@ -17,7 +17,7 @@ pub enum Buf {
 
 /// A byte offset into one of the buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Loc {
+pub(crate) struct Loc {
     /// The buffer.
     pub buf: Buf,
     /// Byte offset.
@@ -26,7 +26,7 @@ pub struct Loc {
 
 impl Loc {
     /// Offset `off` of the input buffer.
-    pub fn input(off: usize) -> Loc {
+    pub(crate) fn input(off: usize) -> Loc {
         Loc {
             buf: Buf::Input,
             off,
@@ -34,7 +34,7 @@ impl Loc {
     }
 
     /// Offset `off` of the output buffer.
-    pub fn output(off: usize) -> Loc {
+    pub(crate) fn output(off: usize) -> Loc {
         Loc {
             buf: Buf::Output,
             off,
@@ -42,7 +42,7 @@ impl Loc {
     }
 
     /// Offset `off` of the scratch buffer.
-    pub fn scratch(off: usize) -> Loc {
+    pub(crate) fn scratch(off: usize) -> Loc {
         Loc {
             buf: Buf::Scratch,
             off,
@@ -50,7 +50,7 @@ impl Loc {
     }
 
     /// The location `by` bytes further on.
-    pub fn at(self, by: usize) -> Loc {
+    pub(crate) fn at(self, by: usize) -> Loc {
         Loc {
             buf: self.buf,
             off: self.off + by,
@@ -62,7 +62,7 @@ impl Loc {
 /// (`to` sent on, `from` received on). `⊕` is the operation's combine; `pre` and `post` are the
 /// step's [`Step::pre`] and [`Step::post`] transforms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `dst = post(pre(src))`, no communication.
     Copy {
         /// Read.
@@ -143,7 +143,7 @@ pub enum Op {
 
 /// One step of a lane: an [`Op`] over `bytes` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Step {
+pub(crate) struct Step {
     /// What to do, where and with whom.
     pub op: Op,
     /// Bytes moved.
@@ -156,7 +156,7 @@ pub struct Step {
 
 impl Step {
     /// A step with no transforms.
-    pub fn new(op: Op, bytes: usize) -> Step {
+    pub(crate) fn new(op: Op, bytes: usize) -> Step {
         Step {
             op,
             bytes,
@@ -166,12 +166,12 @@ impl Step {
     }
 
     /// The same step applying `pre` and `post`.
-    pub fn transforms(self, pre: bool, post: bool) -> Step {
+    pub(crate) fn transforms(self, pre: bool, post: bool) -> Step {
         Step { pre, post, ..self }
     }
 
     /// The connection this step sends on, if any.
-    pub fn send_key(&self) -> Option<ConnKey> {
+    pub(crate) fn send_key(&self) -> Option<ConnKey> {
         match self.op {
             Op::Send { to, .. }
             | Op::CopySend { to, .. }
@@ -184,7 +184,7 @@ impl Step {
     }
 
     /// The connection this step receives on, if any.
-    pub fn recv_key(&self) -> Option<ConnKey> {
+    pub(crate) fn recv_key(&self) -> Option<ConnKey> {
         match self.op {
             Op::Recv { from, .. }
             | Op::RecvCopySend { from, .. }
@@ -199,7 +199,7 @@ impl Step {
 
 /// What a lane serialises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LaneKey {
+pub(crate) enum LaneKey {
     /// A collective channel.
     Channel(u16),
     /// Point-to-point sends to a peer.

@@ -21,7 +21,7 @@ fn has_post(args: &CollArgs, n: usize) -> bool {
 }
 
 /// Recursive-doubling AllReduce.
-pub fn all_reduce(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
+pub(super) fn all_reduce(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let bytes = args.count * args.dtype.size();
     if bytes == 0 {
         return Vec::new();
@@ -76,7 +76,7 @@ pub fn all_reduce(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
 }
 
 /// Binomial-tree Broadcast from the root.
-pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
+pub(super) fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
     let bytes = args.count * args.dtype.size();
     if bytes == 0 {
         return Vec::new();
@@ -127,7 +127,7 @@ pub fn broadcast(args: &CollArgs, rank: usize, n: usize) -> Vec<Lane> {
 
 /// Binomial-tree Reduce to the root. Non-root ranks accumulate in scratch; returns the lanes and
 /// the scratch bytes needed.
-pub fn reduce(args: &CollArgs, rank: usize, n: usize) -> (Vec<Lane>, usize) {
+pub(super) fn reduce(args: &CollArgs, rank: usize, n: usize) -> (Vec<Lane>, usize) {
     let bytes = args.count * args.dtype.size();
     if bytes == 0 {
         return (Vec::new(), 0);

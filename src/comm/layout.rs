@@ -16,21 +16,21 @@ use crate::topo::kinds::NodeType;
 /// Buffer bytes per connection for CPU ranks on one host when `NCCL_BUFFSIZE` is auto: 512 KiB,
 /// so a slot is 64 KiB and a ring chunk (four slots) stays in the L2/L3 caches while it is handed
 /// on. (NCCL's GPU default is 4 MiB, internals §5.)
-pub const CPU_DEFAULT_BUFFSIZE: usize = 512 << 10;
+pub(crate) const CPU_DEFAULT_BUFFSIZE: usize = 512 << 10;
 /// Buffer bytes per connection when the communicator spans hosts and `NCCL_BUFFSIZE` is auto:
 /// NCCL's 4 MiB, so TCP moves 512 KiB per slot and pays fewer system calls per byte.
-pub const NET_DEFAULT_BUFFSIZE: usize = 4 << 20;
+pub(crate) const NET_DEFAULT_BUFFSIZE: usize = 4 << 20;
 /// Channels for CPU ranks when no topology gives a count: each channel is a separate ring with
 /// its own connections (and sockets), which keeps TCP links busy.
-pub const CPU_DEFAULT_CHANNELS: usize = 2;
+pub(crate) const CPU_DEFAULT_CHANNELS: usize = 2;
 /// Largest `NCCL_BUFFSIZE` rnccl accepts: 1 GiB per connection (128 MiB slots). NCCL has no
 /// documented bound, but every connection allocates the whole buffer, so larger values only
 /// exhaust memory (its default is 4 MiB).
-pub const MAX_BUFFSIZE: usize = 1 << 30;
+pub(crate) const MAX_BUFFSIZE: usize = 1 << 30;
 
 /// The agreed layout.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// Per channel, the ring order of all ranks.
     pub rings: Vec<Vec<usize>>,
     /// Bytes per FIFO slot.
@@ -46,7 +46,7 @@ pub struct Layout {
 ///
 /// Errors: [`Error::InvalidUsage`] for a buffer too small to hold eight 64-byte slots or larger
 /// than [`MAX_BUFFSIZE`].
-pub fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
+pub(crate) fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
     let b = cfg.int("NCCL_BUFFSIZE")?;
     let buff = match b {
         b if b >= 0 => usize::try_from(b).unwrap_or(usize::MAX),
@@ -75,7 +75,7 @@ pub fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
 /// [`slot_bytes`] can return.
 ///
 /// Errors: [`Error::InvalidUsage`] naming the size.
-pub fn check_slot_bytes(slot: usize) -> Result<usize> {
+pub(crate) fn check_slot_bytes(slot: usize) -> Result<usize> {
     if slot == 0 || !slot.is_multiple_of(64) || slot > MAX_BUFFSIZE / NSLOTS {
         return Err(Error::invalid_usage(format!(
             "a FIFO slot of {slot} bytes is not a multiple of 64 between 64 and {}",
@@ -91,7 +91,7 @@ pub fn check_slot_bytes(slot: usize) -> Result<usize> {
 /// channels otherwise.
 ///
 /// Errors: bad knob values, or an `NCCL_TOPO_FILE` that cannot be read.
-pub fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
+pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
     let nranks = peers.len();
     let slot_bytes = slot_bytes(cfg, ranks_by_host(peers).len())?;
     let algo = cfg.string("NCCL_ALGO").map(str::to_string);
@@ -114,7 +114,7 @@ pub fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
 }
 
 /// Ranks grouped by host, hosts ordered by their lowest rank, ranks in rank order.
-pub fn ranks_by_host(peers: &[PeerInfo]) -> Vec<Vec<usize>> {
+pub(crate) fn ranks_by_host(peers: &[PeerInfo]) -> Vec<Vec<usize>> {
     let mut hosts: Vec<(u64, Vec<usize>)> = Vec::new();
     for (r, p) in peers.iter().enumerate() {
         match hosts.iter_mut().find(|(h, _)| *h == p.host_hash) {
@@ -180,7 +180,7 @@ fn topology_rings(cfg: &Config, peers: &[PeerInfo]) -> Result<Option<(Vec<Vec<us
 ///
 /// Errors: a bad knob value, an `NCCL_TOPO_FILE` that cannot be read, or a file that cannot be
 /// written ([`Error::InvalidUsage`] naming the knob and the path).
-pub fn dump_graph(cfg: &Config, rank: usize, peers: &[PeerInfo]) -> Result<()> {
+pub(crate) fn dump_graph(cfg: &Config, rank: usize, peers: &[PeerInfo]) -> Result<()> {
     if cfg.string("NCCL_GRAPH_DUMP_FILE").is_none() {
         return Ok(());
     }
@@ -206,7 +206,7 @@ pub fn dump_graph(cfg: &Config, rank: usize, peers: &[PeerInfo]) -> Result<()> {
 ///
 /// Errors: rank 0's own decision error (on every rank, naming rank 0 on the others), or
 /// bootstrap failures naming the rank involved.
-pub fn share(
+pub(crate) fn share(
     net: &BootstrapNet,
     tag: u64,
     rank: usize,

@@ -62,18 +62,18 @@ pub(crate) struct Core {
 
 impl Core {
     /// "rank 3 (host b, pid 812)" for a communicator rank.
-    pub fn describe(&self, rank: usize) -> String {
+    pub(crate) fn describe(&self, rank: usize) -> String {
         let p = &self.net.peers()[self.net_rank[rank]];
         format!("rank {rank} (host {}, pid {})", p.hostname, p.pid)
     }
 
-    pub fn deadline(&self) -> Deadline {
+    pub(crate) fn deadline(&self) -> Deadline {
         Deadline::after(self.timeout)
     }
 
     /// What `rank` reported when it gave up, if it left a failure notice (waiting up to 200 ms
     /// for one): the root cause of a cascade of failures.
-    pub fn failure_notice(&self, rank: usize) -> Option<String> {
+    pub(crate) fn failure_notice(&self, rank: usize) -> Option<String> {
         let notice = self.net.recv(
             self.net_rank[rank],
             self.tag,
@@ -91,7 +91,12 @@ impl Core {
     ///
     /// Errors: bootstrap [`Error::Timeout`] naming the rank that did not send (`what` says
     /// where), [`Error::Aborted`] when the communicator is aborted meanwhile.
-    pub fn all_gather_bytes(&self, tag: u64, mine: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn all_gather_bytes(
+        &self,
+        tag: u64,
+        mine: &[u8],
+        what: &str,
+    ) -> Result<Vec<Vec<u8>>> {
         let deadline = self.deadline();
         for r in 0..self.nranks {
             self.net
@@ -113,7 +118,7 @@ impl Core {
 
     /// Tells every peer this rank has connections with why it is giving up (best effort, within
     /// 300 ms), so their errors can name the root cause.
-    pub fn notify_failure(&self, conns: &Connections, why: &str) {
+    pub(crate) fn notify_failure(&self, conns: &Connections, why: &str) {
         let deadline = Deadline::after(std::time::Duration::from_millis(300));
         let text: String = why.chars().take(600).collect();
         for p in conns.peers().into_iter().filter(|&p| p != self.rank) {

@@ -48,7 +48,7 @@ fn op_key(op: RedOp) -> (u8, u8, u64) {
 
 /// Cached plans of one communicator.
 #[derive(Default)]
-pub struct PlanCache {
+pub(crate) struct PlanCache {
     plans: FxHashMap<PlanKey, Arc<Plan>>,
 }
 
@@ -58,7 +58,7 @@ impl PlanCache {
     ///
     /// Errors: as [`coll::plan`]; [`Error::InvalidUsage`] when `NCCL_ALGO` leaves no algorithm
     /// rnccl runs for the function.
-    pub fn get(&mut self, core: &Core, args: &CollArgs) -> Result<Arc<Plan>> {
+    pub(crate) fn get(&mut self, core: &Core, args: &CollArgs) -> Result<Arc<Plan>> {
         let key = PlanKey {
             func: args.func,
             count: args.count,

@@ -1,6 +1,6 @@
 //! Windows: host memory from [`crate::mem::mem_alloc`] registered on a communicator
 //! (`ncclCommWindowRegister`), so collectives on it read peers' buffers directly
-//! ([`crate::exec::direct`]) instead of through FIFO slots.
+//! (the executor's direct operations) instead of through FIFO slots.
 //!
 //! Registration is collective: every rank registers its memory in the same order. When every
 //! rank of the communicator is on this host and reachable through shared memory (not
@@ -14,8 +14,8 @@ use super::{Communicator, Core};
 use crate::bootstrap::tags;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::exec::direct::{CONTROL_BYTES, ControlBlocks, Place, WindowView};
 pub use crate::exec::direct::DIRECT_MIN_BYTES;
+use crate::exec::direct::{CONTROL_BYTES, ControlBlocks, Place, WindowView};
 use crate::mem::{HostMem, Mapping, MemFile, unlink_name};
 use crate::transport::TransportKind;
 use crate::transport::shm::ShmSegment;
@@ -158,6 +158,9 @@ impl Communicator {
     }
 }
 
+/// Memory of every rank, as mapped in this process.
+type Mappings = Vec<Arc<dyn Mapping>>;
+
 /// Names this rank's memory (and control block, the first time), swaps names with every rank,
 /// maps theirs, and unlinks the names once every rank has mapped. Returns every rank's memory
 /// as mapped here.
@@ -173,7 +176,7 @@ fn exchange(
         None
     };
     let memory = file.link_name()?;
-    let result = (|| -> Result<(Vec<Arc<dyn Mapping>>, Vec<Arc<dyn Mapping>>)> {
+    let result = (|| -> Result<(Mappings, Mappings)> {
         let offer = Offer {
             control: control.as_ref().map(|c| c.name().to_string()),
             memory: memory.clone(),
@@ -243,6 +246,7 @@ mod tests {
             ranks: Vec::new(),
         });
         let base = mem.as_ptr().cast::<u8>();
+        // SAFETY: the allocation holds 1024 u32 (4096 bytes), so 16 bytes in is inside it.
         let p = w.place(unsafe { base.add(16) }, 64).unwrap();
         assert_eq!((p.win, p.off, p.len), (3, 16, 64));
         assert!(w.place(base, 4097).is_none(), "runs past the window");

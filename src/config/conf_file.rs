@@ -7,7 +7,7 @@ const FIELD_MAX: usize = 1023;
 
 /// One `KEY=VALUE` pair as NCCL would apply it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfEntry {
+pub(super) struct ConfEntry {
     /// The key, verbatim (no trimming).
     pub key: String,
     /// The value, verbatim.
@@ -18,7 +18,7 @@ pub struct ConfEntry {
 
 /// Something NCCL does with a line that the writer probably did not expect.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfNote {
+pub(super) struct ConfNote {
     /// 1-based line number.
     pub line: usize,
     /// What happens, in words.
@@ -29,7 +29,7 @@ pub struct ConfNote {
 /// bytes at a time), a trailing `\n` then `\r` is dropped, lines starting with `#` are skipped, the
 /// key is the text before the first `=`, the value the rest; both are cut at 1023 bytes. Lines
 /// without `=` and empty keys are skipped. Invalid UTF-8 is replaced (U+FFFD) and noted.
-pub fn parse(bytes: &[u8]) -> (Vec<ConfEntry>, Vec<ConfNote>) {
+pub(super) fn parse(bytes: &[u8]) -> (Vec<ConfEntry>, Vec<ConfNote>) {
     let mut entries = Vec::new();
     let mut notes = Vec::new();
     let mut line_no = 1;

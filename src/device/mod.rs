@@ -2,10 +2,10 @@
 //! chosen by the kind of memory an operation's buffers live in ([`MemKind`]). The CPU backend
 //! works on host memory; a CUDA backend runs the same plans with device kernels.
 
-pub mod cpu;
+pub(crate) mod cpu;
 mod spec;
 
-pub use spec::{ReduceSpec, Streams, Transforms};
+pub(crate) use spec::{ReduceSpec, Streams, Transforms};
 
 use crate::error::{Error, Result};
 
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// is queued, so the executor can pick a backend that reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum MemKind {
+pub(crate) enum MemKind {
     /// Host memory the CPU reads and writes directly (heap, `mem_alloc` windows, FIFO slots in
     /// the heap or in shared memory).
     Host,
@@ -24,7 +24,7 @@ pub enum MemKind {
 ///
 /// Kernels take raw pointers because their operands are the caller's buffers, FIFO slots and
 /// peers' mapped windows, none of which Rust borrows can describe at once.
-pub trait Backend: Sync {
+pub(crate) trait Backend: Sync {
     /// Whether the kernels can read and write memory of `kind`.
     fn accepts(&self, kind: MemKind) -> bool;
 
@@ -76,7 +76,7 @@ pub trait Backend: Sync {
 /// The backend whose kernels reach memory of `kind`.
 ///
 /// Errors: [`Error::InvalidArgument`] when no backend in this build reaches that memory.
-pub fn backend_for(kind: MemKind) -> Result<&'static dyn Backend> {
+pub(crate) fn backend_for(kind: MemKind) -> Result<&'static dyn Backend> {
     let cpu: &'static dyn Backend = &cpu::CpuBackend;
     if cpu.accepts(kind) {
         return Ok(cpu);
@@ -90,7 +90,7 @@ pub fn backend_for(kind: MemKind) -> Result<&'static dyn Backend> {
 /// whoever builds one guarantees the memory outlives its use (see the `unsafe` constructors
 /// of the executor's buffers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Region {
+pub(crate) struct Region {
     /// Where the memory lives.
     pub kind: MemKind,
     /// First byte.
@@ -101,7 +101,7 @@ pub struct Region {
 
 impl Region {
     /// A region of host memory.
-    pub fn host(ptr: *mut u8, len: usize) -> Region {
+    pub(crate) fn host(ptr: *mut u8, len: usize) -> Region {
         Region {
             kind: MemKind::Host,
             ptr,

@@ -7,7 +7,7 @@ use crate::redop::{Combine, Lowered, Scalar};
 
 /// What a kernel computes, resolved for one data type (see [`crate::RedOp::lower`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReduceSpec {
+pub(crate) struct ReduceSpec {
     /// Element type.
     pub dtype: DataType,
     /// The binary operation.
@@ -20,7 +20,7 @@ pub struct ReduceSpec {
 
 impl ReduceSpec {
     /// The spec for `dtype` and a lowered operation.
-    pub fn new(dtype: DataType, lowered: Lowered) -> ReduceSpec {
+    pub(crate) fn new(dtype: DataType, lowered: Lowered) -> ReduceSpec {
         ReduceSpec {
             dtype,
             combine: lowered.combine,
@@ -30,7 +30,7 @@ impl ReduceSpec {
     }
 
     /// A spec that only moves data (sum with no transforms, used for plain copies).
-    pub fn copy(dtype: DataType) -> ReduceSpec {
+    pub(crate) fn copy(dtype: DataType) -> ReduceSpec {
         ReduceSpec {
             dtype,
             combine: Combine::Sum,
@@ -42,7 +42,7 @@ impl ReduceSpec {
 
 /// Which transforms a kernel call applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Transforms {
+pub(crate) struct Transforms {
     /// Apply the spec's `pre` scalar to the `b`/source operand.
     pub pre: bool,
     /// Apply the spec's `post_div` to the result.
@@ -59,7 +59,7 @@ pub struct Transforms {
 /// FIFO on the reference VM, 16 MiB each way: 2.1 GB/s per direction cached against 3.7
 /// streamed; 3.9 against 3.2 when they share one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Streams {
+pub(crate) struct Streams {
     /// Stream the first destination.
     pub d0: bool,
     /// Stream the second destination.
@@ -68,7 +68,7 @@ pub struct Streams {
 
 impl Streams {
     /// Whether any destination that exists streams.
-    pub fn any(self, d1: Option<*mut u8>) -> bool {
+    pub(crate) fn any(self, d1: Option<*mut u8>) -> bool {
         self.d0 || (self.d1 && d1.is_some())
     }
 }

@@ -7,7 +7,7 @@ use crate::device::{Backend, MemKind, ReduceSpec, Region, backend_for};
 use crate::error::{Error, Result};
 
 /// The buffers of one operation.
-pub struct OpBuffers {
+pub(crate) struct OpBuffers {
     input: Region,
     output: Region,
     scratch: Vec<u8>,
@@ -40,7 +40,7 @@ impl OpBuffers {
     /// or access `output` meanwhile. The output may contain the input only in the layouts of
     /// nccl.h's in-place operations (see [`crate::coll::CollArgs::in_place_layout`]), which the
     /// plans respect.
-    pub unsafe fn new(
+    pub(crate) unsafe fn new(
         input: Region,
         output: Region,
         scratch_bytes: usize,
@@ -68,45 +68,45 @@ impl OpBuffers {
     }
 
     /// Reads the input from a snapshot taken when the execution starts.
-    pub fn snapshot_input(mut self, yes: bool) -> OpBuffers {
+    pub(crate) fn snapshot_input(mut self, yes: bool) -> OpBuffers {
         self.snapshot_input = yes;
         self
     }
 
     /// Writes the output past the caches (`yes`) or through them.
-    pub fn stream_output(mut self, yes: bool) -> OpBuffers {
+    pub(crate) fn stream_output(mut self, yes: bool) -> OpBuffers {
         self.stream_output = yes;
         self
     }
 
     /// Writes memory-FIFO send slots past the caches (`yes`) or through them.
-    pub fn stream_slots(mut self, yes: bool) -> OpBuffers {
+    pub(crate) fn stream_slots(mut self, yes: bool) -> OpBuffers {
         self.stream_slots = yes;
         self
     }
 
     /// The reduction.
-    pub fn spec(&self) -> ReduceSpec {
+    pub(crate) fn spec(&self) -> ReduceSpec {
         self.spec
     }
 
     /// The backend whose kernels reach the buffers.
-    pub fn backend(&self) -> &'static dyn Backend {
+    pub(crate) fn backend(&self) -> &'static dyn Backend {
         self.backend
     }
 
     /// Whether the output is written past the caches.
-    pub fn streams_output(&self) -> bool {
+    pub(crate) fn streams_output(&self) -> bool {
         self.stream_output
     }
 
     /// The input region.
-    pub fn input(&self) -> Region {
+    pub(crate) fn input(&self) -> Region {
         self.input
     }
 
     /// The output region.
-    pub fn output(&self) -> Region {
+    pub(crate) fn output(&self) -> Region {
         self.output
     }
 

@@ -10,7 +10,7 @@ use crate::stats::{CommStats, Direction, LinkCounters};
 use crate::transport::{RecvConn, SendConn, TransportKind};
 
 /// A sending connection and its counters.
-pub struct SendLink {
+pub(crate) struct SendLink {
     /// The connection.
     pub conn: SendConn,
     /// Its key.
@@ -20,7 +20,7 @@ pub struct SendLink {
 }
 
 /// A receiving connection and its counters.
-pub struct RecvLink {
+pub(crate) struct RecvLink {
     /// The connection.
     pub conn: RecvConn,
     /// Its key.
@@ -31,7 +31,7 @@ pub struct RecvLink {
 
 /// Every connection a communicator has opened so far.
 #[derive(Default)]
-pub struct Connections {
+pub(crate) struct Connections {
     /// Sending ends.
     pub sends: Vec<SendLink>,
     /// Receiving ends.
@@ -42,7 +42,7 @@ pub struct Connections {
 
 impl Connections {
     /// Adds a sending end, registering its counters in `stats`.
-    pub fn add_send(
+    pub(crate) fn add_send(
         &mut self,
         key: ConnKey,
         conn: SendConn,
@@ -59,7 +59,7 @@ impl Connections {
     }
 
     /// Adds a receiving end, registering its counters in `stats`.
-    pub fn add_recv(
+    pub(crate) fn add_recv(
         &mut self,
         key: ConnKey,
         conn: RecvConn,
@@ -76,27 +76,27 @@ impl Connections {
     }
 
     /// Index of the sending end for `key`.
-    pub fn send_idx(&self, key: &ConnKey) -> Option<usize> {
+    pub(crate) fn send_idx(&self, key: &ConnKey) -> Option<usize> {
         self.send_index.get(key).copied()
     }
 
     /// Index of the receiving end for `key`.
-    pub fn recv_idx(&self, key: &ConnKey) -> Option<usize> {
+    pub(crate) fn recv_idx(&self, key: &ConnKey) -> Option<usize> {
         self.recv_index.get(key).copied()
     }
 
     /// True when a sending end for `key` exists.
-    pub fn has_send(&self, key: &ConnKey) -> bool {
+    pub(crate) fn has_send(&self, key: &ConnKey) -> bool {
         self.send_index.contains_key(key)
     }
 
     /// True when a receiving end for `key` exists.
-    pub fn has_recv(&self, key: &ConnKey) -> bool {
+    pub(crate) fn has_recv(&self, key: &ConnKey) -> bool {
         self.recv_index.contains_key(key)
     }
 
     /// Every peer this rank has a connection with, once each, ascending.
-    pub fn peers(&self) -> Vec<usize> {
+    pub(crate) fn peers(&self) -> Vec<usize> {
         let mut p: Vec<usize> = self
             .sends
             .iter()
@@ -109,7 +109,7 @@ impl Connections {
     }
 
     /// Marks every end as cleanly finished (peers see no `gone` flag when this rank exits).
-    pub fn finish_all(&mut self) {
+    pub(crate) fn finish_all(&mut self) {
         for s in &mut self.sends {
             s.conn.finish();
         }

@@ -15,7 +15,7 @@ use crate::stats::OpProgress;
 use crate::transport::PollInterest;
 
 /// What the executor needs to know about a communicator it runs for.
-pub trait PeerView {
+pub(crate) trait PeerView {
     /// "rank 3 (host b, pid 812)" for a communicator rank.
     fn describe(&self, rank: usize) -> String;
     /// What `rank` reported when it gave up, if it left a notice.
@@ -30,7 +30,7 @@ pub trait PeerView {
 }
 
 /// A phase in flight: a FIFO plan, or a direct operation that may turn into one.
-pub enum Running {
+pub(crate) enum Running {
     /// Through the connections' FIFOs.
     Fifo(Execution),
     /// Over registered windows.
@@ -38,7 +38,7 @@ pub enum Running {
 }
 
 /// One communicator's running phase, with what the loop needs around it.
-pub struct Driven<'a, L: Display> {
+pub(crate) struct Driven<'a, L: Display> {
     /// The communicator.
     pub peers: &'a dyn PeerView,
     /// Its connections.
@@ -53,7 +53,7 @@ pub struct Driven<'a, L: Display> {
 
 impl Running {
     /// True when the phase finished.
-    pub fn done(&self, conns: &Connections) -> bool {
+    pub(crate) fn done(&self, conns: &Connections) -> bool {
         match self {
             Running::Fifo(ex) => ex.done(conns),
             Running::Direct(d) => d.done(),
@@ -164,7 +164,7 @@ impl Running {
 ///
 /// Errors: [`Error::Remote`] naming the peer and channel, [`Error::Aborted`],
 /// [`Error::Timeout`] naming what each lane of the first unfinished phase waits for.
-pub fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
+pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
     let Some(policy) = phases
         .iter()
         .map(|d| d.peers.policy())

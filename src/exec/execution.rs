@@ -16,7 +16,7 @@ use crate::transport::{PeerState, PollInterest};
 /// Part of an execution lane: lane `lane` of a (shared, cached) plan, whose steps belong to
 /// operation `op` of the execution. A lane runs its segments one after another.
 #[derive(Debug, Clone)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// Index into the execution's operations.
     pub op: usize,
     /// The plan.
@@ -75,7 +75,7 @@ impl Lane {
 }
 
 /// One or more operations in flight on one communicator.
-pub struct Execution {
+pub(crate) struct Execution {
     ops: Vec<OpBuffers>,
     lanes: Vec<Lane>,
     sends: Vec<usize>,
@@ -88,7 +88,7 @@ impl Execution {
     /// for.
     ///
     /// Errors: [`Error::Internal`] when a plan names a connection that was not set up.
-    pub fn new(
+    pub(crate) fn new(
         ops: Vec<OpBuffers>,
         lanes: Vec<(LaneKey, Vec<Segment>)>,
         conns: &Connections,
@@ -154,13 +154,13 @@ impl Execution {
     }
 
     /// True when every lane finished and every byte sent has left this process.
-    pub fn done(&self, conns: &Connections) -> bool {
+    pub(crate) fn done(&self, conns: &Connections) -> bool {
         self.lanes.iter().all(Lane::finished)
             && self.sends.iter().all(|&i| !conns.sends[i].conn.pending())
     }
 
     /// Orders every store the operations' kernels issued before whatever follows.
-    pub fn fence(&self) {
+    pub(crate) fn fence(&self) {
         for op in &self.ops {
             op.backend.fence();
         }
@@ -168,7 +168,7 @@ impl Execution {
 
     /// Steps in all, steps finished, and bytes moved so far (finished steps, plus the larger
     /// of what the current steps sent and received).
-    pub fn steps(&self) -> (u64, u64, u64) {
+    pub(crate) fn steps(&self) -> (u64, u64, u64) {
         let done = self.lanes.iter().map(|l| l.steps_done).sum();
         let bytes = self
             .lanes
@@ -182,7 +182,7 @@ impl Execution {
     ///
     /// Errors: [`LinkFailure`] naming the connection whose transport failed or whose peer sent
     /// a slot the plan did not expect.
-    pub fn progress(&mut self, conns: &mut Connections) -> Result<bool, LinkFailure> {
+    pub(crate) fn progress(&mut self, conns: &mut Connections) -> Result<bool, LinkFailure> {
         let mut moved = false;
         for &i in &self.sends {
             let s = &mut conns.sends[i];
@@ -207,7 +207,7 @@ impl Execution {
     /// Sockets this execution's inline TCP connections wait on (see
     /// [`super::Waiter::idle_or_block`]); empty when only memory FIFOs are involved, which cannot
     /// be waited on in the kernel.
-    pub fn poll_interest(&self, conns: &Connections) -> Vec<PollInterest> {
+    pub(crate) fn poll_interest(&self, conns: &Connections) -> Vec<PollInterest> {
         let mut out = Vec::new();
         for &i in &self.sends {
             out.extend(conns.sends[i].conn.poll_interest());
@@ -219,13 +219,13 @@ impl Execution {
     }
 
     /// True when some connection of this execution is a memory FIFO (which only polling sees).
-    pub fn uses_memory(&self, conns: &Connections) -> bool {
+    pub(crate) fn uses_memory(&self, conns: &Connections) -> bool {
         self.sends.iter().any(|&i| conns.sends[i].conn.in_memory())
             || self.recvs.iter().any(|&i| conns.recvs[i].conn.in_memory())
     }
 
     /// The connections lanes are currently waiting on.
-    pub fn blocked(&self) -> Vec<Blocked> {
+    pub(crate) fn blocked(&self) -> Vec<Blocked> {
         let mut out = Vec::new();
         for (_, s) in self.lanes.iter().filter_map(Lane::current) {
             if let Some(key) = s.recv_key() {
@@ -245,7 +245,7 @@ impl Execution {
     }
 
     /// Checks the far ends of the connections lanes wait on; returns the first that is gone.
-    pub fn dead_peer(&self, conns: &Connections) -> Option<(ConnKey, PeerState)> {
+    pub(crate) fn dead_peer(&self, conns: &Connections) -> Option<(ConnKey, PeerState)> {
         for b in self.blocked() {
             let state = if b.receiving {
                 conns

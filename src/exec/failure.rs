@@ -9,7 +9,7 @@ use crate::transport::{PeerState, TransportError};
 
 /// Where a lane is stuck, for timeout and failure messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Blocked {
+pub(crate) struct Blocked {
     /// The connection.
     pub key: ConnKey,
     /// True when waiting to receive, false when waiting for send slots.
@@ -18,7 +18,7 @@ pub struct Blocked {
 
 /// Why a connection failed during an execution.
 #[derive(Debug)]
-pub enum LinkCause {
+pub(crate) enum LinkCause {
     /// The transport failed.
     Transport(TransportError),
     /// The peer sent what the plan did not expect, or the plan itself is wrong.
@@ -27,7 +27,7 @@ pub enum LinkCause {
 
 /// A failure of one connection during execution.
 #[derive(Debug)]
-pub struct LinkFailure {
+pub(crate) struct LinkFailure {
     /// The connection, when the failing step has one.
     pub key: Option<ConnKey>,
     /// What happened.
@@ -36,7 +36,7 @@ pub struct LinkFailure {
 
 impl LinkFailure {
     /// A transport failure on `key`.
-    pub fn transport(key: ConnKey, e: TransportError) -> LinkFailure {
+    pub(crate) fn transport(key: ConnKey, e: TransportError) -> LinkFailure {
         LinkFailure {
             key: Some(key),
             cause: LinkCause::Transport(e),
@@ -44,7 +44,7 @@ impl LinkFailure {
     }
 
     /// A protocol or plan error in a step using `key`.
-    pub fn plan(key: Option<ConnKey>, e: Error) -> LinkFailure {
+    pub(crate) fn plan(key: Option<ConnKey>, e: Error) -> LinkFailure {
         LinkFailure {
             key,
             cause: LinkCause::Protocol(e),
@@ -54,7 +54,7 @@ impl LinkFailure {
 
 /// The error for a failed link. `what` names the operation, `describe` a rank, and `notice`
 /// gives what a peer reported when it gave up, appended as the root cause.
-pub fn link_error(
+pub(super) fn link_error(
     what: &str,
     f: LinkFailure,
     describe: &dyn Fn(usize) -> String,
@@ -90,7 +90,7 @@ fn reported(notice: Option<String>) -> String {
 /// A peer found gone or dead, as an error.
 ///
 /// Errors: [`Error::Remote`] naming the peer, the channel and, when it left one, its notice.
-pub fn liveness(
+pub(super) fn liveness(
     exec: &Execution,
     conns: &Connections,
     what: &dyn Fn() -> String,
@@ -117,7 +117,7 @@ pub fn liveness(
 }
 
 /// The timeout error for `exec`, naming what each lane waits for.
-pub fn timeout(
+pub(super) fn timeout(
     exec: &Execution,
     what: &str,
     after: std::time::Duration,

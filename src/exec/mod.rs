@@ -10,7 +10,7 @@
 
 mod buffers;
 mod conns;
-pub mod direct;
+pub(crate) mod direct;
 mod drive;
 mod execution;
 mod failure;
@@ -21,9 +21,9 @@ mod wait;
 #[cfg(test)]
 mod sim;
 
-pub use buffers::OpBuffers;
-pub use conns::Connections;
-pub use drive::{Driven, PeerView, Running, drive};
-pub use execution::{Execution, Segment};
-pub use slot_stores::SlotStores;
-pub use wait::{WaitPolicy, spin_cores};
+pub(crate) use buffers::OpBuffers;
+pub(crate) use conns::Connections;
+pub(crate) use drive::{Driven, PeerView, Running, drive};
+pub(crate) use execution::{Execution, Segment};
+pub(crate) use slot_stores::SlotStores;
+pub(crate) use wait::{WaitPolicy, spin_cores};

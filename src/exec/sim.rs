@@ -334,9 +334,15 @@ fn a_blocked_lane_reports_no_progress() {
     let plan = Plan::new(vec![(LaneKey::Channel(0), vec![step])], 0, Algo::Direct);
     let input = Region::host(data.as_ptr().cast_mut(), data.len());
     // SAFETY: `data` outlives the execution and is only read.
-    let ops =
-        unsafe { OpBuffers::new(input, Region::host(std::ptr::null_mut(), 0), 0, ReduceSpec::copy(DataType::Uint8)) }
-            .unwrap();
+    let ops = unsafe {
+        OpBuffers::new(
+            input,
+            Region::host(std::ptr::null_mut(), 0),
+            0,
+            ReduceSpec::copy(DataType::Uint8),
+        )
+    }
+    .unwrap();
     let (c0, _) = conns.split_at_mut(1);
     let mut ex = execution(ops, &plan, &c0[0]);
     assert!(

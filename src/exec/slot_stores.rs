@@ -17,11 +17,11 @@ use std::time::Duration;
 
 /// Operations smaller than this (bytes per rank) always use cached slots: they are bound by
 /// hand-off latency, and their slots stay in the caches between operations.
-pub const MIN_TUNED_BYTES: usize = 256 << 10;
+pub(super) const MIN_TUNED_BYTES: usize = 256 << 10;
 
 /// One operation in this many, per size class, runs the currently slower way to notice when the
 /// host changes (a 1/32 exploration costs at most a few percent of throughput).
-pub const EXPLORE_EVERY: u64 = 32;
+pub(super) const EXPLORE_EVERY: u64 = 32;
 
 /// Size classes: one per power of two from [`MIN_TUNED_BYTES`] up.
 const CLASSES: usize = 24;
@@ -67,7 +67,7 @@ impl Class {
 
 /// Per-communicator record of how fast each way of writing slots has been, by operation size.
 #[derive(Debug, Clone)]
-pub struct SlotStores {
+pub(crate) struct SlotStores {
     classes: [Class; CLASSES],
 }
 
@@ -91,7 +91,7 @@ impl SlotStores {
     /// Whether the next operation of `bytes` (the larger of its input and output, per rank)
     /// writes its memory-FIFO slots with streaming stores. Each way is tried twice first, then
     /// the faster is used, with the other tried every [`EXPLORE_EVERY`] operations.
-    pub fn choose(&mut self, bytes: usize) -> bool {
+    pub(crate) fn choose(&mut self, bytes: usize) -> bool {
         let Some(c) = class(bytes) else {
             return false;
         };
@@ -107,7 +107,7 @@ impl SlotStores {
 
     /// Records that an operation of `bytes` took `elapsed` with slots written the way
     /// [`SlotStores::choose`] said (`streamed`).
-    pub fn record(&mut self, bytes: usize, streamed: bool, elapsed: Duration) {
+    pub(crate) fn record(&mut self, bytes: usize, streamed: bool, elapsed: Duration) {
         if let Some(c) = class(bytes) {
             let cl = &mut self.classes[c];
             let exploring = cl.best().is_some_and(|best| best != streamed);

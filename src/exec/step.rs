@@ -229,8 +229,6 @@ fn forward(
         };
         let count = n / esize;
         let at = lane.got;
-        // SAFETY (all arms): the received slot holds n bytes, the send slot at least n, local
-        // ranges are bounds-checked by src()/dst(), and slots never overlap the buffers.
         match (what, slot) {
             (OnRecv::Copy { dst }, slot) => {
                 let d = op.dst(dst.at(at), n)?;
@@ -239,6 +237,8 @@ fn forward(
                     d1: slot_nt,
                 };
                 let t = Transforms::default();
+                // SAFETY: the received slot holds n bytes and the send slot at least n; `d` is
+                // bounds-checked by dst(); slots never overlap the caller's buffers.
                 unsafe { op.backend.copy(&op.spec, t, d, slot, p, count, s) };
             }
             (OnRecv::Reduce { src }, Some(slot)) => {
@@ -247,6 +247,8 @@ fn forward(
                     d0: slot_nt,
                     d1: false,
                 };
+                // SAFETY: the received slot holds n bytes and the send slot at least n; `a` is
+                // bounds-checked by src(); slots never overlap the caller's buffers.
                 unsafe { op.backend.reduce(&op.spec, pre, slot, None, p, a, count, s) };
             }
             (OnRecv::Reduce { .. }, None) => {
@@ -261,6 +263,9 @@ fn forward(
                     d0: out,
                     d1: slot_nt,
                 };
+                // SAFETY: the received slot holds n bytes and the send slot at least n; `a` and
+                // `d` are bounds-checked and equal (in place) or disjoint; slots never overlap
+                // the caller's buffers.
                 unsafe { op.backend.reduce(&op.spec, both, d, slot, p, a, count, s) };
             }
         }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 
 /// How a rank waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WaitPolicy {
+pub(crate) struct WaitPolicy {
     /// Idle polls spent spinning before yielding (0 when ranks outnumber cores).
     pub spins: u32,
     /// Idle time after which the waiter sleeps between polls.
@@ -19,7 +19,7 @@ pub struct WaitPolicy {
 
 impl WaitPolicy {
     /// The policy for a rank sharing the host with `local_ranks` ranks on `cores` cores.
-    pub fn new(local_ranks: usize, cores: usize, timeout: Duration) -> WaitPolicy {
+    pub(crate) fn new(local_ranks: usize, cores: usize, timeout: Duration) -> WaitPolicy {
         let spins = if local_ranks <= cores { 20_000 } else { 0 };
         WaitPolicy {
             spins,
@@ -33,7 +33,7 @@ impl WaitPolicy {
 /// may run on, except that a process pinned to a single CPU (`rnccl bench --bind core`,
 /// `mpirun --bind-to core`, `srun --cpu-bind=cores`) was given that CPU as its own, so it counts
 /// every online CPU.
-pub fn spin_cores() -> usize {
+pub(crate) fn spin_cores() -> usize {
     let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
     if allowed > 1 {
         return allowed;
@@ -46,7 +46,7 @@ pub fn spin_cores() -> usize {
 
 /// Tracks one stall.
 #[derive(Debug)]
-pub struct Waiter {
+pub(super) struct Waiter {
     policy: WaitPolicy,
     idle: u32,
     since: Option<Instant>,
@@ -55,7 +55,7 @@ pub struct Waiter {
 
 impl Waiter {
     /// A waiter with `policy`.
-    pub fn new(policy: WaitPolicy) -> Waiter {
+    pub(super) fn new(policy: WaitPolicy) -> Waiter {
         Waiter {
             policy,
             idle: 0,
@@ -66,7 +66,7 @@ impl Waiter {
 
     /// Something moved: the stall is over.
     #[inline]
-    pub fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.idle = 0;
         self.since = None;
         self.next_check = None;
@@ -81,7 +81,7 @@ impl Waiter {
     ///
     /// Errors: whatever `check` returns, or `on_timeout`'s error.
     #[inline]
-    pub fn idle_or_block(
+    pub(super) fn idle_or_block(
         &mut self,
         check: impl FnOnce() -> Result<()>,
         on_timeout: impl FnOnce() -> Error,
@@ -121,7 +121,10 @@ impl Waiter {
 
 /// Waits until one of `fds` is ready for what it asks, or `limit` passes. Returns false (without
 /// waiting) when `fds` is empty.
-pub fn block_on(fds: &[(std::os::fd::RawFd, nix::poll::PollFlags)], limit: Duration) -> bool {
+pub(super) fn block_on(
+    fds: &[(std::os::fd::RawFd, nix::poll::PollFlags)],
+    limit: Duration,
+) -> bool {
     use nix::poll::{PollFd, PollTimeout, poll};
     use std::os::fd::BorrowedFd;
     if fds.is_empty() {
@@ -150,7 +153,9 @@ mod tests {
         });
         let start = Instant::now();
         let err = loop {
-            if let Err(e) = w.idle_or_block(|| Ok(()), || Error::invalid_usage("stalled"), |_| false) {
+            if let Err(e) =
+                w.idle_or_block(|| Ok(()), || Error::invalid_usage("stalled"), |_| false)
+            {
                 break e;
             }
         };

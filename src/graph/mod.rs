@@ -16,4 +16,5 @@ pub use comm::{
 };
 pub use connect::TreeLinks;
 pub use search::{SearchParams, compute};
+pub use crate::conn::MAX_CHANNELS;
 pub use types::{Graph, Pattern};

@@ -2,7 +2,7 @@
 
 /// A connection failure. `peer` is the peer as messages name it ("rank 3 (host b, pid 812)").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TransportError {
+pub(crate) enum TransportError {
     /// The peer closed its end while this end still had data to move.
     #[error("{peer} closed the connection {when} (it exited or aborted)")]
     Closed {
@@ -35,7 +35,7 @@ pub enum TransportError {
 
 impl TransportError {
     /// An [`TransportError::Io`] from an I/O error.
-    pub fn io(action: &'static str, peer: &str, e: &std::io::Error) -> TransportError {
+    pub(crate) fn io(action: &'static str, peer: &str, e: &std::io::Error) -> TransportError {
         TransportError::Io {
             peer: peer.to_string(),
             action,

@@ -22,7 +22,7 @@ use crate::device::MemKind;
 const MAGIC: u64 = 0x726e_6363_6c66_6966; // "rncclfif"
 /// Bytes of a FIFO's control block. In a single mapping (shared memory), the slots start this
 /// far in, which keeps them page aligned.
-pub const CONTROL_BYTES: usize = 4096;
+pub(crate) const CONTROL_BYTES: usize = 4096;
 
 #[repr(C, align(128))]
 struct SenderLine {
@@ -57,7 +57,7 @@ const _: () = assert!(std::mem::size_of::<Header>() <= CONTROL_BYTES);
 /// atomics (every bit pattern is a valid header, so fresh or foreign memory is fine);
 /// [`slots`](FifoMemory::slots) points to [`slots_len`](FifoMemory::slots_len) bytes of host
 /// memory the FIFO's two ends may read and write; the two ranges do not overlap.
-pub unsafe trait FifoMemory: Send + Sync {
+pub(crate) unsafe trait FifoMemory: Send + Sync {
     /// The control block.
     fn control(&self) -> *mut u8;
     /// The first data slot.
@@ -68,13 +68,13 @@ pub unsafe trait FifoMemory: Send + Sync {
 
 /// Bytes of one shared mapping holding a FIFO with `slot_bytes` slots: the control block, then
 /// the slots. `None` when the size overflows.
-pub fn region_bytes(slot_bytes: usize) -> Option<usize> {
+pub(crate) fn region_bytes(slot_bytes: usize) -> Option<usize> {
     NSLOTS.checked_mul(slot_bytes)?.checked_add(CONTROL_BYTES)
 }
 
 /// A FIFO in this process's heap, for ranks that are threads of one process: the control block
 /// and the slots are separate allocations.
-pub struct HeapMemory {
+pub(crate) struct HeapMemory {
     control: *mut u8,
     slots: *mut u8,
     control_layout: std::alloc::Layout,
@@ -92,7 +92,7 @@ impl HeapMemory {
     ///
     /// Errors: a message when `slot_bytes` is zero, the size overflows, or the allocator
     /// refuses it.
-    pub fn new(slot_bytes: usize) -> Result<HeapMemory, String> {
+    pub(crate) fn new(slot_bytes: usize) -> Result<HeapMemory, String> {
         let len = NSLOTS
             .checked_mul(slot_bytes)
             .filter(|&l| l > 0)
@@ -150,7 +150,7 @@ unsafe impl FifoMemory for HeapMemory {
 /// FIFO).
 ///
 /// Errors: a message when the memory's slots cannot hold [`NSLOTS`] slots of `slot_bytes`.
-pub fn init_fifo(mem: &dyn FifoMemory, slot_bytes: usize) -> Result<(), String> {
+pub(crate) fn init_fifo(mem: &dyn FifoMemory, slot_bytes: usize) -> Result<(), String> {
     if slot_bytes == 0 || NSLOTS.saturating_mul(slot_bytes) > mem.slots_len() {
         return Err(format!(
             "a FIFO of {NSLOTS} slots of {slot_bytes} bytes does not fit in {} bytes",
@@ -167,7 +167,7 @@ pub fn init_fifo(mem: &dyn FifoMemory, slot_bytes: usize) -> Result<(), String> 
 ///
 /// Errors: a message when the header is not an rnccl FIFO's or declares slots that do not fit
 /// in the memory.
-pub fn check_fifo(mem: &dyn FifoMemory) -> Result<usize, String> {
+pub(crate) fn check_fifo(mem: &dyn FifoMemory) -> Result<usize, String> {
     let h = header(mem);
     if h.magic.load(Ordering::Acquire) != MAGIC {
         return Err(
@@ -200,7 +200,7 @@ pub(crate) fn process_alive(pid: u32) -> bool {
 }
 
 /// The sending end of a memory FIFO.
-pub struct MemSender {
+pub(crate) struct MemSender {
     mem: Arc<dyn FifoMemory>,
     slot_bytes: usize,
     tail: u64,
@@ -212,7 +212,7 @@ impl MemSender {
     /// Attaches the sending end to a FIFO whose header was written ([`init_fifo`]).
     ///
     /// Errors: as [`check_fifo`].
-    pub fn new(mem: Arc<dyn FifoMemory>) -> Result<MemSender, String> {
+    pub(crate) fn new(mem: Arc<dyn FifoMemory>) -> Result<MemSender, String> {
         let slot_bytes = check_fifo(&*mem)?;
         let (tail, head) = {
             let h = header(&*mem);
@@ -305,7 +305,7 @@ impl Drop for MemSender {
 }
 
 /// The receiving end of a memory FIFO.
-pub struct MemReceiver {
+pub(crate) struct MemReceiver {
     mem: Arc<dyn FifoMemory>,
     slot_bytes: usize,
     head: u64,
@@ -317,7 +317,7 @@ impl MemReceiver {
     /// Attaches the receiving end to a FIFO whose header was written ([`init_fifo`]).
     ///
     /// Errors: as [`check_fifo`].
-    pub fn new(mem: Arc<dyn FifoMemory>) -> Result<MemReceiver, String> {
+    pub(crate) fn new(mem: Arc<dyn FifoMemory>) -> Result<MemReceiver, String> {
         let slot_bytes = check_fifo(&*mem)?;
         let head = {
             let h = header(&*mem);
@@ -446,12 +446,14 @@ mod tests {
         let (mut s, mut r) = pair(64);
         for i in 0..NSLOTS {
             let p = s.acquire().expect("free slot");
+            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
             unsafe { *p = i as u8 };
             s.post(i + 1);
         }
         assert!(s.acquire().is_none(), "full after NSLOTS posts");
         for i in 0..NSLOTS {
             let (p, n) = r.peek().expect("filled slot");
+            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
             assert_eq!((unsafe { *p }, n), (i as u8, i + 1));
             r.release();
         }
@@ -470,6 +472,7 @@ mod tests {
                     }
                     std::hint::spin_loop();
                 };
+                // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
                 unsafe { p.cast::<u32>().write_unaligned(i) };
                 s.post(4);
             }
@@ -483,6 +486,7 @@ mod tests {
                 std::hint::spin_loop();
             };
             assert_eq!(n, 4);
+            // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
             assert_eq!(unsafe { p.cast::<u32>().read_unaligned() }, i);
             r.release();
         }
@@ -502,10 +506,12 @@ mod tests {
     fn what_was_posted_before_leaving_is_still_delivered() {
         let (mut s, mut r) = pair(64);
         let p = s.acquire().unwrap();
+        // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
         unsafe { *p = 5 };
         s.post(1);
         drop(s); // aborted: sets `gone`
         assert_eq!(r.peer_state(), PeerState::Alive, "a filled slot waits");
+        // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
         assert_eq!(r.peek().map(|(p, n)| (unsafe { *p }, n)), Some((5, 1)));
         r.release();
         assert_eq!(r.peer_state(), PeerState::Gone);

@@ -6,19 +6,19 @@
 //! memory with TCP in between ([`tcp`]). [`setup`] picks the transport per peer and connects
 //! through the bootstrap. Failures are [`TransportError`]s naming the peer.
 
-pub mod error;
-pub mod fifo;
+pub(crate) mod error;
+pub(crate) mod fifo;
 mod params;
-pub mod setup;
-pub mod shm;
-pub mod tcp;
+pub(crate) mod setup;
+pub(crate) mod shm;
+pub(crate) mod tcp;
 
 use std::os::fd::RawFd;
 
 use nix::poll::PollFlags;
 
-pub use error::TransportError;
-pub use params::TransportParams;
+pub(crate) use error::TransportError;
+pub(crate) use params::TransportParams;
 
 use crate::device::MemKind;
 
@@ -46,7 +46,7 @@ impl TransportKind {
 
 /// The state of the far end of a connection, as seen by a waiting end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerState {
+pub(crate) enum PeerState {
     /// The far end is attached and has not given up.
     Alive,
     /// The far end aborted or was dropped mid-stream.
@@ -56,10 +56,10 @@ pub enum PeerState {
 }
 
 /// A socket an end waits on, and for what (see [`crate::exec::Waiter::idle_or_block`]).
-pub type PollInterest = (RawFd, PollFlags);
+pub(crate) type PollInterest = (RawFd, PollFlags);
 
 /// The sending end of a connection: hands out free slots, publishes filled ones.
-pub trait SendEnd: Send {
+pub(crate) trait SendEnd: Send {
     /// Bytes per slot.
     fn slot_bytes(&self) -> usize;
 
@@ -96,7 +96,7 @@ pub trait SendEnd: Send {
 }
 
 /// The receiving end of a connection: shows filled slots in order, frees them.
-pub trait RecvEnd: Send {
+pub(crate) trait RecvEnd: Send {
     /// Bytes per slot.
     fn slot_bytes(&self) -> usize;
 
@@ -129,6 +129,6 @@ pub trait RecvEnd: Send {
 }
 
 /// A sending end of any transport.
-pub type SendConn = Box<dyn SendEnd>;
+pub(crate) type SendConn = Box<dyn SendEnd>;
 /// A receiving end of any transport.
-pub type RecvConn = Box<dyn RecvEnd>;
+pub(crate) type RecvConn = Box<dyn RecvEnd>;

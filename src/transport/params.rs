@@ -6,11 +6,11 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// Sockets per TCP connection when `NCCL_NSOCKS_PERTHREAD` is auto.
-pub const AUTO_SOCKETS: usize = 4;
+pub(super) const AUTO_SOCKETS: usize = 4;
 
 /// Transport knobs, read once per communicator.
 #[derive(Debug, Clone, Copy)]
-pub struct TransportParams {
+pub(crate) struct TransportParams {
     /// `NCCL_SHM_DISABLE`.
     pub shm_disable: bool,
     /// `NCCL_P2P_DISABLE` (for CPU ranks: no same-process FIFOs; shared memory instead).
@@ -26,7 +26,7 @@ impl TransportParams {
     /// Reads the knobs.
     ///
     /// Errors: a bad knob value, or a socket count outside NCCL's limits.
-    pub fn from_config(cfg: &Config) -> Result<TransportParams> {
+    pub(crate) fn from_config(cfg: &Config) -> Result<TransportParams> {
         let nthreads = cfg.int("NCCL_SOCKET_NTHREADS")?;
         let per = cfg.int("NCCL_NSOCKS_PERTHREAD")?;
         let nthreads = if nthreads < 0 { 0 } else { nthreads as usize };
@@ -59,7 +59,7 @@ impl TransportParams {
     }
 
     /// The transport between `me` and `peer`.
-    pub fn select(&self, me: &PeerInfo, peer: &PeerInfo) -> TransportKind {
+    pub(crate) fn select(&self, me: &PeerInfo, peer: &PeerInfo) -> TransportKind {
         let same_host = me.host_hash == peer.host_hash;
         if same_host && me.pid == peer.pid && me.pid_ns == peer.pid_ns && !self.p2p_disable {
             TransportKind::SameProcess

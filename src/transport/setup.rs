@@ -48,7 +48,7 @@ fn same_process_fifos() -> &'static Mutex<HashMap<u64, Arc<HeapMemory>>> {
 }
 
 /// What a communicator passes to [`connect`].
-pub struct Endpoints<'a> {
+pub(crate) struct Endpoints<'a> {
     /// The bootstrap network.
     pub net: &'a BootstrapNet,
     /// This rank's TCP data listener.
@@ -140,14 +140,14 @@ enum Pending {
 /// rank's sending ends to the peers' offers, [`ConnectJob::finish`] waits for the peers to
 /// attach to this rank's receiving ends. Every rank that appears as a peer must do the same
 /// with the mirror keys at about the same time.
-pub struct ConnectJob {
+pub(crate) struct ConnectJob {
     pending: Vec<(ConnKey, Pending, TransportKind)>,
     sends: Vec<ConnKey>,
     attached: Vec<(ConnKey, SendConn, TransportKind)>,
 }
 
 /// Sending ends and receiving ends made by a [`ConnectJob`].
-pub type Made = (
+pub(crate) type Made = (
     Vec<(ConnKey, SendConn, TransportKind)>,
     Vec<(ConnKey, RecvConn, TransportKind)>,
 );
@@ -157,7 +157,11 @@ impl ConnectJob {
     ///
     /// Errors: [`Error::System`] when a segment cannot be created, [`Error::Remote`] when an
     /// offer cannot be delivered.
-    pub fn start(ep: &Endpoints<'_>, sends: &[ConnKey], recvs: &[ConnKey]) -> Result<ConnectJob> {
+    pub(crate) fn start(
+        ep: &Endpoints<'_>,
+        sends: &[ConnKey],
+        recvs: &[ConnKey],
+    ) -> Result<ConnectJob> {
         let me = ep.info(ep.rank).clone();
         let slot = ep.slot_bytes;
         let mut pending = Vec::with_capacity(recvs.len());
@@ -227,7 +231,7 @@ impl ConnectJob {
     ///
     /// Errors: [`Error::Timeout`] naming a peer whose offer never came; [`Error::Remote`] for a
     /// malformed offer or an unreachable data listener.
-    pub fn attach(&mut self, ep: &Endpoints<'_>) -> Result<()> {
+    pub(crate) fn attach(&mut self, ep: &Endpoints<'_>) -> Result<()> {
         for key in std::mem::take(&mut self.sends) {
             let from = ep.net_rank[key.peer];
             let peer = ep.describe(key.peer);
@@ -300,7 +304,7 @@ impl ConnectJob {
     /// Phase 3: waits for the peers to attach to this rank's receiving ends.
     ///
     /// Errors: [`Error::Timeout`] naming a peer that never attached.
-    pub fn finish(self, ep: &Endpoints<'_>) -> Result<Made> {
+    pub(crate) fn finish(self, ep: &Endpoints<'_>) -> Result<Made> {
         let mut recv_conns = Vec::with_capacity(self.pending.len());
         for (key, p, kind) in self.pending {
             let conn: RecvConn = match p {

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::mem::Mapping;
 
 /// A mapped shared-memory segment.
-pub struct ShmSegment {
+pub(crate) struct ShmSegment {
     name: String,
     map: MmapMut,
     base: *mut u8,
@@ -36,7 +36,7 @@ impl ShmSegment {
     ///
     /// Errors: [`Error::System`] naming the segment when `/dev/shm` refuses it (missing, or too
     /// full to reserve `len` bytes: the pages are reserved here, not on first touch).
-    pub fn create(len: usize) -> Result<ShmSegment> {
+    pub(crate) fn create(len: usize) -> Result<ShmSegment> {
         let mut rnd = [0u8; 8];
         getrandom::fill(&mut rnd).map_err(|e| {
             Error::Internal(format!("random name for a shared-memory segment: {e}"))
@@ -60,7 +60,7 @@ impl ShmSegment {
     /// Opens and maps an existing segment by name; its length is read from the segment.
     ///
     /// Errors: [`Error::System`] naming the segment when it does not exist or cannot be mapped.
-    pub fn open(name: &str) -> Result<ShmSegment> {
+    pub(crate) fn open(name: &str) -> Result<ShmSegment> {
         let fd = shm_open(name, OFlag::O_RDWR, Mode::empty()).map_err(|e| {
             Error::system(format!("opening shared-memory segment {name}"), e.into())
         })?;
@@ -102,12 +102,12 @@ impl ShmSegment {
     }
 
     /// The segment's name in `/dev/shm` terms (leading `/`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Removes the name from `/dev/shm` (mappings stay valid). Idempotent.
-    pub fn unlink(&mut self) {
+    pub(crate) fn unlink(&mut self) {
         if self.linked {
             let _ = shm_unlink(self.name.as_str());
             self.linked = false;
@@ -123,13 +123,13 @@ impl Drop for ShmSegment {
 
 /// A shared-memory segment holding a FIFO: its first [`CONTROL_BYTES`] are the control block,
 /// the rest the slots.
-pub struct ShmFifo(ShmSegment);
+pub(crate) struct ShmFifo(ShmSegment);
 
 impl ShmFifo {
     /// Wraps `seg`.
     ///
     /// Errors: a message when the segment is too short to hold a control block.
-    pub fn new(seg: ShmSegment) -> std::result::Result<ShmFifo, String> {
+    pub(crate) fn new(seg: ShmSegment) -> std::result::Result<ShmFifo, String> {
         if seg.len() < CONTROL_BYTES {
             return Err(format!(
                 "shared-memory segment {} holds {} bytes, less than a FIFO's control block",
@@ -141,12 +141,12 @@ impl ShmFifo {
     }
 
     /// The segment's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.0.name()
     }
 
     /// The segment.
-    pub fn segment(&mut self) -> &mut ShmSegment {
+    pub(crate) fn segment(&mut self) -> &mut ShmSegment {
         &mut self.0
     }
 }
@@ -183,8 +183,8 @@ unsafe impl FifoMemory for ShmFifo {
 pub(crate) fn shm_space(asked: usize) -> String {
     let (free, total) = match nix::sys::statvfs::statvfs("/dev/shm") {
         Ok(v) => {
-            let frag = v.fragment_size() as u64;
-            (v.blocks_available() as u64 * frag, v.blocks() as u64 * frag)
+            let frag = v.fragment_size();
+            (v.blocks_available() * frag, v.blocks() * frag)
         }
         Err(_) => (0, 0),
     };
@@ -215,9 +215,11 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        // SAFETY: both mappings are 8192 bytes long and map the same segment.
         unsafe { *a.base() = 42 };
         let b = ShmSegment::open(a.name()).unwrap();
         assert_eq!(b.len(), 8192);
+        // SAFETY: both mappings are 8192 bytes long and map the same segment.
         assert_eq!(unsafe { *b.base() }, 42);
         a.unlink();
         assert!(!std::path::Path::new(&path).exists());

@@ -4,8 +4,8 @@
 
 #![allow(dead_code)]
 
-pub mod netns;
-pub mod procs;
+pub(crate) mod netns;
+pub(crate) mod procs;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use rnccl::{CommConfig, Communicator, DataType, Element, RedOp, Scalar};
 
 /// Runs `f` on every rank of a fresh `n`-rank communicator (ranks as threads). Collects each
 /// rank's error instead of panicking, so one failing rank does not hide the others' reports.
-pub fn on_threads<F>(n: usize, knobs: &[(&str, &str)], f: F) -> Vec<Result<(), String>>
+pub(crate) fn on_threads<F>(n: usize, knobs: &[(&str, &str)], f: F) -> Vec<Result<(), String>>
 where
     F: Fn(&Communicator) -> Result<(), String> + Sync,
 {
@@ -40,7 +40,7 @@ where
 }
 
 /// Panics with every rank's error when any rank failed.
-pub fn all_ok(results: Vec<Result<(), String>>) {
+pub(crate) fn all_ok(results: Vec<Result<(), String>>) {
     let errs: Vec<String> = results
         .into_iter()
         .enumerate()
@@ -50,7 +50,7 @@ pub fn all_ok(results: Vec<Result<(), String>>) {
 }
 
 /// A test element type.
-pub trait TElem: Element + PartialEq + std::fmt::Debug + Default {
+pub(crate) trait TElem: Element + PartialEq + std::fmt::Debug + Default {
     /// A deterministic input value for (`rank`, `idx`, `seed`); `op` shapes the range so
     /// products stay finite.
     fn value(rank: usize, idx: usize, seed: u64, op: RedOp) -> Self;
@@ -182,7 +182,7 @@ macro_rules! with_type {
 }
 
 /// Every reduction the engine supports, with test scalars for PreMulSum.
-pub fn ops_for(dt: DataType) -> Vec<RedOp> {
+pub(crate) fn ops_for(dt: DataType) -> Vec<RedOp> {
     let scalar = if dt.is_float() {
         Scalar::Float(0.5)
     } else {
@@ -199,12 +199,12 @@ pub fn ops_for(dt: DataType) -> Vec<RedOp> {
 }
 
 /// The input of `rank`: `len` elements.
-pub fn input<T: TElem>(rank: usize, len: usize, seed: u64, op: RedOp) -> Vec<T> {
+pub(crate) fn input<T: TElem>(rank: usize, len: usize, seed: u64, op: RedOp) -> Vec<T> {
     (0..len).map(|i| T::value(rank, i, seed, op)).collect()
 }
 
 /// Reduces element `idx` of every rank's input (`idx` is an index into each rank's input).
-pub fn reduce_at<T: TElem>(n: usize, idx: usize, seed: u64, op: RedOp) -> (T, f64) {
+pub(crate) fn reduce_at<T: TElem>(n: usize, idx: usize, seed: u64, op: RedOp) -> (T, f64) {
     let mut acc = T::pre(T::value(0, idx, seed, op), op, n);
     let mut mag = T::mag(acc);
     for r in 1..n {
@@ -216,7 +216,7 @@ pub fn reduce_at<T: TElem>(n: usize, idx: usize, seed: u64, op: RedOp) -> (T, f6
 }
 
 /// Compares `got` with `want(i)` element by element; returns the first mismatch in words.
-pub fn compare<T: TElem>(
+pub(crate) fn compare<T: TElem>(
     what: &str,
     got: &[T],
     n: usize,
@@ -235,7 +235,7 @@ pub fn compare<T: TElem>(
 }
 
 /// Path of the `rnccl` binary of this build profile, building it first if it is missing.
-pub fn rnccl_bin() -> PathBuf {
+pub(crate) fn rnccl_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
         .parent()

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 /// A set of namespaces `hosts[i]` with address `addrs[i]` on interface `ifname`.
-pub struct TestHosts {
+pub(crate) struct TestHosts {
     /// Namespace names, one per host.
     pub hosts: Vec<String>,
     /// IPv4 address of each host.
@@ -35,7 +35,7 @@ impl TestHosts {
     /// Creates `n` hosts (2 or more). Each gets `lo` up and one interface `rnv0` on a /24.
     ///
     /// Errors: the `ip` command is missing or refuses (not root).
-    pub fn new(tag: &str, n: usize) -> Result<TestHosts, String> {
+    pub(crate) fn new(tag: &str, n: usize) -> Result<TestHosts, String> {
         let id = std::process::id() % 10_000;
         let net = 100 + (std::process::id() % 150);
         let mut t = TestHosts {

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// A free TCP port on loopback (bound then released).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -17,7 +17,7 @@ pub fn free_port() -> u16 {
 /// Starts `rnccl bench` as rank `rank` of `size` with torchrun-style variables, optionally
 /// inside a network namespace.
 #[allow(clippy::too_many_arguments)] // one parameter per launcher variable a test varies
-pub fn spawn_rank(
+pub(crate) fn spawn_rank(
     bin: &Path,
     netns: Option<&str>,
     rank: usize,
@@ -53,7 +53,7 @@ pub fn spawn_rank(
 
 /// Waits for `child` at most `limit`; kills it after that. Returns its output and whether it
 /// finished by itself.
-pub fn wait_for(child: Child, limit: Duration) -> (Output, bool) {
+pub(crate) fn wait_for(child: Child, limit: Duration) -> (Output, bool) {
     let start = Instant::now();
     let mut child = child;
     loop {
@@ -69,7 +69,7 @@ pub fn wait_for(child: Child, limit: Duration) -> (Output, bool) {
 }
 
 /// Data rows of an nccl-tests table.
-pub fn data_rows(stdout: &str) -> Vec<Vec<String>> {
+pub(crate) fn data_rows(stdout: &str) -> Vec<Vec<String>> {
     stdout
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -79,7 +79,7 @@ pub fn data_rows(stdout: &str) -> Vec<Vec<String>> {
 
 /// Asserts a successful table: every row has 13 columns and both `#wrong` columns are 0, and the
 /// footer reports no wrong values.
-pub fn assert_clean_table(stdout: &str) {
+pub(crate) fn assert_clean_table(stdout: &str) {
     let rows = data_rows(stdout);
     assert!(!rows.is_empty(), "no data rows in:\n{stdout}");
     for r in &rows {
@@ -95,7 +95,7 @@ pub fn assert_clean_table(stdout: &str) {
 }
 
 /// Names of rnccl shared-memory segments currently in `/dev/shm`.
-pub fn shm_segments() -> Vec<String> {
+pub(crate) fn shm_segments() -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
@@ -108,14 +108,14 @@ pub fn shm_segments() -> Vec<String> {
 
 /// True under continuous integration (`CI=true`, which `.ci/run` exports): there, a test that
 /// cannot run must fail instead of skipping, or it proves nothing.
-pub fn in_ci() -> bool {
+pub(crate) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
 /// Whether a test that needs `what` may run: `true` when `available`; otherwise it prints why it
 /// skips and returns `false`, except under CI, where it panics: a skipped test there would pass
 /// while proving nothing.
-pub fn require(available: bool, what: &str) -> bool {
+pub(crate) fn require(available: bool, what: &str) -> bool {
     if available {
         return true;
     }
@@ -128,7 +128,7 @@ pub fn require(available: bool, what: &str) -> bool {
 }
 
 /// True when the tests run as root (network namespaces need it).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     nix_uid() == 0
 }
 

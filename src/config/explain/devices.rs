@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use crate::topo::ifaces::{self, Family, IfaceError};
 use crate::config::finding::Finding;
 use crate::config::host::HostDevices;
 use crate::config::registry::{KnobSpec, KnobType};
 use crate::config::syntax::DeviceFilter;
 use crate::config::{Config, lookup, value};
 use crate::topo::detect::net::HcaPort;
+use crate::topo::ifaces::{self, Family, IfaceError};
 
 /// Host-dependent findings for `spec` set to `raw` (already known to parse).
 pub(super) fn check(cfg: &Config, spec: &KnobSpec, raw: &str, host: &HostDevices) -> Vec<Finding> {

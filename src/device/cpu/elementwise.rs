@@ -54,7 +54,7 @@ unsafe fn binary_dispatch<T: Copy>(
 ) {
     let aligned = |p: *const T| (p as usize).is_multiple_of(std::mem::align_of::<T>());
     let all_aligned = aligned(d0) && aligned(a) && aligned(b) && d1.is_none_or(|d| aligned(d));
-    // SAFETY (both): caller contract.
+    // SAFETY: caller contract, for both loops.
     unsafe {
         if (s.d0 || s.d1) && all_aligned {
             binary_lines(d0, d1, a, b, n, f, s);
@@ -95,7 +95,7 @@ unsafe fn binary_lines<T: Copy>(
         _ => d0,
     };
     let head = ((lead as usize).wrapping_neg() % LINE / size).min(n);
-    // SAFETY (whole body): every pointer is valid for n elements (caller contract); lines stay
+    // SAFETY: for the whole body, every pointer is valid for n elements (caller contract); lines stay
     // below n; `Line` is 64-byte aligned, so reading T from it is aligned.
     unsafe {
         binary_loop(d0, d1, a, b, head, f);
@@ -152,7 +152,7 @@ unsafe fn binary_loop<T: Copy>(
 ) {
     let aligned = |p: *const T| (p as usize).is_multiple_of(std::mem::align_of::<T>());
     let all_aligned = aligned(d0) && aligned(a) && aligned(b) && d1.is_none_or(|d| aligned(d));
-    // SAFETY (whole body): the caller guarantees every pointer is valid for n elements, that
+    // SAFETY: for the whole body, the caller guarantees every pointer is valid for n elements, that
     // destinations equal an input or do not overlap it, and that `d1` overlaps nothing; the
     // slices built below therefore never alias a live `&mut` except by the equality handled.
     unsafe {

@@ -1,8 +1,8 @@
 //! The CPU backend: vectorised reductions and copies on host buffers.
 
 mod elementwise;
-pub mod reduce;
-pub mod stream;
+pub(crate) mod reduce;
+pub(crate) mod stream;
 
 use super::{Backend, MemKind, ReduceSpec, Streams, Transforms};
 
@@ -10,7 +10,7 @@ use super::{Backend, MemKind, ReduceSpec, Streams, Transforms};
 /// ([`reduce`]), streaming stores for destinations that will not be read soon ([`stream`]),
 /// `sfence` as the fence.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CpuBackend;
+pub(crate) struct CpuBackend;
 
 impl Backend for CpuBackend {
     fn accepts(&self, kind: MemKind) -> bool {

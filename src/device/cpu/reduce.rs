@@ -22,7 +22,7 @@ use super::stream::stream_copy;
 /// `a`, `b`, `d0` (and `d1`) must be valid for `n` elements of `spec.dtype`. A destination may be
 /// the same address as `a` or `b` (in-place); partial overlaps are not allowed. Pointers need no
 /// alignment.
-pub unsafe fn reduce(
+pub(crate) unsafe fn reduce(
     spec: &ReduceSpec,
     t: Transforms,
     d0: *mut u8,
@@ -45,7 +45,7 @@ pub unsafe fn reduce(
 /// # Safety
 /// As [`reduce`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce_with(
+pub(crate) unsafe fn reduce_with(
     spec: &ReduceSpec,
     t: Transforms,
     d0: *mut u8,
@@ -87,7 +87,7 @@ pub unsafe fn reduce_with(
 ///
 /// # Safety
 /// As [`reduce`]: pointers valid for `n` elements; destinations equal to `src` or disjoint.
-pub unsafe fn copy(
+pub(crate) unsafe fn copy(
     spec: &ReduceSpec,
     t: Transforms,
     d0: *mut u8,
@@ -395,6 +395,7 @@ mod tests {
 
     fn run<T: Copy + Default>(spec: &ReduceSpec, t: Transforms, a: &[T], b: &[T]) -> Vec<T> {
         let mut d = vec![T::default(); a.len()];
+        // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
         unsafe {
             reduce(
                 spec,
@@ -483,6 +484,7 @@ mod tests {
         let b = [10u32, 20, 30];
         let mut d1 = vec![0u32; 3];
         let p = acc.as_mut_ptr().cast::<u8>();
+        // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
         unsafe {
             reduce(
                 &spec,
@@ -506,6 +508,7 @@ mod tests {
         );
         let src = vec![1i64, 2, 3];
         let mut d = vec![0i64; 3];
+        // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
         unsafe {
             copy(
                 &spec,
@@ -520,6 +523,7 @@ mod tests {
             )
         };
         assert_eq!(d, vec![-2, -4, -6]);
+        // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
         unsafe {
             copy(
                 &spec,
@@ -537,6 +541,7 @@ mod tests {
         );
         let hs = [bf16::from_f32(3.0)];
         let mut hd = vec![bf16::ZERO];
+        // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
         unsafe {
             copy(
                 &h,

@@ -14,13 +14,13 @@ use crate::device::{ReduceSpec, Streams, Transforms};
 /// Outputs at least this large (bytes per rank) are written with streaming stores: past it, a
 /// rank's input and output no longer share the 32 MiB last-level cache of the reference host
 /// with its peer.
-pub const STREAM_THRESHOLD: usize = 8 << 20;
+pub(crate) const STREAM_THRESHOLD: usize = 8 << 20;
 
 /// Copies `bytes` from `src` to `dst` with non-temporal stores where the CPU allows.
 ///
 /// # Safety
 /// `src` and `dst` must be valid for `bytes` and must not overlap.
-pub unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
     let head = dst.align_offset(16).min(bytes);
     // SAFETY: within the caller's ranges; every line written starts 16-byte aligned.
     unsafe {
@@ -40,7 +40,7 @@ pub unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
 /// `src` and `dst` must be valid for 64 bytes and must not overlap; `dst` must be 16-byte
 /// aligned.
 #[inline(always)]
-pub unsafe fn stream_line(dst: *mut u8, src: *const u8) {
+pub(crate) unsafe fn stream_line(dst: *mut u8, src: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
@@ -60,7 +60,7 @@ pub unsafe fn stream_line(dst: *mut u8, src: *const u8) {
 }
 
 /// Makes streamed stores visible before anything that follows (`sfence`).
-pub fn fence() {
+pub(crate) fn fence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: sfence has no memory-safety preconditions.
     unsafe {
@@ -73,7 +73,7 @@ pub fn fence() {
 ///
 /// # Safety
 /// As [`copy`].
-pub unsafe fn copy_streaming(
+pub(crate) unsafe fn copy_streaming(
     spec: &ReduceSpec,
     t: Transforms,
     d0: *mut u8,
@@ -122,7 +122,9 @@ mod tests {
                 let s = Streams { d0, d1 };
                 let mut d = vec![0f32; n + 1];
                 let mut slot = vec![0f32; n];
+                // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                 let dst = unsafe { d.as_mut_ptr().cast::<u8>().add(2) }; // misaligned on purpose
+                // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                 unsafe {
                     reduce_with(
                         &spec,
@@ -137,12 +139,14 @@ mod tests {
                 };
                 fence();
                 let got: Vec<f32> = (0..n)
+                    // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                     .map(|i| unsafe { dst.cast::<f32>().add(i).read_unaligned() })
                     .collect();
                 assert_eq!(got, want, "n={n} {s:?}");
                 assert_eq!(slot, want, "n={n} {s:?}");
                 let mut c = vec![0u8; n * 4 + 3];
                 let mut e = vec![0f32; n];
+                // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                 unsafe {
                     copy_streaming(
                         &spec,
@@ -200,7 +204,9 @@ mod tests {
                                     (&mut got, Streams { d0: x0, d1: x1 }),
                                 ] {
                                     let (a, b, d, e) = bufs;
+                                    // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                                     let e1 = unsafe { e.as_mut_ptr().add(off1 * es) };
+                                    // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                                     let (d0, pa, pb) = unsafe {
                                         match in_place {
                                             0 => (
@@ -220,6 +226,7 @@ mod tests {
                                             ),
                                         }
                                     };
+                                    // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
                                     unsafe { reduce_with(&spec, t, d0, Some(e1), pa, pb, n, s) };
                                     fence();
                                 }
@@ -243,6 +250,7 @@ mod tests {
         let want: Vec<f32> = a.iter().map(|x| x + 1.0).collect();
         let p = a.as_mut_ptr().cast::<u8>();
         let s = Streams { d0: true, d1: true };
+        // SAFETY: every pointer comes from a vector that holds the elements the call touches, and destinations are distinct from or equal to their sources as the kernels require.
         unsafe {
             reduce_with(
                 &spec,

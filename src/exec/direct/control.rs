@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::mem::Mapping;
 
 /// Bytes of one rank's control block (one page, so each rank maps whole pages).
-pub const CONTROL_BYTES: usize = 4096;
+pub(crate) const CONTROL_BYTES: usize = 4096;
 
 /// One cache line of atomics.
 #[repr(C, align(64))]
@@ -36,7 +36,7 @@ const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
 /// Where one buffer of a rank lies: window id (0: none, for an empty buffer), byte offset into
 /// the window, and length in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Place {
+pub(crate) struct Place {
     /// Window id, 1-based; 0 for an empty buffer.
     pub win: u64,
     /// Byte offset of the buffer in the window.
@@ -126,7 +126,7 @@ impl Control {
 }
 
 /// Every rank's control block, mapped in this process (index: rank).
-pub struct ControlBlocks {
+pub(crate) struct ControlBlocks {
     pages: Vec<Arc<dyn Mapping>>,
 }
 
@@ -134,7 +134,7 @@ impl ControlBlocks {
     /// The blocks in `pages`, one per rank.
     ///
     /// Errors: [`Error::Remote`] when a page is shorter than [`CONTROL_BYTES`].
-    pub fn new(pages: Vec<Arc<dyn Mapping>>) -> Result<ControlBlocks> {
+    pub(crate) fn new(pages: Vec<Arc<dyn Mapping>>) -> Result<ControlBlocks> {
         if let Some((r, p)) = pages
             .iter()
             .enumerate()
@@ -150,7 +150,7 @@ impl ControlBlocks {
     }
 
     /// Number of ranks.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pages.len()
     }
 
@@ -162,7 +162,7 @@ impl ControlBlocks {
     }
 
     /// Posts that `rank` runs collective `seq` through its FIFO plan.
-    pub fn announce_fifo(&self, rank: usize, seq: u64) {
+    pub(crate) fn announce_fifo(&self, rank: usize, seq: u64) {
         self.get(rank).enter_fifo(seq);
     }
 }

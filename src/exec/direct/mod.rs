@@ -24,7 +24,7 @@ mod tests;
 
 use std::sync::Arc;
 
-pub use control::{CONTROL_BYTES, ControlBlocks, Place};
+pub(crate) use control::{CONTROL_BYTES, ControlBlocks, Place};
 pub(crate) use tasks::has_direct_form;
 
 use control::Posted;
@@ -49,7 +49,7 @@ pub const DIRECT_MIN_BYTES: usize = 2048;
 /// A window as every rank of the communicator sees it: for each rank, its memory as mapped in
 /// this process.
 #[derive(Clone)]
-pub struct WindowView {
+pub(crate) struct WindowView {
     /// The id all ranks gave this window.
     pub id: u64,
     /// Per rank, the mapping of that rank's memory.
@@ -58,7 +58,7 @@ pub struct WindowView {
 
 /// What a rank brings to one direct operation.
 #[derive(Clone, Copy)]
-pub struct DirectArgs {
+pub(crate) struct DirectArgs {
     /// This rank.
     pub rank: usize,
     /// Collective sequence number on the communicator (1-based, counts collectives only).
@@ -84,7 +84,7 @@ pub struct DirectArgs {
 }
 
 /// The FIFO plan a direct operation falls back to when some rank's buffers are not windows.
-pub struct Fallback {
+pub(crate) struct Fallback {
     /// The operation's buffers.
     pub ops: Vec<OpBuffers>,
     /// Its plan lanes.
@@ -101,7 +101,7 @@ enum Stage {
 }
 
 /// What [`DirectOp::progress`] found.
-pub enum Progress {
+pub(crate) enum Progress {
     /// Whether anything moved.
     Moved(bool),
     /// Some rank runs the FIFO plan: run this instead.
@@ -109,7 +109,7 @@ pub enum Progress {
 }
 
 /// One direct operation in flight.
-pub struct DirectOp {
+pub(crate) struct DirectOp {
     args: DirectArgs,
     controls: Arc<ControlBlocks>,
     windows: Vec<WindowView>,
@@ -132,7 +132,7 @@ impl DirectOp {
     /// Prepares the operation over `controls` (every rank's block) and the communicator's
     /// `windows`, with the FIFO plan to fall back to; bytes read from rank `p`'s windows are
     /// counted in `reads[p]` (one per rank).
-    pub fn new(
+    pub(crate) fn new(
         args: DirectArgs,
         controls: Arc<ControlBlocks>,
         windows: Vec<WindowView>,
@@ -162,22 +162,22 @@ impl DirectOp {
     }
 
     /// Whether this rank's output is written past the caches.
-    pub fn streams_output(&self) -> bool {
+    pub(crate) fn streams_output(&self) -> bool {
         self.args.stream_output
     }
 
     /// Orders this rank's stores before whatever follows.
-    pub fn fence(&self) {
+    pub(crate) fn fence(&self) {
         self.args.backend.fence();
     }
 
     /// True once every rank has left the operation.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.stage == Stage::Done
     }
 
     /// Bytes this rank has written to its output so far (reduced and copied).
-    pub fn bytes_done(&self) -> usize {
+    pub(crate) fn bytes_done(&self) -> usize {
         let chunk = self.work.chunk.max(1);
         let reduced = self.work.reduce.map_or(0, |r| r.bytes);
         let copied = |t: usize, c: usize| {
@@ -194,7 +194,7 @@ impl DirectOp {
     }
 
     /// Chunks this rank must reduce and copy, and how many it has.
-    pub fn steps(&self) -> (u64, u64) {
+    pub(crate) fn steps(&self) -> (u64, u64) {
         let chunk = self.work.chunk.max(1);
         let chunks = |bytes: usize| bytes.div_ceil(chunk) as u64;
         let reduce = self.work.reduce.map_or(0, |r| chunks(r.bytes));
@@ -229,7 +229,7 @@ impl DirectOp {
     }
 
     /// The rank this one waits for now and what for (for timeouts), or `None` when not waiting.
-    pub fn waiting_for(&self) -> Option<(usize, &'static str)> {
+    pub(crate) fn waiting_for(&self) -> Option<(usize, &'static str)> {
         let seq = self.args.seq;
         let n = self.nranks();
         match self.stage {
@@ -252,7 +252,7 @@ impl DirectOp {
     ///
     /// Errors: [`Error::Remote`] when a peer called a different operation, or its buffers do
     /// not fit its windows.
-    pub fn progress(&mut self) -> Result<Progress> {
+    pub(crate) fn progress(&mut self) -> Result<Progress> {
         let mut moved = false;
         loop {
             match self.stage {
@@ -500,7 +500,7 @@ impl DirectOp {
             pre: true,
             post: k == last,
         };
-        // SAFETY (all calls): forwarded caller contract; later passes read dst back in place.
+        // SAFETY: forwarded caller contract; later passes read dst back in place.
         unsafe {
             if spec.pre.is_some() || last == 0 {
                 // The first operand of a kernel takes no `pre`: scale it alone first.

@@ -190,7 +190,7 @@ mod tests {
                     // The copies bring in every other rank's slice exactly once.
                     let copied: usize = w.copies.iter().map(|c| c.bytes).sum();
                     assert_eq!(copied + r.bytes, count * 4, "n={n} count={count} me={me}");
-                    assert!(w.chunk % 4096 == 0 && w.chunk >= 16 << 10);
+                    assert!(w.chunk.is_multiple_of(4096) && w.chunk >= 16 << 10);
                 }
                 assert!(covered.iter().all(|&c| c == 1), "n={n} count={count}");
             }

@@ -31,6 +31,9 @@ impl HeapPages {
         Arc::new(HeapPages { ptr, layout })
     }
 
+    // The pages stand in for shared memory that several ranks write through their own views;
+    // the tests take one view at a time.
+    #[allow(clippy::mut_from_ref)]
     fn words(&self) -> &mut [u32] {
         // SAFETY: the allocation holds layout.size() bytes, 4096-aligned; tests use one view at
         // a time.

@@ -27,7 +27,7 @@ fn sub_round(a: f32, b: f32) -> f32 {
 }
 
 impl<'a> State<'a> {
-    pub fn new(sys: &'a System, inter: bool) -> State<'a> {
+    pub(super) fn new(sys: &'a System, inter: bool) -> State<'a> {
         let mut link_base = Vec::new();
         let mut link_bw = Vec::new();
         for ty in NodeType::ALL {
@@ -57,7 +57,7 @@ impl<'a> State<'a> {
         self.link_base[l.from.ty.index()][l.from.idx] + l.link
     }
 
-    pub fn path(&self, from: NodeRef, to: NodeRef) -> &'a Path {
+    pub(super) fn path(&self, from: NodeRef, to: NodeRef) -> &'a Path {
         self.sys.path(from, to).unwrap_or(&NO_PATH)
     }
 
@@ -123,7 +123,7 @@ impl<'a> State<'a> {
     /// Moves a channel from `from` (none: start of the search) to node `to`, taking its
     /// bandwidth (`mult` = 1) or giving it back (`mult` = -1); `None` when the path's type is
     /// beyond the graph's limits or bandwidth is short (NCCL `ncclTopoFollowPath`).
-    pub fn follow_path(
+    pub(super) fn follow_path(
         &mut self,
         g: &mut Graph,
         from: Option<NodeRef>,
@@ -161,17 +161,17 @@ impl<'a> State<'a> {
     }
 
     /// Index of the GPU owning `rank`.
-    pub fn gpu_of_rank(&self, rank: usize) -> usize {
+    pub(super) fn gpu_of_rank(&self, rank: usize) -> usize {
         self.sys.gpu_of_rank(rank).unwrap_or(0)
     }
 
     /// The rank of GPU `g`.
-    pub fn rank(&self, g: usize) -> usize {
+    pub(super) fn rank(&self, g: usize) -> usize {
         self.sys.nodes(NodeType::Gpu)[g].gpu().map_or(g, |x| x.rank)
     }
 
     /// Index of the NET with id `id`.
-    pub fn net_index(&self, id: u64) -> usize {
+    pub(super) fn net_index(&self, id: u64) -> usize {
         self.sys
             .nodes(NodeType::Net)
             .iter()

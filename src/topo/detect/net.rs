@@ -8,11 +8,11 @@ use serde::Serialize;
 
 use super::iface::NetInterface;
 use super::sysfs::{Root, basename};
-use crate::topo::ifaces::{self, IfaceError};
 use crate::config::Config;
 use crate::config::syntax::DeviceFilter;
 use crate::topo::TopoError;
 use crate::topo::busid::is_bdf;
+use crate::topo::ifaces::{self, IfaceError};
 
 /// One network interface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

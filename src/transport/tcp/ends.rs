@@ -33,7 +33,7 @@ fn start(
 }
 
 /// The sending end of a TCP connection.
-pub struct TcpSender {
+pub(crate) struct TcpSender {
     shared: Arc<Shared>,
     driver: Driver,
     /// Slots fully handed to the kernel.
@@ -46,7 +46,7 @@ impl TcpSender {
     /// driven by `nthreads` helper threads (0: by the caller's progress loop).
     ///
     /// Errors: [`crate::Error::System`] when a helper thread cannot be started.
-    pub fn new(
+    pub(crate) fn new(
         socks: Vec<TcpStream>,
         slot_bytes: usize,
         nthreads: usize,
@@ -132,7 +132,7 @@ impl Drop for TcpSender {
 }
 
 /// The receiving end of a TCP connection.
-pub struct TcpReceiver {
+pub(crate) struct TcpReceiver {
     shared: Arc<Shared>,
     driver: Driver,
     released: u64,
@@ -142,7 +142,7 @@ impl TcpReceiver {
     /// Wraps accepted, prepared sockets (index order = stream order) from `peer`.
     ///
     /// Errors: [`crate::Error::System`] when a helper thread cannot be started.
-    pub fn new(
+    pub(crate) fn new(
         socks: Vec<TcpStream>,
         slot_bytes: usize,
         nthreads: usize,

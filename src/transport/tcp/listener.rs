@@ -23,7 +23,7 @@ struct DataHello {
 }
 
 /// One rank's data listener, shared by its communicator and every communicator split from it.
-pub struct DataListener {
+pub(crate) struct DataListener {
     addr: SocketAddr,
     magic: u64,
     state: Mutex<Accepted>,
@@ -40,7 +40,7 @@ impl DataListener {
     /// the job's `magic`.
     ///
     /// Errors: [`Error::System`] when the socket cannot be bound.
-    pub fn bind(ip: IpAddr, magic: u64) -> Result<DataListener> {
+    pub(crate) fn bind(ip: IpAddr, magic: u64) -> Result<DataListener> {
         let listener = TcpListener::bind(SocketAddr::new(ip, 0))
             .map_err(|e| Error::system(format!("opening the TCP data listener on {ip}"), e))?;
         listener
@@ -60,7 +60,7 @@ impl DataListener {
     }
 
     /// Where senders connect.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
@@ -69,7 +69,7 @@ impl DataListener {
     ///
     /// Errors: [`Error::Timeout`] naming `from` at the deadline; [`Error::Aborted`] once
     /// `abort` is raised; [`Error::System`] when accepting fails.
-    pub fn accept(
+    pub(crate) fn accept(
         &self,
         token: u64,
         count: usize,
@@ -126,7 +126,7 @@ impl DataListener {
 /// each announcing `token` with the job's `magic`.
 ///
 /// Errors: [`Error::Remote`] when the peer cannot be reached or greeted.
-pub fn connect(
+pub(crate) fn connect(
     addr: SocketAddr,
     to: &str,
     magic: u64,

@@ -10,17 +10,17 @@
 mod driver;
 mod ends;
 mod framing;
-pub mod listener;
+pub(crate) mod listener;
 mod slots;
 
-pub use ends::{TcpReceiver, TcpSender};
+pub(crate) use ends::{TcpReceiver, TcpSender};
 
 use std::net::TcpStream;
 
 /// Sets the options every data socket gets and makes it non-blocking.
 ///
 /// Errors: the socket option calls' I/O errors.
-pub fn prepare_socket(sock: &TcpStream) -> std::io::Result<()> {
+pub(crate) fn prepare_socket(sock: &TcpStream) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
     sock.set_nonblocking(true)
 }

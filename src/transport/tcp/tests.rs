@@ -33,6 +33,7 @@ fn stream_through(nsocks: usize, nthreads: usize) {
             && let Some(p) = s.acquire()
         {
             let n = 1 + (sent * 37) % slot;
+            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
             unsafe { std::ptr::write_bytes(p, (sent % 251) as u8, n) };
             s.post(n);
             sent += 1;
@@ -41,6 +42,7 @@ fn stream_through(nsocks: usize, nthreads: usize) {
         r.progress().unwrap();
         if let Some((p, n)) = r.peek() {
             assert_eq!(n, 1 + (got * 37) % slot);
+            // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
             let data = unsafe { std::slice::from_raw_parts(p, n) };
             assert!(data.iter().all(|&b| b == (got % 251) as u8), "slot {got}");
             r.release();
@@ -73,6 +75,7 @@ fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
     let mut s = TcpSender::new(tx, 1024, 0, "rank 1").unwrap();
     let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0").unwrap();
     let p = s.acquire().unwrap();
+    // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
     unsafe { *p = 9 };
     s.post(1);
     while s.pending() {
@@ -87,6 +90,7 @@ fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
             break;
         }
     }
+    // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
     assert_eq!(r.peek().map(|(p, n)| (unsafe { *p }, n)), Some((9, 1)));
     assert_eq!(
         r.peer_state(),
@@ -110,6 +114,7 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
     let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0").unwrap();
     for i in 0..6u8 {
         let p = s.acquire().unwrap();
+        // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
         unsafe { *p = i };
         s.post(1);
     }
@@ -122,6 +127,7 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
     while r.peer_state() == PeerState::Alive {
         r.progress().unwrap();
         if let Some((p, n)) = r.peek() {
+            // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
             got.push((unsafe { *p }, n));
             r.release();
         }
