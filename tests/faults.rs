@@ -266,3 +266,57 @@ fn a_full_dev_shm_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// Running out of file descriptors while TCP connections start their sockets and helper
+/// threads (NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD sockets each) is a clear error on every
+/// rank, in bounded time: no panic, no rank waiting out its timeout for a peer that gave up.
+#[test]
+fn running_out_of_descriptors_is_a_clear_error() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(rnccl_bin());
+    cmd.args([
+        "bench",
+        "--ranks",
+        "2",
+        "--threads",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-T",
+        "60",
+    ])
+    .env("NCCL_SHM_DISABLE", "1")
+    .env("NCCL_P2P_DISABLE", "1")
+    .env("NCCL_SOCKET_IFNAME", "lo")
+    .env("NCCL_SOCKET_NTHREADS", "16")
+    .env("NCCL_NSOCKS_PERTHREAD", "4");
+    // SAFETY: setrlimit is async-signal-safe and touches no state of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 100,
+                rlim_max: 100,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("Too many open files"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "took {:?} with a 60 s timeout: {stderr}",
+        start.elapsed()
+    );
+}

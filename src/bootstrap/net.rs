@@ -198,6 +198,14 @@ impl BootstrapNet {
         self.recv_abortable(from, comm, tag, deadline, what, &AtomicBool::new(false))
     }
 
+    /// The next message from `from` under (`comm`, `tag`) if one has arrived; never waits.
+    pub(crate) fn try_recv(&self, from: usize, comm: u64, tag: u64) -> Option<Vec<u8>> {
+        let now = Deadline::after(Duration::ZERO);
+        self.mailbox
+            .take(from, comm, tag, now, &AtomicBool::new(false))
+            .ok()
+    }
+
     /// As [`BootstrapNet::recv`], also returning [`Error::Aborted`] once `abort` is raised.
     ///
     /// Errors: as [`BootstrapNet::recv`], plus [`Error::Aborted`].

@@ -79,11 +79,6 @@ impl UniqueId {
             root_by_rank0: true,
         })
     }
-
-    /// The root's address.
-    pub fn root_addr(&self) -> SocketAddr {
-        self.root
-    }
 }
 
 /// Resolves `host:port` (or `[v6]:port`) to one socket address.

@@ -116,12 +116,12 @@ impl Core {
             .collect()
     }
 
-    /// Tells every peer this rank has connections with why it is giving up (best effort, within
-    /// 300 ms), so their errors can name the root cause.
-    pub(crate) fn notify_failure(&self, conns: &Connections, why: &str) {
+    /// Tells `peers` why this rank is giving up (best effort, within 300 ms), so their errors
+    /// can name the root cause.
+    pub(crate) fn notify_failure(&self, peers: &[usize], why: &str) {
         let deadline = Deadline::after(std::time::Duration::from_millis(300));
         let text: String = why.chars().take(600).collect();
-        for p in conns.peers().into_iter().filter(|&p| p != self.rank) {
+        for &p in peers.iter().filter(|&&p| p != self.rank) {
             if deadline.passed() {
                 break;
             }
@@ -458,7 +458,7 @@ impl Communicator {
             "{} aborted its communicator",
             self.core.describe(self.core.rank)
         );
-        self.core.notify_failure(&st.conns, &why);
+        self.core.notify_failure(&st.conns.peers(), &why);
         st.failed = Some("aborted".into());
         st.conns = Connections::default();
     }

@@ -53,7 +53,19 @@ impl<'a> Pending<'a> {
     pub(super) fn fail(&mut self, e: &Error) {
         for (w, st) in self.works.iter().zip(self.states.iter_mut()) {
             if st.failed.is_none() {
-                w.comm.core.notify_failure(&st.conns, &e.to_string());
+                // Peers with connections, and those the group was still connecting to.
+                let mut peers = st.conns.peers();
+                peers.extend(
+                    w.phases
+                        .as_slice()
+                        .iter()
+                        .flat_map(|ph| ph.lanes.iter().flat_map(|(_, s)| s))
+                        .flat_map(|seg| seg.plan.send_keys.iter().chain(&seg.plan.recv_keys))
+                        .map(|k| k.peer),
+                );
+                peers.sort_unstable();
+                peers.dedup();
+                w.comm.core.notify_failure(&peers, &e.to_string());
             }
             st.failed.get_or_insert_with(|| e.to_string());
             w.comm.core.stats.op().end();

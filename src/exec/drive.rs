@@ -235,7 +235,9 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
                 }
                 interest.extend(d.run.poll_interest(d.conns));
             }
-            block_on(&interest, limit)
+            // SAFETY: the descriptors belong to sockets of connections `phases` borrows, which
+            // stay open for this call.
+            unsafe { block_on(&interest, limit) }
         };
         waiter.idle_or_block(check, on_timeout, block)?;
     }

@@ -121,7 +121,10 @@ impl Waiter {
 
 /// Waits until one of `fds` is ready for what it asks, or `limit` passes. Returns false (without
 /// waiting) when `fds` is empty.
-pub(super) fn block_on(
+///
+/// # Safety
+/// Every descriptor in `fds` must stay open for the duration of the call.
+pub(super) unsafe fn block_on(
     fds: &[(std::os::fd::RawFd, nix::poll::PollFlags)],
     limit: Duration,
 ) -> bool {
@@ -130,9 +133,9 @@ pub(super) fn block_on(
     if fds.is_empty() {
         return false;
     }
-    // SAFETY: the descriptors belong to sockets the caller's connections own for the duration.
     let mut pfds: Vec<PollFd> = fds
         .iter()
+        // SAFETY: the caller keeps every descriptor open for the duration of the call.
         .map(|&(fd, f)| PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, f))
         .collect();
     let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX).max(1);

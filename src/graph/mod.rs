@@ -11,10 +11,10 @@ pub mod tuning;
 pub mod types;
 pub mod xml;
 
+pub use crate::conn::MAX_CHANNELS;
 pub use comm::{
     ChannelBounds, ChannelPlan, Channels, PlanParams, plan_channels, search_and_connect,
 };
 pub use connect::TreeLinks;
 pub use search::{SearchParams, compute};
-pub use crate::conn::MAX_CHANNELS;
 pub use types::{Graph, Pattern};

@@ -331,9 +331,19 @@ impl ConnectJob {
                     threads,
                 } => {
                     let peer = ep.describe(key.peer);
-                    let socks = ep
-                        .listener
-                        .accept(token, sockets, &peer, ep.deadline, ep.abort)?;
+                    let (net, from) = (ep.net, ep.net_rank[key.peer]);
+                    let gave_up = || {
+                        net.try_recv(from, ep.comm_tag, tags::failure_notice())
+                            .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    };
+                    let socks = ep.listener.accept(
+                        token,
+                        sockets,
+                        &peer,
+                        ep.deadline,
+                        ep.abort,
+                        &gave_up,
+                    )?;
                     for s in &socks {
                         prepare_socket(s)
                             .map_err(|e| Error::system("configuring a data socket", e))?;

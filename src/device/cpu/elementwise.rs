@@ -7,6 +7,10 @@ use crate::device::Streams;
 
 /// Applies `f` element-wise to `a` and `b` into `d0` (and `d1`), choosing the AVX2 build when
 /// the CPU has it.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of `T`; a destination equal to an input or
+/// disjoint from it; `d0` and `d1` disjoint.
 #[inline(always)]
 pub(super) unsafe fn map_binary<T: Copy>(
     d0: *mut T,
@@ -26,6 +30,12 @@ pub(super) unsafe fn map_binary<T: Copy>(
     unsafe { binary_dispatch(d0, d1, a, b, n, f, s) }
 }
 
+/// [`binary_dispatch`] compiled for AVX2.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of `T`; a destination equal to an input or
+/// disjoint from it; `d0` and `d1` disjoint.
+/// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn binary_avx2<T: Copy>(
@@ -42,6 +52,10 @@ unsafe fn binary_avx2<T: Copy>(
 }
 
 /// The streamed line loop when some destination streams, else the plain element loop.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of `T`; a destination equal to an input or
+/// disjoint from it; `d0` and `d1` disjoint.
 #[inline(always)]
 unsafe fn binary_dispatch<T: Copy>(
     d0: *mut T,
@@ -77,6 +91,10 @@ struct Line([u8; LINE]);
 /// alignment takes ordinary stores), then finishes the
 /// tail with [`binary_loop`]. Each line is read before it is written, so a destination equal
 /// to an input stays correct.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of `T`; a destination equal to an input or
+/// disjoint from it; `d0` and `d1` disjoint.
 #[inline(always)]
 unsafe fn binary_lines<T: Copy>(
     d0: *mut T,
@@ -141,6 +159,10 @@ unsafe fn binary_lines<T: Copy>(
 /// tells the compiler there is no other aliasing, and it vectorises even in place (with raw
 /// pointers LLVM's run-time overlap check sends in-place calls to a scalar loop, halving
 /// in-place bandwidth). Unaligned buffers take a plain unaligned loop.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of `T`; a destination equal to an input or
+/// disjoint from it; `d0` and `d1` disjoint.
 #[inline(always)]
 unsafe fn binary_loop<T: Copy>(
     d0: *mut T,
@@ -224,6 +246,11 @@ unsafe fn binary_loop<T: Copy>(
     }
 }
 
+/// Applies `f` element-wise to `src` into `d0` (and `d1`).
+///
+/// # Safety
+/// `src`, `d0` (and `d1`) valid for `n` elements of `T`; a destination equal to `src` or
+/// disjoint from it; `d0` and `d1` disjoint.
 #[inline(always)]
 pub(super) unsafe fn map_unary<T: Copy>(
     d0: *mut u8,

@@ -111,6 +111,11 @@ pub(crate) unsafe fn copy(
     unsafe { transform(spec, pre, post, d0, d1, src, n) }
 }
 
+/// `d0` (and `d1`) = `post(pre(src))` element-wise, with the spec's scalar and divisor.
+///
+/// # Safety
+/// `src`, `d0` (and `d1`) valid for `n` elements of `spec.dtype`; destinations equal to `src`
+/// or disjoint from it (the contract of [`copy`]).
 unsafe fn transform(
     spec: &ReduceSpec,
     pre: bool,
@@ -192,6 +197,12 @@ macro_rules! int_impl {
 }
 int_impl!(i8, u8, i32, u32, i64, u64);
 
+/// [`reduce_with`] for an integer type: wrapping sum and product, optional pre-multiplier and
+/// post-divisor.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of the type; a destination equal to an
+/// input or disjoint from it; `d0` and `d1` disjoint (the contract of [`reduce_with`]).
 #[allow(clippy::too_many_arguments)]
 unsafe fn int_kernel<T: Int>(
     c: Combine,
@@ -268,6 +279,11 @@ impl Float for f64 {
     }
 }
 
+/// [`reduce_with`] for `f32`/`f64`, with an optional pre-multiplier.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of the type; a destination equal to an
+/// input or disjoint from it; `d0` and `d1` disjoint (the contract of [`reduce_with`]).
 #[allow(clippy::too_many_arguments)]
 unsafe fn float_kernel<T: Float>(
     c: Combine,
@@ -330,6 +346,11 @@ impl Half for bf16 {
     }
 }
 
+/// [`reduce_with`] for `f16`/`bf16`: widened to `f32` in blocks, combined, rounded back once.
+///
+/// # Safety
+/// `a`, `b`, `d0` (and `d1`) valid for `n` elements of the type; a destination equal to an
+/// input or disjoint from it; `d0` and `d1` disjoint (the contract of [`reduce_with`]).
 #[allow(clippy::too_many_arguments)]
 unsafe fn half_kernel<H: Half>(
     c: Combine,

@@ -65,10 +65,11 @@ impl DataListener {
     }
 
     /// Waits for `count` data sockets announcing `token`, in index order; `from` names the
-    /// sender for messages.
+    /// sender for messages, and `gave_up` says what the sender reported if it gave up.
     ///
-    /// Errors: [`Error::Timeout`] naming `from` at the deadline; [`Error::Aborted`] once
-    /// `abort` is raised; [`Error::System`] when accepting fails.
+    /// Errors: [`Error::Timeout`] naming `from` at the deadline; [`Error::Remote`] when the
+    /// sender gave up; [`Error::Aborted`] once `abort` is raised; [`Error::System`] when
+    /// accepting fails.
     pub(crate) fn accept(
         &self,
         token: u64,
@@ -76,12 +77,18 @@ impl DataListener {
         from: &str,
         deadline: Deadline,
         abort: &AtomicBool,
+        gave_up: &dyn Fn() -> Option<String>,
     ) -> Result<Vec<TcpStream>> {
         loop {
             if abort.load(Ordering::Relaxed) {
                 return Err(Error::Aborted(
                     "connecting TCP data sockets interrupted: the communicator was aborted".into(),
                 ));
+            }
+            if let Some(why) = gave_up() {
+                return Err(Error::Remote(format!(
+                    "{from} gave up before connecting its TCP data sockets: {why}"
+                )));
             }
             {
                 let mut d = self.state.lock().unwrap_or_else(|p| p.into_inner());
