@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
-use crate::config::Config;
+use crate::config::{BUFFSIZE_MAX, BUFFSIZE_MIN, Config};
 use crate::conn::NSLOTS;
 use crate::error::{Error, Result};
 use crate::graph::comm::{ChannelBounds, Channels, PlanParams, search_and_connect};
@@ -23,10 +23,6 @@ pub(crate) const NET_DEFAULT_BUFFSIZE: usize = 4 << 20;
 /// Channels for CPU ranks when no topology gives a count: each channel is a separate ring with
 /// its own connections (and sockets), which keeps TCP links busy.
 pub(crate) const CPU_DEFAULT_CHANNELS: usize = 2;
-/// Largest `NCCL_BUFFSIZE` rnccl accepts: 1 GiB per connection (128 MiB slots). NCCL has no
-/// documented bound, but every connection allocates the whole buffer, so larger values only
-/// exhaust memory (its default is 4 MiB).
-pub(crate) const MAX_BUFFSIZE: usize = 1 << 30;
 
 /// The agreed layout.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -42,44 +38,32 @@ pub(crate) struct Layout {
 }
 
 /// Slot bytes from `NCCL_BUFFSIZE` (bytes per connection; auto: [`CPU_DEFAULT_BUFFSIZE`] on one
-/// host, [`NET_DEFAULT_BUFFSIZE`] across hosts): an eighth of it, rounded down to 64 bytes.
+/// host, [`NET_DEFAULT_BUFFSIZE`] across hosts): an eighth of it, rounded down to 64 bytes. The
+/// knob's range ([`BUFFSIZE_MIN`] to [`BUFFSIZE_MAX`]) is the registry's, so the engine and
+/// `env-explain` refuse the same values.
 ///
-/// Errors: [`Error::InvalidUsage`] for a buffer too small to hold eight 64-byte slots or larger
-/// than [`MAX_BUFFSIZE`].
+/// Errors: [`Error::InvalidUsage`] for a value outside the knob's range.
 pub(crate) fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
-    let b = cfg.int("NCCL_BUFFSIZE")?;
-    let buff = match b {
+    let buff = match cfg.int("NCCL_BUFFSIZE")? {
         b if b >= 0 => usize::try_from(b).unwrap_or(usize::MAX),
         _ if hosts > 1 => NET_DEFAULT_BUFFSIZE,
         _ => CPU_DEFAULT_BUFFSIZE,
     };
-    if buff > MAX_BUFFSIZE {
-        return Err(Error::invalid_usage(format!(
-            "NCCL_BUFFSIZE={b} bytes is larger than rnccl allows ({MAX_BUFFSIZE} bytes, 1 GiB, per \
-             connection; every connection allocates it): pick a value from {} to {MAX_BUFFSIZE}, or \
-             unset it to get the default",
-            NSLOTS * 64
-        )));
-    }
-    let slot = (buff / NSLOTS) / 64 * 64;
-    if slot == 0 {
-        return Err(Error::invalid_usage(format!(
-            "NCCL_BUFFSIZE={b} is too small: rnccl needs at least {} bytes (8 slots of 64 bytes)",
-            NSLOTS * 64
-        )));
-    }
-    Ok(slot)
+    check_slot_bytes((buff / NSLOTS) / 64 * 64)
 }
 
-/// Checks a slot size another rank decided: a multiple of 64 bytes, within what
-/// [`slot_bytes`] can return.
+/// Checks a slot size (possibly decided by another rank): a multiple of 64 bytes, an eighth of
+/// a buffer within the knob's range.
 ///
 /// Errors: [`Error::InvalidUsage`] naming the size.
 pub(crate) fn check_slot_bytes(slot: usize) -> Result<usize> {
-    if slot == 0 || !slot.is_multiple_of(64) || slot > MAX_BUFFSIZE / NSLOTS {
+    let (min, max) = (
+        BUFFSIZE_MIN as usize / NSLOTS,
+        BUFFSIZE_MAX as usize / NSLOTS,
+    );
+    if !(min..=max).contains(&slot) || !slot.is_multiple_of(64) {
         return Err(Error::invalid_usage(format!(
-            "a FIFO slot of {slot} bytes is not a multiple of 64 between 64 and {}",
-            MAX_BUFFSIZE / NSLOTS
+            "a FIFO slot of {slot} bytes is not a multiple of 64 between {min} and {max}"
         )));
     }
     Ok(slot)
@@ -277,15 +261,15 @@ mod tests {
             slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "4194304")]), 1).unwrap(),
             512 << 10
         );
-        assert!(
-            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "100")]), 1)
-                .unwrap_err()
-                .to_string()
-                .contains("too small")
-        );
-        let e = slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "99999999999999")]), 1).unwrap_err();
-        assert_eq!(e.code(), crate::ResultCode::InvalidUsage);
-        assert!(e.to_string().contains("1073741824"), "{e}");
+        for bad in ["100", "99999999999999"] {
+            let e = slot_bytes(&cfg(&[("NCCL_BUFFSIZE", bad)]), 1).unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::InvalidUsage);
+            let e = e.to_string();
+            assert!(
+                e.contains("NCCL_BUFFSIZE") && e.contains("1073741824"),
+                "{e}"
+            );
+        }
         assert!(slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1073741824")]), 1).is_ok());
         for bad in [0, 100, 1 << 30] {
             assert!(check_slot_bytes(bad).is_err(), "{bad}");

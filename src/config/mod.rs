@@ -36,8 +36,9 @@ pub use finding::{Finding, Severity};
 pub use load::{FileRead, FileRole, LoadNote, LoadOptions};
 pub use parse::{Strtoll, c_strtoll, parse_c_int};
 pub use registry::{
-    Category, Choice, HONOURED, KNOBS, KnobSpec, KnobType, NCCL_VERSION, OLDEST_TAG, Origin,
-    Status, Subsystem, Unit, did_you_mean, lookup, lookup_loose, sorted,
+    BUFFSIZE_MAX, BUFFSIZE_MIN, Category, Choice, HONOURED, KNOBS, KnobSpec, KnobType,
+    NCCL_VERSION, OLDEST_TAG, Origin, Status, Subsystem, Unit, did_you_mean, lookup, lookup_loose,
+    sorted,
 };
 pub use source::{Setting, Source, YamlKey};
 

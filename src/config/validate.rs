@@ -108,7 +108,7 @@ mod tests {
         cfg(&[
             ("NCCL_SOCKET_IFNAM", "eth0"),
             ("NCCL_IB_GDR_LEVEL", "PHB"),
-            ("NCCL_BUFFSIZE", "010"),
+            ("NCCL_BUFFSIZE", "01000"),
             ("NCCL_DEBUG", "info"),
         ])
         .validate()

@@ -4,6 +4,13 @@
 use super::BASE;
 use super::spec::{Category as C, Choice, KnobSpec, KnobType as T, Status, Subsystem, Unit as U};
 
+/// Smallest `NCCL_BUFFSIZE` rnccl accepts: 8 steps of 64 bytes.
+pub const BUFFSIZE_MIN: i64 = 512;
+/// Largest `NCCL_BUFFSIZE` rnccl accepts: 1 GiB per connection (128 MiB steps). NCCL has no
+/// upper bound, but every connection allocates the whole buffer, so larger values only exhaust
+/// memory (NCCL's default is 4 MiB).
+pub const BUFFSIZE_MAX: i64 = 1 << 30;
+
 const GRAPH: KnobSpec = KnobSpec {
     subsystem: Subsystem::Graph,
     category: C::Tuning,
@@ -97,9 +104,9 @@ pub(super) const KNOBS: &[KnobSpec] = &[
     KnobSpec { name: "NCCL_THREAD_THRESHOLDS", ty: T::IntList, since: "2.5.6", related: &["NCCL_NTHREADS"], source: "src/graph/tuning.cc:598",
         description: "Bytes per thread below which NCCL cuts threads and channels, as six numbers: Tree LL, LL128, Simple, then Ring LL, LL128, Simple. A negative number keeps that default.", ..TUNING },
 
-    KnobSpec { name: "NCCL_BUFFSIZE", default: "-2", auto: "4194304 (4 MiB)", range: Some((1, i64::MAX)), unit: U::Bytes, since: "2.3.5",
+    KnobSpec { name: "NCCL_BUFFSIZE", default: "-2", auto: "4194304 (4 MiB)", range: Some((BUFFSIZE_MIN, BUFFSIZE_MAX)), unit: U::Bytes, since: "2.3.5",
         related: &["NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"], source: "src/init.cc:814",
-        description: "Buffer of the Simple protocol per connection and channel; it is cut into 8 steps. Powers of two are advised. Memory use grows with buffer size × channels × peers.", ..PROTO },
+        description: "Buffer of the Simple protocol per connection and channel; it is cut into 8 steps. Powers of two are advised. Memory use grows with buffer size × channels × peers. rnccl accepts 512 B (8 steps of 64 B) to 1 GiB; NCCL sets no upper bound, but every connection allocates the whole buffer.", ..PROTO },
     KnobSpec { name: "NCCL_CHUNK_SIZE", default: "0", auto: "derived from the P2P chunk size", range: Some((0, i64::MAX)), unit: U::Bytes, since: "2.12.7",
         related: &["NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE"], source: "src/enqueue.cc:860",
         description: "Forces the chunk size of send/receive operations.", ..PROTO },

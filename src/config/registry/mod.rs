@@ -5,6 +5,7 @@
 
 mod debug;
 mod graph;
+pub use graph::{BUFFSIZE_MAX, BUFFSIZE_MIN};
 mod honoured;
 mod ib;
 mod launch;

@@ -152,10 +152,10 @@ mod tests {
             ("0", Some(Severity::Error))
         );
         assert!(r.findings[0].message.contains("octal"), "{r:?}");
-        let r = rd("NCCL_BUFFSIZE", "010");
+        let r = rd("NCCL_BUFFSIZE", "01000");
         assert_eq!(
             (r.effective.as_str(), worst(&r)),
-            ("8", Some(Severity::Warning))
+            ("512", Some(Severity::Warning))
         );
         let r = rd("NCCL_BUFFSIZE", "0x400000");
         assert_eq!(r.effective, "4194304");
