@@ -446,3 +446,50 @@ fn ranks_disagreeing_on_the_count_get_an_error_not_a_hang() {
         "{errs:?}"
     );
 }
+
+/// The group runner is enqueue then wait: operations enqueued on every rank run when waited
+/// on, and a pending group dropped before it is waited on fails its communicator with a clear
+/// error while its peers fail fast instead of waiting out their timeout.
+#[test]
+fn enqueue_then_wait_and_a_dropped_pending_group() {
+    all_ok(on_threads(3, &[], |c| {
+        let send = vec![c.rank() as f32 + 1.0; 1000];
+        let mut recv = vec![0f32; 1000];
+        let mut g = group_start();
+        g.all_reduce(c, &send, &mut recv, RedOp::Sum)
+            .map_err(|e| e.to_string())?;
+        let pending = g.enqueue().map_err(|e| e.to_string())?;
+        pending.wait().map_err(|e| e.to_string())?;
+        if recv.iter().any(|&x| x != 6.0) {
+            return Err(format!("wrong sum {}", recv[0]));
+        }
+        Ok(())
+    }));
+    let start = Instant::now();
+    let results = on_threads(2, &[], |c| {
+        let send = vec![1f32; 1 << 16];
+        let mut recv = vec![0f32; 1 << 16];
+        if c.rank() == 0 {
+            let mut g = group_start();
+            g.all_reduce(c, &send, &mut recv, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
+            drop(g.enqueue().map_err(|e| e.to_string())?);
+            return match c.all_reduce(&send, &mut recv, RedOp::Sum) {
+                Err(Error::InvalidUsage(m)) if m.contains("dropped before it was waited on") => {
+                    Ok(())
+                }
+                other => Err(format!("expected the dropped group's error, got {other:?}")),
+            };
+        }
+        match c.all_reduce(&send, &mut recv, RedOp::Sum) {
+            Err(Error::Remote(m)) if m.contains("rank 0") => Ok(()),
+            other => Err(format!("expected rank 0 to be named, got {other:?}")),
+        }
+    });
+    all_ok(results);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "took {:?} with a 60 s timeout",
+        start.elapsed()
+    );
+}

@@ -7,7 +7,7 @@ use super::enqueue::{CommWork, Phase, States, Sync};
 use super::label::Label;
 use crate::error::{Error, Result};
 use crate::exec::direct::{DirectOp, Fallback};
-use crate::exec::{Driven, Execution, Running, SlotStores, drive};
+use crate::exec::{Connections, Driven, Execution, Running, SlotStores, drive};
 
 /// Operations launched by [`super::Group::enqueue`], borrowing their buffers (`'a`) and their
 /// communicators until [`Pending::wait`] returns. A group dropped before it is waited on is
@@ -66,6 +66,9 @@ impl<'a> Pending<'a> {
                 peers.sort_unstable();
                 peers.dedup();
                 w.comm.core.notify_failure(&peers, &e.to_string());
+                // The communicator is unusable now: close its connections without a clean
+                // shutdown, so peers blocked on this rank see it gone and fail fast.
+                st.conns = Connections::default();
             }
             st.failed.get_or_insert_with(|| e.to_string());
             w.comm.core.stats.op().end();
