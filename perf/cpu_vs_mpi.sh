@@ -13,6 +13,9 @@
 # sides are interleaved size by size for ROUNDS rounds (default 3) and every round prints the
 # ratio measured in that round; the summary gives the best of each side and the median ratio.
 # Needs: openmpi-bin libopenmpi-dev (mpicc.openmpi, mpirun.openmpi), iperf3, iproute2.
+#
+# BASELINE=/path/to/an/older/rnccl adds that build to every round, interleaved with the others,
+# and a summary of this build against it (to show a change moved nothing, in one run).
 # mpi_coll_bench.c is the project's MPI anchor benchmark (../shared/anchors/cpu); shm_handoff.c
 # measures the host's own cross-process copy path in each round, as iperf3 does for TCP.
 set -euo pipefail
@@ -27,15 +30,16 @@ mpicc.openmpi -O2 -o "$work/bench_ompi" "$here/mpi_coll_bench.c" -lm
 cc -O2 -o "$work/shm_handoff" "$here/shm_handoff.c"
 (cd "$root" && cargo build --release -q)
 rnccl="$root/target/release/rnccl"
+baseline=${BASELINE:-}
 mpirun=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 
 # rnccl iterations per size so each point runs for a fraction of a second.
 iters() { case $1 in 8) echo "20000 2000";; 1048576) echo "400 40";; 16777216) echo "40 5";; *) echo "5 2";; esac; }
 
 # Prints "busbw time_us" of rnccl's out-of-place column.
-rnccl_point() { # size [bench flags...] -- runs 2 local processes
+rnccl_point() { # size [bench flags...] -- runs 2 local processes of $bin (default: this build)
   local s=$1; shift; read -r n w < <(iters "$s")
-  "$rnccl" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 --ranks 2 "$@" | awk '!/^#/ {print $8, $6}'
+  "${bin:-$rnccl}" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 --ranks 2 "$@" | awk '!/^#/ {print $8, $6}'
 }
 
 ompi_point() { # size mca...
@@ -43,14 +47,15 @@ ompi_point() { # size mca...
   "${mpirun[@]}" -np 2 "$@" "$work/bench_ompi" -o allreduce -S "$s" -t 0.5 | awk '!/^#/ {print $6, $3}'
 }
 
-summary() { # file
-  python3 - "$1" <<'PY'
+summary() { # file [name of the other side]
+  python3 - "$1" "${2:-MPI}" <<'PY'
 import sys, statistics, collections
 rows = collections.defaultdict(list)
+other = sys.argv[2]
 for line in open(sys.argv[1]):
     size, ours, theirs = line.split()
     rows[int(size)].append((float(ours), float(theirs)))
-print(f"{'size':>10} {'rnccl best':>11} {'MPI best':>9} {'best/best':>9} {'median ratio':>12}  (busbw GB/s; 8 B row: time us, ratio MPI/rnccl)")
+print(f"{'size':>10} {'rnccl best':>11} {other + ' best':>9} {'best/best':>9} {'median ratio':>12}  (busbw GB/s; 8 B row: time us, ratio {other}/rnccl)")
 for size in sorted(rows):
     r = rows[size]
     if size == 8:
@@ -81,12 +86,33 @@ if [[ " $modes " == *" shm "* ]]; then
       fi
       printf 'round %d %10s  rnccl %8s GB/s %10s us | Open MPI %8s GB/s %10s us | rnccl -R 2 %8s GB/s %10s us\n' \
         "$round" "$s" "$rb" "$rt" "$mb" "$mt" "$wb" "$wt"
+      if [ -n "$baseline" ]; then
+        read -r bb bt < <(bin=$baseline rnccl_point "$s")
+        read -r bwb bwt < <(bin=$baseline rnccl_point "$s" -R 2)
+        if [ "$s" = 8 ]; then
+          echo "$s $rt $bt" >> "$work/shm_base"; echo "$s $wt $bwt" >> "$work/shm_win_base"
+          echo "$s $bt $mt" >> "$work/shm_base_mpi"
+        else
+          echo "$s $rb $bb" >> "$work/shm_base"; echo "$s $wb $bwb" >> "$work/shm_win_base"
+          echo "$s $bb $mb" >> "$work/shm_base_mpi"
+        fi
+        printf 'round %d %10s  baseline %8s GB/s %10s us | baseline -R 2 %8s GB/s %10s us\n' \
+          "$round" "$s" "$bb" "$bt" "$bwb" "$bwt"
+      fi
     done
   done
   echo "-- rnccl on heap buffers (as the MPI benchmark's malloc) against Open MPI"
   summary "$work/shm"
   echo "-- rnccl -R 2 (mem_alloc buffers registered as windows) against Open MPI"
   summary "$work/shm_win"
+  if [ -n "$baseline" ]; then
+    echo "-- the baseline build on heap buffers against Open MPI"
+    summary "$work/shm_base_mpi"
+    echo "-- this build against the baseline, heap buffers"
+    summary "$work/shm_base" base
+    echo "-- this build against the baseline, -R 2"
+    summary "$work/shm_win_base" base
+  fi
 fi
 
 netns_up() {
@@ -109,12 +135,12 @@ if [[ " $modes " == *" tcp "* ]]; then
       --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
       "$work/bench_ompi" -o allreduce -S "$1" -t 1 | awk '!/^#/ {print $6, $3}'
   }
-  rnccl_tcp() {
+  rnccl_tcp() { # size -- 2 ranks of $bin (default: this build), one per namespace
     local s=$1 port=$((29500 + RANDOM % 1000)); read -r n w < <(iters "$s")
     ip netns exec rnB env NCCL_HOSTID=B RANK=1 WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 MASTER_PORT=$port \
-      "$rnccl" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 >/dev/null &
+      "${bin:-$rnccl}" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 >/dev/null &
     ip netns exec rnA env NCCL_HOSTID=A RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 MASTER_PORT=$port \
-      "$rnccl" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 | awk '!/^#/ {print $8, $6}'
+      "${bin:-$rnccl}" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 | awk '!/^#/ {print $8, $6}'
     wait
   }
   iperf_bidir() { # per-direction GB/s (mean of the two directions)
@@ -133,9 +159,21 @@ print(round((d["sum_sent"]["bits_per_second"] + d["sum_sent_bidir_reverse"]["bit
       if [ "$s" = 8 ]; then echo "$s $rt $mt" >> "$work/tcp"; else echo "$s $rb $mb" >> "$work/tcp"; fi
       printf 'round %d %10s  rnccl %8s GB/s %10s us | Open MPI %8s GB/s %10s us | iperf3 bidir %s GB/s per direction\n' \
         "$round" "$s" "$rb" "$rt" "$mb" "$mt" "$ib"
+      if [ -n "$baseline" ]; then
+        read -r bb bt < <(bin=$baseline rnccl_tcp "$s")
+        if [ "$s" = 8 ]; then echo "$s $rt $bt" >> "$work/tcp_base"; echo "$s $bt $mt" >> "$work/tcp_base_mpi"
+        else echo "$s $rb $bb" >> "$work/tcp_base"; echo "$s $bb $mb" >> "$work/tcp_base_mpi"; fi
+        printf 'round %d %10s  baseline %8s GB/s %10s us\n' "$round" "$s" "$bb" "$bt"
+      fi
     done
   done
   summary "$work/tcp"
+  if [ -n "$baseline" ]; then
+    echo "-- the baseline build against Open MPI"
+    summary "$work/tcp_base_mpi"
+    echo "-- this build against the baseline"
+    summary "$work/tcp_base" base
+  fi
   python3 - "$work/tcp" "$work/iperf" <<'PY'
 import sys, statistics
 iperf = [float(x) for x in open(sys.argv[2])]
