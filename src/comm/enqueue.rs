@@ -21,7 +21,7 @@ use crate::device::ReduceSpec;
 use crate::device::cpu::stream::STREAM_THRESHOLD;
 use crate::error::{Error, Result};
 use crate::exec::direct::{DIRECT_MIN_BYTES, DirectArgs, has_direct_form};
-use crate::exec::{OpBuffers, Segment};
+use crate::exec::{OpBuffers, Segment, SlotStores};
 use crate::transport::setup::{ConnectJob, Endpoints};
 
 /// One communicator's share of a group: its phases, in order.
@@ -35,8 +35,9 @@ pub(super) struct Phase {
     pub ops: Vec<OpBuffers>,
     pub lanes: Vec<(LaneKey, Vec<Segment>)>,
     pub label: Label,
-    /// A collective's bytes and slot-store choice, to report its time to
-    /// [`crate::exec::SlotStores`] (Send/Recv phases fuse several operations and report nothing).
+    /// A collective's bytes and slot-store choice, to report its time to [`SlotStores`] when it
+    /// is large enough to be tuned (Send/Recv phases fuse several operations and report
+    /// nothing).
     pub timed: Option<(usize, bool)>,
     /// How the phase meets ranks that use windows.
     pub sync: Sync,
@@ -123,7 +124,7 @@ fn plan_phases(comm: &Communicator, ops: &[Queued<'_>], st: &mut State) -> Resul
                     ops: Vec::new(),
                     lanes: Vec::new(),
                     label,
-                    timed: (!p2p).then_some((bytes, stream_slots)),
+                    timed: (!p2p && SlotStores::tuned(bytes)).then_some((bytes, stream_slots)),
                     sync,
                 });
                 if p2p {

@@ -105,9 +105,9 @@ impl Running {
         }
     }
 
-    fn uses_memory(&self, conns: &Connections) -> bool {
+    fn uses_memory(&self) -> bool {
         match self {
-            Running::Fifo(ex) => ex.uses_memory(conns),
+            Running::Fifo(ex) => ex.uses_memory(),
             Running::Direct(_) => true,
         }
     }
@@ -174,7 +174,7 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
     };
     // With only sockets involved, spin briefly: past the spin phase the waiter blocks in
     // poll(2), and each spin costs system calls that return nothing.
-    let tcp_only = phases.iter().all(|d| !d.run.uses_memory(d.conns));
+    let tcp_only = phases.iter().all(|d| !d.run.uses_memory());
     let policy = if tcp_only {
         WaitPolicy {
             spins: policy.spins.min(64),
@@ -230,7 +230,7 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
         let block = |limit: Duration| -> bool {
             let mut interest = Vec::new();
             for d in phases.iter().filter(|d| !d.run.done(d.conns)) {
-                if d.run.uses_memory(d.conns) {
+                if d.run.uses_memory() {
                     return false;
                 }
                 interest.extend(d.run.poll_interest(d.conns));

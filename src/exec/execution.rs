@@ -78,8 +78,12 @@ impl Lane {
 pub(crate) struct Execution {
     ops: Vec<OpBuffers>,
     lanes: Vec<Lane>,
+    /// Sending and receiving ends whose I/O the caller's loop drives (sockets without helper
+    /// threads need it; memory FIFOs never do, so their ends are not polled).
     sends: Vec<usize>,
     recvs: Vec<usize>,
+    /// Whether some end is a memory FIFO (which only polling sees).
+    in_memory: bool,
     steps_total: u64,
 }
 
@@ -95,6 +99,7 @@ impl Execution {
     ) -> Result<Execution> {
         let mut sends = Vec::new();
         let mut recvs = Vec::new();
+        let mut in_memory = false;
         for seg in lanes.iter().flat_map(|(_, s)| s) {
             if seg.op >= ops.len() || seg.lane >= seg.plan.lanes.len() {
                 return Err(Error::Internal(format!(
@@ -105,16 +110,28 @@ impl Execution {
                 )));
             }
             // The kernels that fill and drain a connection's slots must reach their memory.
+            // Only ends the caller's loop must drive (sockets) are kept: memory FIFOs never
+            // need it, so the common case allocates nothing here.
             let backend = ops[seg.op].backend;
             for k in &seg.plan.send_keys {
                 let i = conns.send_idx(k).ok_or_else(|| missing("send", k))?;
-                unreachable_slots(backend, conns.sends[i].conn.slot_kind(), k)?;
-                sends.push(i);
+                let conn = &conns.sends[i].conn;
+                unreachable_slots(backend, conn.slot_kind(), k)?;
+                if conn.in_memory() {
+                    in_memory = true;
+                } else {
+                    sends.push(i);
+                }
             }
             for k in &seg.plan.recv_keys {
                 let i = conns.recv_idx(k).ok_or_else(|| missing("receive", k))?;
-                unreachable_slots(backend, conns.recvs[i].conn.slot_kind(), k)?;
-                recvs.push(i);
+                let conn = &conns.recvs[i].conn;
+                unreachable_slots(backend, conn.slot_kind(), k)?;
+                if conn.in_memory() {
+                    in_memory = true;
+                } else {
+                    recvs.push(i);
+                }
             }
         }
         sends.sort_unstable();
@@ -149,6 +166,7 @@ impl Execution {
             lanes,
             sends,
             recvs,
+            in_memory,
             steps_total,
         })
     }
@@ -219,9 +237,8 @@ impl Execution {
     }
 
     /// True when some connection of this execution is a memory FIFO (which only polling sees).
-    pub(crate) fn uses_memory(&self, conns: &Connections) -> bool {
-        self.sends.iter().any(|&i| conns.sends[i].conn.in_memory())
-            || self.recvs.iter().any(|&i| conns.recvs[i].conn.in_memory())
+    pub(crate) fn uses_memory(&self) -> bool {
+        self.in_memory
     }
 
     /// The connections lanes are currently waiting on.

@@ -105,6 +105,11 @@ impl SlotStores {
         }
     }
 
+    /// Whether operations of `bytes` are timed at all (smaller ones always use cached slots).
+    pub(crate) fn tuned(bytes: usize) -> bool {
+        class(bytes).is_some()
+    }
+
     /// Records that an operation of `bytes` took `elapsed` with slots written the way
     /// [`SlotStores::choose`] said (`streamed`).
     pub(crate) fn record(&mut self, bytes: usize, streamed: bool, elapsed: Duration) {

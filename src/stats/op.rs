@@ -8,7 +8,8 @@
 //! counters are plain relaxed atomics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+
+use nix::time::{ClockId, clock_gettime};
 
 use crate::dtype::DataType;
 use crate::func::Func;
@@ -77,11 +78,18 @@ impl OpInfo {
     }
 }
 
+/// Now on the coarse monotonic clock (ns): a few nanoseconds to read, with the kernel tick's
+/// resolution (1-10 ms), which is plenty for "how long has this operation run" and costs a small
+/// operation nothing measurable (a precise clock read is a few percent of an 8-byte all-reduce).
+fn coarse_now_ns() -> u64 {
+    clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
 /// The operation in flight on a rank, updated by the executor.
 #[derive(Debug)]
 pub struct OpProgress {
-    /// When the communicator was created: start times are nanoseconds since then.
-    epoch: Instant,
     /// Sequence lock over `words`: odd while the writer updates them.
     lock: AtomicU64,
     words: [AtomicU64; WORDS],
@@ -97,7 +105,6 @@ pub struct OpProgress {
 impl Default for OpProgress {
     fn default() -> Self {
         OpProgress {
-            epoch: Instant::now(),
             lock: AtomicU64::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
             in_flight: AtomicU64::new(0),
@@ -114,7 +121,7 @@ impl Default for OpProgress {
 pub struct OpSnapshot {
     /// The operation.
     pub info: OpInfo,
-    /// Seconds since it started.
+    /// Seconds since it started (to the kernel tick, 1-10 ms).
     pub elapsed_s: f64,
     /// Steps (plan steps, or direct chunks) this rank must run.
     pub steps_total: u64,
@@ -127,7 +134,7 @@ pub struct OpSnapshot {
 impl OpProgress {
     /// An operation of `steps_total` steps starts.
     pub fn begin(&self, info: OpInfo, steps_total: u64) {
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = coarse_now_ns();
         let seq = self.lock.load(Ordering::Relaxed);
         self.lock.store(seq + 1, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::Release);
@@ -161,7 +168,7 @@ impl OpProgress {
         self.completed.load(Ordering::Relaxed)
     }
 
-    /// The description of the last operation that started, and when (ns since the epoch).
+    /// The description of the last operation that started, and when (coarse monotonic ns).
     fn read(&self) -> Option<(OpInfo, u64)> {
         loop {
             let before = self.lock.load(Ordering::Acquire);
@@ -186,7 +193,7 @@ impl OpProgress {
             return None;
         }
         let (info, started) = self.read()?;
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = coarse_now_ns();
         Some(OpSnapshot {
             info,
             elapsed_s: now.saturating_sub(started) as f64 / 1e9,
