@@ -493,3 +493,64 @@ fn enqueue_then_wait_and_a_dropped_pending_group() {
         start.elapsed()
     );
 }
+
+/// Another thread reads a communicator's counters while it runs: the operation in flight with
+/// its progress, bytes per link, operations completed.
+#[test]
+fn live_counters_are_read_while_operations_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let comms = Communicator::init_all(2).unwrap();
+    let stats = comms[0].stats();
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = 8 << 20;
+    let watcher = {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(s) = stats.op().snapshot() {
+                    seen.push(s);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            seen
+        })
+    };
+    std::thread::scope(|s| {
+        for c in comms {
+            s.spawn(move || {
+                let mut v = vec![1f32; count];
+                for _ in 0..10 {
+                    c.all_reduce_in_place(&mut v, RedOp::Sum).unwrap();
+                }
+            });
+        }
+    });
+    stop.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    assert!(
+        !seen.is_empty(),
+        "the watcher never saw an operation in flight"
+    );
+    for s in &seen {
+        assert_eq!(
+            (s.info.func, s.info.count, s.info.algo),
+            (rnccl::Func::AllReduce, count, "Ring"),
+            "{s:?}"
+        );
+        assert!(s.steps_done <= s.steps_total, "{s:?}");
+    }
+    assert!(
+        seen.iter()
+            .any(|s| s.bytes_done > 0 && s.steps_done < s.steps_total),
+        "never caught an operation part-way: {seen:?}"
+    );
+    assert_eq!(stats.op().completed(), 10);
+    let sent: u64 = stats
+        .links()
+        .iter()
+        .filter(|l| l.direction == Direction::Send)
+        .map(|l| l.bytes)
+        .sum();
+    assert!(sent >= 10 * (count as u64 * 4) / 2, "{sent} bytes sent");
+}
