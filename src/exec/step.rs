@@ -201,7 +201,11 @@ fn forward(
         .recv
         .filter(|&i| i < conns.recvs.len())
         .ok_or_else(|| unresolved("receive"))?;
-    let si = ends.send.filter(|&i| i < conns.sends.len());
+    let si = match ends.send {
+        Some(i) if i < conns.sends.len() => Some(i),
+        Some(_) => return Err(unresolved("send")),
+        None => None,
+    };
     let from = conns.recvs[ri].key;
     let esize = op.spec.dtype.size();
     let pre = Transforms {
