@@ -112,7 +112,7 @@ impl<'a> Pending<'a> {
                         Running::Fifo(Execution::new(ops, lanes, &st.conns)?)
                     }
                 };
-                let (total, _, _) = steps_of(&run);
+                let (total, _, _) = run.steps();
                 let direct = matches!(run, Running::Direct(_));
                 core.stats.op().begin(label.info(direct), total);
                 running.push(Driven {
@@ -169,13 +169,6 @@ struct Tag<'s> {
 impl std::fmt::Display for Tag<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.label.fmt(f)
-    }
-}
-
-fn steps_of(run: &Running) -> (u64, u64, u64) {
-    match run {
-        Running::Fifo(ex) => ex.steps(),
-        Running::Direct(_) => (0, 0, 0),
     }
 }
 

@@ -95,7 +95,7 @@ impl Running {
     }
 
     /// Steps in all and done, and bytes moved, for [`OpProgress`].
-    fn steps(&self) -> (u64, u64, u64) {
+    pub(crate) fn steps(&self) -> (u64, u64, u64) {
         match self {
             Running::Fifo(ex) => ex.steps(),
             Running::Direct(d) => {
