@@ -63,6 +63,10 @@ pub enum Error {
     /// The communicator was aborted (by [`crate::Communicator::abort`] or a failed peer).
     #[error("communicator aborted: {0}")]
     Aborted(String),
+    /// A CUDA driver or NVRTC call failed (`ncclUnhandledCudaError`); the message names the call,
+    /// the device and what to do.
+    #[error("CUDA error: {0}")]
+    Cuda(String),
     /// A bug in rnccl: please report it.
     #[error("internal error (please report this to the rnccl developers): {0}")]
     Internal(String),
@@ -78,6 +82,7 @@ impl Error {
             Error::Remote(_) | Error::Aborted(_) => ResultCode::RemoteError,
             Error::Timeout { .. } => ResultCode::Timeout,
             Error::Internal(_) => ResultCode::InternalError,
+            Error::Cuda(_) => ResultCode::UnhandledCudaError,
         }
     }
 

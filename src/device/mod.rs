@@ -3,6 +3,7 @@
 //! works on host memory; a CUDA backend runs the same plans with device kernels.
 
 pub(crate) mod cpu;
+pub(crate) mod cuda;
 mod spec;
 
 pub(crate) use spec::{ReduceSpec, Streams, Transforms};
