@@ -14,6 +14,7 @@ pub(crate) mod direct;
 mod drive;
 mod execution;
 mod failure;
+pub(crate) mod gpu;
 mod slot_stores;
 mod step;
 mod wait;

@@ -1,0 +1,389 @@
+// The step interpreter: runs a device program (program.cuh) — the host plan's lanes, one thread
+// block per lane — over FIFOs in GPU memory with NCCL's Simple protocol: a sender waits for a
+// free slot (`head`), writes it, fences, and bumps the receiver's `tail`; a receiver waits for
+// `tail`, consumes the slot and bumps the sender's `head` (NCCL src/device/prims_simple.h,
+// internals §5.3). Every wait polls the communicator's abort flag and gives up after the
+// program's timeout, reporting which lane, peer and slot it waited for.
+//
+// One kernel per (data type, reduction): rnccl_interp_<type>_<op>.
+
+#include "reduce.cuh"
+#include "program.cuh"
+
+namespace rnccl {
+
+__device__ __forceinline__ u64 globaltimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ u64 ld_acquire(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ u64 ld_volatile(const u64* p) {
+  u64 v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ u32 ld_volatile32(const u32* p) {
+  u32 v;
+  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_volatile(u64* p, u64 v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_volatile32(u32* p, u32 v) {
+  asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Spins until `*p >= want`. Returns ST_OK, or ST_ABORTED / ST_TIMEOUT.
+__device__ int wait_at_least(const u64* p, u64 want, const Program* P) {
+  u64 start = 0;
+  u32 spins = 0;
+  while (ld_acquire(p) < want) {
+    if (++spins < 1024) continue;
+    spins = 0;
+    if (ld_volatile32((const u32*)P->abort)) return ST_ABORTED;
+    u64 now = globaltimer();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > P->timeout_ns) {
+      return ST_TIMEOUT;
+    }
+  }
+  return ST_OK;
+}
+
+// The first failing block of any kernel of the communicator reports; every block stops at its
+// next wait because the abort flag is raised.
+__device__ void report(const Program* P, int code, u32 lane, const Conn& c, u64 step, u64 waiting) {
+  if (atomicCAS((u32*)P->claim, 0u, 1u) == 0u) {
+    Report* r = (Report*)P->report;
+    r->lane = lane;
+    r->peer = c.peer;
+    r->channel = c.channel;
+    r->step = step;
+    r->waiting = waiting;
+    __threadfence_system();
+    st_volatile32(&r->code, (u32)code);
+  }
+  __threadfence_system();
+  st_volatile32((u32*)P->abort, 1u);
+}
+
+// 16-byte packs per thread per round: enough loads in flight to cover NVLink latency.
+#define UNROLL 4
+
+// d0[i] (and d1[i]) = post(pre(b[i])) over `count` elements; d1 may be null.
+template <typename T, int OP>
+__device__ __forceinline__ void map1(T* d0, T* d1, const T* b, u64 count, bool pre, bool post,
+                                     const Scalars& s) {
+  typedef Reduce<T, OP> R;
+  const u32 tid = threadIdx.x, nt = blockDim.x;
+  const u64 EPP = 16 / sizeof(T);
+  u64 done = 0;
+  u64 any = (u64)d0 | (u64)b | (d1 ? (u64)d1 : 0);
+  if ((any & 15) == 0) {
+    const u64 npacks = count / EPP;
+    const uint4* pb = (const uint4*)b;
+    for (u64 base = 0; base < npacks; base += (u64)nt * UNROLL) {
+      uint4 v[UNROLL];
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        u64 p = base + tid + (u64)k * nt;
+        if (p < npacks) v[k] = __ldcg(pb + p);
+      }
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        u64 p = base + tid + (u64)k * nt;
+        if (p >= npacks) break;
+        if (pre || post) {
+          T* e = (T*)&v[k];
+#pragma unroll
+          for (int j = 0; j < (int)EPP; j++) e[j] = R::transform(e[j], pre, post, s);
+        }
+        ((uint4*)d0)[p] = v[k];
+        if (d1) ((uint4*)d1)[p] = v[k];
+      }
+    }
+    done = npacks * EPP;
+  }
+  for (u64 i = done + tid; i < count; i += nt) {
+    T r = R::transform(b[i], pre, post, s);
+    d0[i] = r;
+    if (d1) d1[i] = r;
+  }
+}
+
+// d0[i] (and d1[i]) = post(a[i] ⊕ pre(b[i])) over `count` elements; d1 may be null; a
+// destination may equal `a` or `b`.
+template <typename T, int OP>
+__device__ __forceinline__ void map2(T* d0, T* d1, const T* a, const T* b, u64 count, bool pre,
+                                     bool post, const Scalars& s) {
+  typedef Reduce<T, OP> R;
+  const u32 tid = threadIdx.x, nt = blockDim.x;
+  const u64 EPP = 16 / sizeof(T);
+  u64 done = 0;
+  u64 any = (u64)d0 | (u64)a | (u64)b | (d1 ? (u64)d1 : 0);
+  if ((any & 15) == 0) {
+    const u64 npacks = count / EPP;
+    const uint4* pa = (const uint4*)a;
+    const uint4* pb = (const uint4*)b;
+    for (u64 base = 0; base < npacks; base += (u64)nt * UNROLL) {
+      uint4 va[UNROLL], vb[UNROLL];
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        u64 p = base + tid + (u64)k * nt;
+        if (p < npacks) {
+          va[k] = __ldcg(pa + p);
+          vb[k] = __ldcg(pb + p);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        u64 p = base + tid + (u64)k * nt;
+        if (p >= npacks) break;
+        T* ea = (T*)&va[k];
+        const T* eb = (const T*)&vb[k];
+#pragma unroll
+        for (int j = 0; j < (int)EPP; j++) ea[j] = R::combine(ea[j], eb[j], pre, post, s);
+        ((uint4*)d0)[p] = va[k];
+        if (d1) ((uint4*)d1)[p] = va[k];
+      }
+    }
+    done = npacks * EPP;
+  }
+  for (u64 i = done + tid; i < count; i += nt) {
+    T r = R::combine(a[i], b[i], pre, post, s);
+    d0[i] = r;
+    if (d1) d1[i] = r;
+  }
+}
+
+// Per-block state shared by its threads.
+struct BlockState {
+  Step st;
+  u64 sstep;  // slots this block has posted on the step's send connection
+  u64 rstep;  // slots this block has consumed on the step's receive connection
+  u64 sbytes; // bytes moved on the send connection, ever
+  u64 rbytes; // bytes moved on the receive connection, ever
+  int status;
+};
+
+// Thread 0: waits for what the next slot needs — the peer's data on `recv`, a free slot on
+// `send` — and checks the received slot's size. Sets bs.status.
+__device__ void wait_slot(const Program* P, const Conn* conns, BlockState& bs, u32 lane, bool need_recv,
+                          bool need_send, u64 n) {
+  int st = ST_OK;
+  if (need_recv) {
+    const Conn& c = conns[bs.st.recv];
+    st = wait_at_least((const u64*)c.tail, bs.rstep + 1, P);
+    if (st != ST_OK) {
+      report(P, st, lane, c, bs.rstep + 1, 1);
+    } else if (ld_volatile((const u64*)c.sizes + bs.rstep % RNCCL_NSLOTS) != n) {
+      st = ST_BAD_SIZE;
+      report(P, st, lane, c, bs.rstep + 1, 1);
+    }
+  }
+  if (st == ST_OK && need_send) {
+    const Conn& c = conns[bs.st.send];
+    if (bs.sstep + 1 > RNCCL_NSLOTS) {
+      st = wait_at_least((const u64*)c.head, bs.sstep + 1 - RNCCL_NSLOTS, P);
+      if (st != ST_OK) report(P, st, lane, c, bs.sstep + 1, 2);
+    }
+  }
+  bs.status = st;
+}
+
+// Thread 0: publishes the slot just written on `send` (size, fence, tail).
+__device__ __forceinline__ void post_send(const Conn& c, BlockState& bs, u64 n) {
+  st_volatile((u64*)c.sizes + bs.sstep % RNCCL_NSLOTS, n);
+  __threadfence_system();
+  st_volatile((u64*)c.tail, bs.sstep + 1);
+  bs.sstep++;
+  bs.sbytes += n;
+  st_volatile((u64*)c.bytes, bs.sbytes);
+}
+
+// Thread 0: frees the slot just consumed on `recv`.
+__device__ __forceinline__ void free_recv(const Conn& c, BlockState& bs, u64 n) {
+  st_volatile((u64*)c.head, bs.rstep + 1);
+  bs.rstep++;
+  bs.rbytes += n;
+  st_volatile((u64*)c.bytes, bs.rbytes);
+}
+
+__device__ __forceinline__ char* slot_of(const Conn& c, u64 step, u64 slot_bytes) {
+  return (char*)c.fifo + (step % RNCCL_NSLOTS) * slot_bytes;
+}
+
+template <typename T, int OP>
+__device__ void run(const Program* P) {
+  __shared__ BlockState bs;
+  const u32 tid = threadIdx.x;
+  const u32 lane_ix = blockIdx.x;
+  const char* base = (const char*)P;
+  const Lane lane = ((const Lane*)(base + P->lanes))[lane_ix];
+  const Conn* conns = (const Conn*)(base + P->conns);
+  const Step* steps = (const Step*)(base + P->steps);
+  const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
+  const u64 slot = P->slot_bytes;
+
+  for (u32 i = 0; i < lane.nsteps; i++) {
+    if (tid == 0) {
+      bs.st = steps[lane.first + i];
+      bs.status = ST_OK;
+      if (bs.st.send != RNCCL_NO_CONN) {
+        const u64* c = (const u64*)conns[bs.st.send].step;
+        bs.sstep = c[0];
+        bs.sbytes = c[1];
+      }
+      if (bs.st.recv != RNCCL_NO_CONN) {
+        const u64* c = (const u64*)conns[bs.st.recv].step;
+        bs.rstep = c[0];
+        bs.rbytes = c[1];
+      }
+    }
+    __syncthreads();
+    const Step st = bs.st;
+    const bool pre = st.flags & RNCCL_STEP_PRE, post = st.flags & RNCCL_STEP_POST;
+    const u64 es = sizeof(T);
+    if (st.op == OP_COPY) {
+      if (st.src != st.dst || pre || post)
+        map1<T, OP>((T*)st.dst, 0, (const T*)st.src, st.bytes / es, pre, post, sc);
+      __syncthreads();
+      continue;
+    }
+    const bool has_s = st.send != RNCCL_NO_CONN, has_r = st.recv != RNCCL_NO_CONN;
+    for (u64 done = 0; done < st.bytes;) {
+      const u64 n = min(slot, st.bytes - done);
+      const u64 cnt = n / es;
+      char* src = (char*)st.src + done;
+      char* dst = (char*)st.dst + done;
+      if (st.op == OP_EXCHANGE) {
+        // Send this piece of the buffer, then combine the peer's piece into it.
+        if (tid == 0) wait_slot(P, conns, bs, lane_ix, false, true, n);
+        __syncthreads();
+        if (bs.status != ST_OK) return;
+        const Conn& cs = conns[st.send];
+        map1<T, OP>((T*)slot_of(cs, bs.sstep, slot), 0, (const T*)dst, cnt, false, false, sc);
+        __syncthreads();
+        if (tid == 0) {
+          post_send(cs, bs, n);
+          wait_slot(P, conns, bs, lane_ix, true, false, n);
+        }
+        __syncthreads();
+        if (bs.status != ST_OK) return;
+        const Conn& cr = conns[st.recv];
+        map2<T, OP>((T*)dst, 0, (const T*)dst, (const T*)slot_of(cr, bs.rstep, slot), cnt, false, false,
+                    sc);
+        __syncthreads();
+        if (tid == 0) free_recv(cr, bs, n);
+        done += n;
+        continue;
+      }
+      if (tid == 0) wait_slot(P, conns, bs, lane_ix, has_r, has_s, n);
+      __syncthreads();
+      if (bs.status != ST_OK) return;
+      T* ss = has_s ? (T*)slot_of(conns[st.send], bs.sstep, slot) : 0;
+      const T* rs = has_r ? (const T*)slot_of(conns[st.recv], bs.rstep, slot) : 0;
+      switch (st.op) {
+        case OP_SEND:
+          map1<T, OP>(ss, 0, (const T*)src, cnt, pre, post, sc);
+          break;
+        case OP_COPY_SEND:
+          map1<T, OP>(ss, dst != src ? (T*)dst : 0, (const T*)src, cnt, pre, post, sc);
+          break;
+        case OP_RECV:
+          map1<T, OP>((T*)dst, 0, rs, cnt, pre, post, sc);
+          break;
+        case OP_RECV_COPY_SEND:
+          map1<T, OP>((T*)dst, ss, rs, cnt, pre, post, sc);
+          break;
+        case OP_RECV_REDUCE_SEND:
+          map2<T, OP>(ss, 0, rs, (const T*)src, cnt, pre, post, sc);
+          break;
+        case OP_RECV_REDUCE_COPY:
+          map2<T, OP>((T*)dst, 0, rs, (const T*)src, cnt, pre, post, sc);
+          break;
+        case OP_RECV_REDUCE_COPY_SEND:
+          map2<T, OP>((T*)dst, ss, rs, (const T*)src, cnt, pre, post, sc);
+          break;
+      }
+      __syncthreads();
+      if (tid == 0) {
+        if (has_s) post_send(conns[st.send], bs, n);
+        if (has_r) free_recv(conns[st.recv], bs, n);
+      }
+      done += n;
+    }
+    if (tid == 0) {
+      if (bs.st.send != RNCCL_NO_CONN) {
+        u64* c = (u64*)conns[bs.st.send].step;
+        c[0] = bs.sstep;
+        c[1] = bs.sbytes;
+      }
+      if (bs.st.recv != RNCCL_NO_CONN) {
+        u64* c = (u64*)conns[bs.st.recv].step;
+        c[0] = bs.rstep;
+        c[1] = bs.rbytes;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace rnccl
+
+#define RNCCL_INTERP(NAME, T, OP)                                                \
+  extern "C" __global__ void __launch_bounds__(512) rnccl_interp_##NAME(        \
+      const rnccl::Program* p) {                                                \
+    rnccl::run<T, OP>(p);                                                       \
+  }
+
+#define RNCCL_INTERP_TYPE(TN, T)                    \
+  RNCCL_INTERP(TN##_sum, T, rnccl::SUM)             \
+  RNCCL_INTERP(TN##_prod, T, rnccl::PROD)           \
+  RNCCL_INTERP(TN##_max, T, rnccl::MAX)             \
+  RNCCL_INTERP(TN##_min, T, rnccl::MIN)
+
+// One data type per compiled module (the host defines RNCCL_DTYPE as nccl.h's ncclDataType_t
+// value), so a process compiles only the types it uses; without it every type is built.
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 0
+RNCCL_INTERP_TYPE(i8, signed char)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 1
+RNCCL_INTERP_TYPE(u8, unsigned char)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 2
+RNCCL_INTERP_TYPE(i32, int)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 3
+RNCCL_INTERP_TYPE(u32, unsigned int)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 4
+RNCCL_INTERP_TYPE(i64, long long)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 5
+RNCCL_INTERP_TYPE(u64, unsigned long long)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 6
+RNCCL_INTERP_TYPE(f16, __half)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 7
+RNCCL_INTERP_TYPE(f32, float)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 8
+RNCCL_INTERP_TYPE(f64, double)
+#endif
+#if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 9
+RNCCL_INTERP_TYPE(bf16, __nv_bfloat16)
+#endif

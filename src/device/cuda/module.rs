@@ -1,0 +1,179 @@
+//! The step interpreter (`kernels/interp.cu`) loaded into a device's context: one module per
+//! (device, data type), with one kernel per reduction, compiled for the device's architecture
+//! on first use (NVRTC, disk-cached) and kept for the life of the process.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, sys};
+
+use super::compile;
+use super::driver::{check, cuda_error};
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::redop::Combine;
+
+/// Threads per block of the interpreter (its `__launch_bounds__`; NCCL's NCCL_NTHREADS default).
+pub(crate) const THREADS: u32 = 512;
+
+/// The kernel's short name for a data type (the `<type>` of `rnccl_interp_<type>_<op>`).
+pub(crate) fn type_name(dtype: DataType) -> &'static str {
+    match dtype {
+        DataType::Int8 => "i8",
+        DataType::Uint8 => "u8",
+        DataType::Int32 => "i32",
+        DataType::Uint32 => "u32",
+        DataType::Int64 => "i64",
+        DataType::Uint64 => "u64",
+        DataType::Float16 => "f16",
+        DataType::Float32 => "f32",
+        DataType::Float64 => "f64",
+        DataType::Bfloat16 => "bf16",
+    }
+}
+
+/// The reductions in kernel order (`Combine`'s order, `reduce.cuh`'s `Combine`).
+pub(crate) const COMBINES: [Combine; 4] = [Combine::Sum, Combine::Prod, Combine::Max, Combine::Min];
+
+fn op_name(c: Combine) -> &'static str {
+    match c {
+        Combine::Sum => "sum",
+        Combine::Prod => "prod",
+        Combine::Max => "max",
+        Combine::Min => "min",
+    }
+}
+
+/// The entry point of the interpreter for `dtype` and `combine`.
+pub(crate) fn kernel_name(dtype: DataType, combine: Combine) -> String {
+    format!("rnccl_interp_{}_{}", type_name(dtype), op_name(combine))
+}
+
+/// The interpreter's kernels for one data type, loaded in one context.
+pub(crate) struct Interp {
+    ctx: Arc<CudaContext>,
+    module: sys::CUmodule,
+    funcs: [sys::CUfunction; 4],
+}
+
+// SAFETY: module and function handles are plain driver handles, valid in any thread once the
+// owning context is bound (every use binds it first); the module is unloaded once, in Drop.
+unsafe impl Send for Interp {}
+// SAFETY: as above; launching through a shared handle is thread-safe in the driver.
+unsafe impl Sync for Interp {}
+
+impl Interp {
+    /// The interpreter for `dtype` on `ctx`'s device (compute capability `arch`, e.g. 90),
+    /// compiled or read from the cache on first use.
+    ///
+    /// Errors: [`Error::Cuda`] when NVRTC is missing or fails, or the module does not load.
+    pub(crate) fn get(ctx: &Arc<CudaContext>, arch: u32, dtype: DataType) -> Result<Arc<Interp>> {
+        static LOADED: OnceLock<Mutex<HashMap<(usize, DataType), Arc<Interp>>>> = OnceLock::new();
+        let map = LOADED.get_or_init(Default::default);
+        let key = (ctx.ordinal(), dtype);
+        if let Some(i) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(i.clone());
+        }
+        let image = compile::interp_cubin(arch, dtype)?;
+        let i = Arc::new(Interp::load(ctx, &image, dtype)?);
+        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(m.entry(key).or_insert(i).clone())
+    }
+
+    fn load(ctx: &Arc<CudaContext>, image: &[u8], dtype: DataType) -> Result<Interp> {
+        let gpu = ctx.ordinal();
+        ctx.bind_to_thread()
+            .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: `image` is a complete CUBIN (the driver copies it); the context is current.
+        check(
+            unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) },
+            || format!("loading the {} interpreter on GPU {gpu}", dtype),
+        )?;
+        let mut interp = Interp {
+            ctx: ctx.clone(),
+            module,
+            funcs: [std::ptr::null_mut(); 4],
+        };
+        for (i, c) in COMBINES.into_iter().enumerate() {
+            let name = kernel_name(dtype, c);
+            let cname = CString::new(name.clone())
+                .map_err(|_| Error::Internal(format!("kernel name {name:?}")))?;
+            // SAFETY: the module is loaded in the current context; the driver writes a handle.
+            check(
+                unsafe { sys::cuModuleGetFunction(&mut interp.funcs[i], module, cname.as_ptr()) },
+                || format!("finding kernel {name} on GPU {gpu}"),
+            )?;
+        }
+        Ok(interp)
+    }
+
+    /// Launches the kernel for `combine` on `stream`: `lanes` blocks of [`THREADS`] threads
+    /// running the program at device address `program`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context (or null, the legacy default stream);
+    /// `program` is a well-formed program (`kernels/program.cuh`) whose every address stays
+    /// valid until the kernel completes.
+    ///
+    /// Errors: [`Error::Cuda`] when the launch fails.
+    pub(crate) unsafe fn launch(
+        &self,
+        combine: Combine,
+        lanes: u32,
+        stream: sys::CUstream,
+        program: u64,
+    ) -> Result<()> {
+        let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
+        let mut arg = program;
+        let mut params = [(&raw mut arg).cast::<std::ffi::c_void>()];
+        // SAFETY: the function takes one pointer argument, given by value through `params`;
+        // the caller vouches for the stream and the program.
+        check(
+            unsafe {
+                sys::cuLaunchKernel(
+                    self.funcs[i],
+                    lanes.max(1),
+                    1,
+                    1,
+                    THREADS,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            || format!("launching {} blocks on GPU {}", lanes, self.ctx.ordinal()),
+        )
+    }
+}
+
+impl Drop for Interp {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: loaded once in this context, unloaded once.
+            let _ = unsafe { sys::cuModuleUnload(self.module) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_the_kernel_source() {
+        let src = include_str!("../../../kernels/interp.cu");
+        for t in DataType::ALL {
+            assert!(
+                src.contains(&format!("RNCCL_INTERP_TYPE({}, ", type_name(t))),
+                "{t}"
+            );
+        }
+        assert_eq!(kernel_name(DataType::Float32, Combine::Sum), "rnccl_interp_f32_sum");
+        assert_eq!(kernel_name(DataType::Bfloat16, Combine::Min), "rnccl_interp_bf16_min");
+    }
+}

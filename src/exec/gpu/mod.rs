@@ -1,0 +1,6 @@
+//! Runs plans on GPUs: a plan is encoded as a device program ([`program`]) and executed by the
+//! step interpreter kernel (`kernels/interp.cu`), one thread block per lane, on the caller's
+//! CUDA stream. Nothing here waits for the GPU: completion is seen through the stream, and
+//! failures after the launch through the communicator's async-error query.
+
+pub(crate) mod program;

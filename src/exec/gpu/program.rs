@@ -1,0 +1,356 @@
+//! A plan encoded for the GPU: the bytes of a device program (`kernels/program.cuh`, whose
+//! layout this file mirrors field for field), with every buffer location resolved to a device
+//! address and every connection to its FIFO. Pure data: tests decode it again and run it on a
+//! simulated fabric ([`super::emulate`]).
+
+use crate::coll::{Buf, Loc, Op, Plan};
+use crate::conn::ConnKey;
+use crate::device::ReduceSpec;
+use crate::error::{Error, Result};
+
+/// Bytes of the program header (`struct Program`).
+pub(crate) const PROGRAM_BYTES: usize = 104;
+/// Bytes of one lane (`struct Lane`).
+pub(crate) const LANE_BYTES: usize = 16;
+/// Bytes of one connection (`struct Conn`).
+pub(crate) const CONN_BYTES: usize = 56;
+/// Bytes of one step (`struct Step`).
+pub(crate) const STEP_BYTES: usize = 32;
+/// Bytes of the kernel's error report (`struct Report`).
+pub(crate) const REPORT_BYTES: usize = 32;
+/// "No connection" (`RNCCL_NO_CONN`).
+pub(crate) const NO_CONN: u16 = 0xffff;
+/// Step flag: apply the pre-multiplier (`RNCCL_STEP_PRE`).
+pub(crate) const STEP_PRE: u8 = 1;
+/// Step flag: apply the post-divisor (`RNCCL_STEP_POST`).
+pub(crate) const STEP_POST: u8 = 2;
+
+/// Why a kernel stopped early (`enum Status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// A wait outlasted the program's timeout.
+    Timeout = 1,
+    /// The communicator's abort flag was raised.
+    Aborted = 2,
+    /// A peer posted a slot of a size the plan does not expect.
+    BadSize = 3,
+}
+
+impl Status {
+    /// The status a report's `code` names, if any.
+    pub(crate) fn from_code(code: u32) -> Option<Status> {
+        match code {
+            1 => Some(Status::Timeout),
+            2 => Some(Status::Aborted),
+            3 => Some(Status::BadSize),
+            _ => None,
+        }
+    }
+}
+
+/// The device addresses of one operation's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DevBuffers {
+    /// Input: (address, bytes).
+    pub input: (u64, usize),
+    /// Output: (address, bytes).
+    pub output: (u64, usize),
+    /// Scratch: (address, bytes).
+    pub scratch: (u64, usize),
+}
+
+impl DevBuffers {
+    /// The address of `bytes` bytes at `loc`.
+    ///
+    /// Errors: [`Error::Internal`] when the plan reaches past a buffer (a planning bug).
+    fn at(&self, loc: Loc, bytes: usize) -> Result<u64> {
+        let (base, len) = match loc.buf {
+            Buf::Input => self.input,
+            Buf::Output => self.output,
+            Buf::Scratch => self.scratch,
+        };
+        if loc.off.checked_add(bytes).is_none_or(|end| end > len) {
+            return Err(Error::Internal(format!(
+                "a step reaches bytes {}..{} of the {:?} buffer, which holds {len}",
+                loc.off,
+                loc.off + bytes,
+                loc.buf
+            )));
+        }
+        Ok(base + loc.off as u64)
+    }
+}
+
+/// One end of a connection, as the kernel needs it (`struct Conn`): device addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct DevConn {
+    /// The FIFO's slots (receiver's memory).
+    pub fifo: u64,
+    /// `u64[NSLOTS]` slot sizes (receiver's memory).
+    pub sizes: u64,
+    /// Slots posted (receiver's memory).
+    pub tail: u64,
+    /// Slots freed (sender's memory).
+    pub head: u64,
+    /// `u64[2]`: this end's persistent slot and byte counts (this rank's memory).
+    pub step: u64,
+    /// Host-mapped copy of the byte count, for live counters.
+    pub bytes: u64,
+    /// The rank at the other end.
+    pub peer: u32,
+    /// The channel.
+    pub channel: u16,
+}
+
+/// Where the kernel reports and what bounds it (the header's communicator fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Control {
+    /// `Report*` (host-mapped).
+    pub report: u64,
+    /// `u32*` abort flag (host-mapped).
+    pub abort: u64,
+    /// `u32*` first-failure claim (device memory).
+    pub claim: u64,
+    /// Longest wait for a peer, ns.
+    pub timeout_ns: u64,
+    /// This rank.
+    pub rank: u32,
+    /// Bytes per FIFO slot.
+    pub slot_bytes: u64,
+}
+
+fn op_code(op: &Op) -> u8 {
+    match op {
+        Op::Copy { .. } => 0,
+        Op::Send { .. } => 1,
+        Op::CopySend { .. } => 2,
+        Op::Recv { .. } => 3,
+        Op::RecvCopySend { .. } => 4,
+        Op::RecvReduceSend { .. } => 5,
+        Op::RecvReduceCopy { .. } => 6,
+        Op::RecvReduceCopySend { .. } => 7,
+        Op::Exchange { .. } => 8,
+    }
+}
+
+/// The local locations a step reads (`src`) and writes (`dst`).
+fn locs(op: &Op) -> (Option<Loc>, Option<Loc>) {
+    match *op {
+        Op::Copy { src, dst } | Op::CopySend { src, dst, .. } => (Some(src), Some(dst)),
+        Op::Send { src, .. } | Op::RecvReduceSend { src, .. } => (Some(src), None),
+        Op::Recv { dst, .. } | Op::RecvCopySend { dst, .. } => (None, Some(dst)),
+        Op::RecvReduceCopy { src, dst, .. } | Op::RecvReduceCopySend { src, dst, .. } => {
+            (Some(src), Some(dst))
+        }
+        Op::Exchange { buf, .. } => (Some(buf), Some(buf)),
+    }
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+}
+
+/// The connection table of a plan: its sending ends first, then its receiving ends, as
+/// [`encode`] numbers them.
+pub(crate) fn conn_order(plan: &Plan) -> impl Iterator<Item = (ConnKey, bool)> + '_ {
+    let sends = plan.send_keys.iter().map(|&k| (k, true));
+    sends.chain(plan.recv_keys.iter().map(|&k| (k, false)))
+}
+
+/// Encodes `plan` for the kernel: `conns` are the plan's connection ends in [`conn_order`],
+/// `spec` the reduction (its scalars go into the header).
+///
+/// Errors: [`Error::Internal`] when a step reaches past a buffer, names a connection not in
+/// the table, or the plan has more than 65 535 connections or 2³² steps.
+pub(crate) fn encode(
+    plan: &Plan,
+    bufs: &DevBuffers,
+    conns: &[DevConn],
+    spec: &ReduceSpec,
+    ctl: &Control,
+) -> Result<Vec<u8>> {
+    let index: Vec<(ConnKey, bool)> = conn_order(plan).collect();
+    if index.len() != conns.len() || conns.len() >= NO_CONN as usize {
+        return Err(Error::Internal(format!(
+            "a plan with {} connection ends was given {}",
+            index.len(),
+            conns.len()
+        )));
+    }
+    let find = |key: Option<ConnKey>, send: bool| -> Result<u16> {
+        let Some(key) = key else { return Ok(NO_CONN) };
+        index
+            .iter()
+            .position(|&(k, s)| k == key && s == send)
+            .map(|i| i as u16)
+            .ok_or_else(|| Error::Internal(format!("a step uses {key:?}, which the plan lacks")))
+    };
+    let nsteps: usize = plan.lanes.iter().map(|(_, s)| s.len()).sum();
+    let nlanes = plan.lanes.len();
+    let lanes_off = PROGRAM_BYTES;
+    let conns_off = lanes_off + nlanes * LANE_BYTES;
+    let steps_off = conns_off + conns.len() * CONN_BYTES;
+    let total = steps_off + nsteps * STEP_BYTES;
+    let too_many = |what| Error::Internal(format!("a plan with too many {what} for the GPU"));
+    let mut w = Writer(Vec::with_capacity(total));
+    // struct Program
+    w.u64(lanes_off as u64);
+    w.u64(conns_off as u64);
+    w.u64(steps_off as u64);
+    w.u64(ctl.slot_bytes);
+    w.u64(ctl.report);
+    w.u64(ctl.abort);
+    w.u64(ctl.claim);
+    w.u64(ctl.timeout_ns);
+    let pre = spec.pre.unwrap_or(crate::Scalar::Int(1));
+    w.0.extend_from_slice(&pre.as_f64().to_le_bytes());
+    w.u64(pre.as_i64() as u64);
+    w.u64(spec.post_div.unwrap_or(1));
+    w.u32(u32::try_from(nlanes).map_err(|_| too_many("lanes"))?);
+    w.u32(conns.len() as u32);
+    w.u32(u32::try_from(nsteps).map_err(|_| too_many("steps"))?);
+    w.u32(ctl.rank);
+    // struct Lane[]
+    let mut first = 0u32;
+    for (key, steps) in &plan.lanes {
+        let channel = match key {
+            crate::coll::LaneKey::Channel(c) => u32::from(*c),
+            _ => 0,
+        };
+        w.u32(first);
+        w.u32(steps.len() as u32);
+        w.u32(channel);
+        w.u32(0);
+        first += steps.len() as u32;
+    }
+    // struct Conn[]
+    for c in conns {
+        for v in [c.fifo, c.sizes, c.tail, c.head, c.step, c.bytes] {
+            w.u64(v);
+        }
+        w.u32(c.peer);
+        w.u16(c.channel);
+        w.u16(0);
+    }
+    // struct Step[]
+    for (_, steps) in &plan.lanes {
+        for s in steps {
+            let (src, dst) = locs(&s.op);
+            let addr = |l: Option<Loc>| l.map_or(Ok(0), |l| bufs.at(l, s.bytes));
+            w.u64(addr(src)?);
+            w.u64(addr(dst)?);
+            w.u64(s.bytes as u64);
+            w.u16(find(s.send_key(), true)?);
+            w.u16(find(s.recv_key(), false)?);
+            w.u8(op_code(&s.op));
+            w.u8(u8::from(s.pre) * STEP_PRE | u8::from(s.post) * STEP_POST);
+            w.u16(0);
+        }
+    }
+    debug_assert_eq!(w.0.len(), total);
+    Ok(w.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes here are the ones `static_assert`ed in kernels/program.cuh.
+    #[test]
+    fn sizes_match_the_kernel_header() {
+        let h = include_str!("../../../kernels/program.cuh");
+        for (name, n) in [
+            ("Step", STEP_BYTES),
+            ("Conn", CONN_BYTES),
+            ("Lane", LANE_BYTES),
+            ("Report", REPORT_BYTES),
+            ("Program", PROGRAM_BYTES),
+        ] {
+            let want = format!("static_assert(sizeof({name}) == {n},");
+            assert!(h.contains(&want), "program.cuh lacks `{want}`");
+        }
+        assert!(h.contains("#define RNCCL_NSLOTS 8") && crate::conn::NSLOTS == 8);
+    }
+
+    #[test]
+    fn op_codes_follow_the_kernel_enum() {
+        let h = include_str!("../../../kernels/program.cuh");
+        let l = Loc::input(0);
+        let k = ConnKey::collective(1, 0);
+        for (op, name) in [
+            (Op::Copy { src: l, dst: l }, "OP_COPY"),
+            (Op::Send { src: l, to: k }, "OP_SEND"),
+            (
+                Op::CopySend {
+                    src: l,
+                    dst: l,
+                    to: k,
+                },
+                "OP_COPY_SEND",
+            ),
+            (Op::Recv { dst: l, from: k }, "OP_RECV"),
+            (
+                Op::RecvCopySend {
+                    dst: l,
+                    from: k,
+                    to: k,
+                },
+                "OP_RECV_COPY_SEND",
+            ),
+            (
+                Op::RecvReduceSend {
+                    src: l,
+                    from: k,
+                    to: k,
+                },
+                "OP_RECV_REDUCE_SEND",
+            ),
+            (
+                Op::RecvReduceCopy {
+                    src: l,
+                    dst: l,
+                    from: k,
+                },
+                "OP_RECV_REDUCE_COPY",
+            ),
+            (
+                Op::RecvReduceCopySend {
+                    src: l,
+                    dst: l,
+                    from: k,
+                    to: k,
+                },
+                "OP_RECV_REDUCE_COPY_SEND",
+            ),
+            (Op::Exchange { buf: l, with: k }, "OP_EXCHANGE"),
+        ] {
+            let want = format!("{name} = {},", op_code(&op));
+            assert!(h.contains(&want), "program.cuh lacks `{want}`");
+        }
+    }
+
+    #[test]
+    fn steps_past_a_buffer_are_refused() {
+        let b = DevBuffers {
+            input: (0x1000, 64),
+            output: (0x2000, 64),
+            scratch: (0, 0),
+        };
+        assert_eq!(b.at(Loc::output(32), 32).unwrap(), 0x2020);
+        assert!(b.at(Loc::output(40), 32).is_err());
+        assert!(b.at(Loc::scratch(0), 1).is_err());
+    }
+}
