@@ -210,7 +210,8 @@ __device__ __forceinline__ void post_send(const Conn& c, BlockState& bs, u64 n) 
   st_volatile((u64*)c.tail, bs.sstep + 1);
   bs.sstep++;
   bs.sbytes += n;
-  st_volatile((u64*)c.bytes, bs.sbytes);
+  st_volatile((u64*)c.bytes, bs.sstep);
+  st_volatile((u64*)c.bytes + 1, bs.sbytes);
 }
 
 // Thread 0: frees the slot just consumed on `recv`.
@@ -218,7 +219,8 @@ __device__ __forceinline__ void free_recv(const Conn& c, BlockState& bs, u64 n) 
   st_volatile((u64*)c.head, bs.rstep + 1);
   bs.rstep++;
   bs.rbytes += n;
-  st_volatile((u64*)c.bytes, bs.rbytes);
+  st_volatile((u64*)c.bytes, bs.rstep);
+  st_volatile((u64*)c.bytes + 1, bs.rbytes);
 }
 
 __device__ __forceinline__ char* slot_of(const Conn& c, u64 step, u64 slot_bytes) {

@@ -63,7 +63,7 @@ struct Conn {
   u64 tail;   // u64*: slots posted (receiver's memory, written by the sender)
   u64 head;   // u64*: slots freed (sender's memory, written by the receiver)
   u64 step;   // u64[2]: this end's slot count and bytes moved (this rank's device memory)
-  u64 bytes;  // u64*: a copy of the bytes moved for live counters (host-mapped, write-only)
+  u64 bytes;  // u64[2]: a copy of `step` for live counters (host-mapped, write-only)
   u32 peer;   // communicator rank of the other end
   u16 channel;
   u16 pad;

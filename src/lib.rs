@@ -39,6 +39,7 @@ pub use comm::{
     AbortHandle, CommConfig, Communicator, Group, Pending, SPLIT_NOCOLOR, Window, group_end,
     group_start,
 };
+pub use device::cuda::{DeviceInfo, gpus};
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
 pub use func::Func;

@@ -23,6 +23,10 @@ enum Kind {
     FailureNotice = 5,
     /// Window registration (names, then "mapped").
     Window = 6,
+    /// A GPU receiving end's FIFO addresses ([`crate::transport::gpu`]).
+    GpuOffer = 7,
+    /// A GPU sending end's reply: where the receiver frees slots.
+    GpuAck = 8,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -41,6 +45,16 @@ pub(crate) fn conn_offer(key: &ConnKey) -> u64 {
 /// The acknowledgement of connection `key`.
 pub(crate) fn conn_ack(key: &ConnKey) -> u64 {
     tag(Kind::ConnAck, conn(key))
+}
+
+/// The GPU FIFO offer for connection `key` (named from the sender's side of the message).
+pub(crate) fn gpu_offer(key: &ConnKey) -> u64 {
+    tag(Kind::GpuOffer, conn(key))
+}
+
+/// The GPU sending end's reply for connection `key`.
+pub(crate) fn gpu_ack(key: &ConnKey) -> u64 {
+    tag(Kind::GpuAck, conn(key))
 }
 
 /// Rank 0's channel layout.
@@ -78,6 +92,8 @@ mod tests {
         for k in &keys {
             assert!(all.insert(conn_offer(k)));
             assert!(all.insert(conn_ack(k)));
+            assert!(all.insert(gpu_offer(k)));
+            assert!(all.insert(gpu_ack(k)));
         }
         assert!(all.insert(layout()));
         assert!(all.insert(failure_notice()));

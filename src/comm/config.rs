@@ -15,6 +15,9 @@ pub struct CommConfig {
     /// Bound on every blocking wait (bootstrap, connection, collective stall); `None` uses
     /// `RNCCL_TIMEOUT` seconds.
     pub timeout: Option<Duration>,
+    /// The CUDA device the rank runs on (`cudaSetDevice` before `ncclCommInitRank`); `None`
+    /// keeps the communicator on host memory only.
+    pub device: Option<usize>,
 }
 
 impl CommConfig {
@@ -23,7 +26,15 @@ impl CommConfig {
         CommConfig {
             knobs: Some(knobs),
             timeout: None,
+            device: None,
         }
+    }
+
+    /// The same config on CUDA device `ordinal`: collectives then take device buffers and run
+    /// as GPU kernels on the caller's stream.
+    pub fn device(mut self, ordinal: usize) -> CommConfig {
+        self.device = Some(ordinal);
+        self
     }
 
     /// The same config with a timeout.

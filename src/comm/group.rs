@@ -4,10 +4,14 @@
 
 use std::marker::PhantomData;
 
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+
 use super::Communicator;
 use super::pending::Pending;
 use crate::coll::{CollArgs, Func};
-use crate::device::Region;
+use crate::device::{MemKind, Region};
+use crate::dtype::Element;
 use crate::error::{Error, Result};
 
 /// One queued operation: the buffers it borrows (for the group's lifetime `'a`), as regions of
@@ -19,12 +23,17 @@ pub(crate) struct Queued<'a> {
     pub input: Region,
     /// Written (the part of the receive buffer this rank uses).
     pub output: Region,
+    /// The CUDA stream a device operation is enqueued on (null for host operations).
+    pub stream: cudarc::driver::sys::CUstream,
 }
 
 /// Operations queued for one launch. Create with [`group_start`], add operations, run them with
 /// [`Group::end`]. A group dropped without `end` runs nothing.
 pub struct Group<'a> {
     pub(crate) ops: Vec<Queued<'a>>,
+    /// cudarc's stream-order guards of the typed device buffers: dropped after the launch, so
+    /// cudarc orders later frees of those buffers after the collective.
+    guards: Vec<SyncOnDrop<'a>>,
     _buffers: PhantomData<&'a mut [u8]>,
 }
 
@@ -32,6 +41,7 @@ pub struct Group<'a> {
 pub fn group_start<'a>() -> Group<'a> {
     Group {
         ops: Vec::new(),
+        guards: Vec::new(),
         _buffers: PhantomData,
     }
 }
@@ -87,6 +97,7 @@ impl<'a> Group<'a> {
             args,
             input: Region::host(send.as_ptr().cast_mut(), input_len),
             output: Region::host(recv.as_mut_ptr(), output_len),
+            stream: std::ptr::null_mut(),
         });
         Ok(self)
     }
@@ -114,6 +125,7 @@ impl<'a> Group<'a> {
             args,
             input: Region::host(input, l.input.1),
             output: Region::host(output, l.output.1),
+            stream: std::ptr::null_mut(),
         });
         Ok(self)
     }
@@ -154,14 +166,192 @@ impl<'a> Group<'a> {
             args: send,
             input: Region::host(p, bytes),
             output: Region::host(p, 0),
+            stream: std::ptr::null_mut(),
         });
         self.ops.push(Queued {
             comm,
             args: recv,
             input: Region::host(p, 0),
             output: Region::host(p, bytes),
+            stream: std::ptr::null_mut(),
         });
         Ok(self)
+    }
+
+    /// Queues an operation on GPU memory (nccl.h's collectives and Send/Recv take device
+    /// pointers this way): `send` and `recv` are device addresses on the communicator's GPU,
+    /// `stream` the CUDA stream (of the GPU's primary context) it is enqueued on. The
+    /// operation runs on that stream after [`Group::end`] returns, as NCCL's do; completion
+    /// is seen through the stream, failures after the launch through
+    /// [`Communicator::async_error`]. For an in-place operation (`args.in_place`) `recv` is
+    /// the buffer and `send` is ignored: the layout is nccl.h's (see
+    /// [`CollArgs::in_place_layout`]).
+    ///
+    /// Errors: [`Error::InvalidArgument`] for bad counts, roots or peers, or a null buffer the
+    /// rank uses; [`Error::InvalidUsage`] on a communicator without a GPU.
+    ///
+    /// # Safety
+    /// Each address this rank uses must point to GPU memory valid for the bytes the operation
+    /// reads or writes (`args.input_bytes` / `args.output_bytes` of nranks), stay valid until
+    /// the stream has run the operation, and not be written by anything else meanwhile;
+    /// `stream` must be a live stream of the communicator's GPU (or null, the legacy default
+    /// stream).
+    pub unsafe fn push_device(
+        &mut self,
+        comm: &'a Communicator,
+        args: CollArgs,
+        send: u64,
+        recv: u64,
+        stream: CUstream,
+    ) -> Result<&mut Self> {
+        let (rank, n) = (comm.rank(), comm.nranks());
+        args.validate(n)?;
+        let gpu = comm.gpu_ordinal().ok_or_else(|| {
+            Error::invalid_usage(
+                "device buffers need a communicator on a GPU (CommConfig::device or \
+                 Communicator::init_all_devices)",
+            )
+        })?;
+        let (input, output) = if args.in_place {
+            let l = args.in_place_layout(rank, n)?;
+            let at = |off: usize| recv.wrapping_add(off as u64);
+            (
+                Region::device(at(l.input.0), l.input.1, gpu),
+                Region::device(at(l.output.0), l.output.1, gpu),
+            )
+        } else {
+            let (uses_in, uses_out) = roles(&args, rank);
+            let len = |uses: bool, bytes: usize| if uses { bytes } else { 0 };
+            (
+                Region::device(send, len(uses_in, args.input_bytes(n)), gpu),
+                Region::device(recv, len(uses_out, args.output_bytes(n)), gpu),
+            )
+        };
+        for (what, r) in [("send", input), ("receive", output)] {
+            if r.len > 0 && r.ptr.is_null() {
+                return Err(Error::invalid_arg(format!(
+                    "{}: the {what} buffer is a null device pointer",
+                    args.func.nccl_name()
+                )));
+            }
+        }
+        self.ops.push(Queued {
+            comm,
+            args,
+            input,
+            output,
+            stream,
+        });
+        Ok(self)
+    }
+
+    /// Queues an operation on cudarc device buffers (`T` must be `args.dtype`'s element
+    /// type), enqueued on `stream` when the group ends: the safe form of
+    /// [`Group::push_device`]. Buffers may be longer than the operation needs.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for bad counts, short buffers, a type other than
+    /// `args.dtype`, buffers or a stream of another GPU than the communicator's, or an
+    /// in-place `args` (use [`Group::push_cuda_in_place`]); [`Error::InvalidUsage`] on a
+    /// communicator without a GPU.
+    pub fn push_cuda<T: Element>(
+        &mut self,
+        comm: &'a Communicator,
+        args: CollArgs,
+        send: &'a CudaSlice<T>,
+        recv: &'a mut CudaSlice<T>,
+        stream: &'a CudaStream,
+    ) -> Result<&mut Self> {
+        if args.in_place {
+            return Err(Error::invalid_arg(
+                "use push_cuda_in_place for in-place operations",
+            ));
+        }
+        let (rank, n) = (comm.rank(), comm.nranks());
+        args.validate(n)?;
+        check_cuda::<T>(comm, &args, stream)?;
+        let es = args.dtype.size();
+        let (uses_in, uses_out) = roles(&args, rank);
+        if uses_in {
+            need("send", send.len() * es, args.input_bytes(n), &args, es)?;
+        }
+        if uses_out {
+            need("receive", recv.len() * es, args.output_bytes(n), &args, es)?;
+        }
+        let (s, gs) = send.device_ptr(stream);
+        let (r, gr) = recv.device_ptr_mut(stream);
+        self.guards.push(gs);
+        self.guards.push(gr);
+        // SAFETY: both slices are borrowed for the group's lifetime 'a (so they outlive the
+        // launch) and long enough (checked above); cudarc's guards, dropped after the launch,
+        // order later uses of the slices after the collective on `stream`, which belongs to
+        // the communicator's GPU (checked).
+        unsafe { self.push_device(comm, args, s, r, stream.cu_stream()) }
+    }
+
+    /// Queues an in-place operation on one cudarc device buffer, laid out as nccl.h's
+    /// in-place rules say (see [`CollArgs::in_place_layout`]).
+    ///
+    /// Errors: as [`Group::push_cuda`], and AlltoAll's in-place layout rules.
+    pub fn push_cuda_in_place<T: Element>(
+        &mut self,
+        comm: &'a Communicator,
+        mut args: CollArgs,
+        buf: &'a mut CudaSlice<T>,
+        stream: &'a CudaStream,
+    ) -> Result<&mut Self> {
+        let (rank, n) = (comm.rank(), comm.nranks());
+        args.in_place = true;
+        args.validate(n)?;
+        check_cuda::<T>(comm, &args, stream)?;
+        let l = args.in_place_layout(rank, n)?;
+        let es = args.dtype.size();
+        need("in-place", buf.len() * es, l.buf_bytes, &args, es)?;
+        let (p, g) = buf.device_ptr_mut(stream);
+        self.guards.push(g);
+        // SAFETY: as in push_cuda: the buffer is borrowed for 'a, long enough for the layout,
+        // and the guard orders later uses after the collective.
+        unsafe { self.push_device(comm, args, 0, p, stream.cu_stream()) }
+    }
+
+    /// Queues `ncclSend` of `buf.len()` elements of a cudarc device buffer to `peer`, on
+    /// `stream` when the group ends.
+    ///
+    /// Errors: as [`Group::push_cuda`]; [`Error::InvalidArgument`] for a bad peer.
+    pub fn send_cuda<T: Element>(
+        &mut self,
+        comm: &'a Communicator,
+        buf: &'a CudaSlice<T>,
+        peer: usize,
+        stream: &'a CudaStream,
+    ) -> Result<&mut Self> {
+        let args = p2p_args::<T>(Func::Send, buf.len(), peer);
+        args.validate(comm.nranks())?;
+        check_cuda::<T>(comm, &args, stream)?;
+        let (p, g) = buf.device_ptr(stream);
+        self.guards.push(g);
+        // SAFETY: the buffer is borrowed for 'a and holds `count` elements; the guard orders
+        // later uses after the send on `stream`, a stream of the communicator's GPU (checked).
+        unsafe { self.push_device(comm, args, p, 0, stream.cu_stream()) }
+    }
+
+    /// Queues `ncclRecv` of `buf.len()` elements from `peer` into a cudarc device buffer, on
+    /// `stream` when the group ends.
+    ///
+    /// Errors: as [`Group::send_cuda`].
+    pub fn recv_cuda<T: Element>(
+        &mut self,
+        comm: &'a Communicator,
+        buf: &'a mut CudaSlice<T>,
+        peer: usize,
+        stream: &'a CudaStream,
+    ) -> Result<&mut Self> {
+        let args = p2p_args::<T>(Func::Recv, buf.len(), peer);
+        args.validate(comm.nranks())?;
+        check_cuda::<T>(comm, &args, stream)?;
+        let (p, g) = buf.device_ptr_mut(stream);
+        self.guards.push(g);
+        // SAFETY: as in send_cuda, for a buffer borrowed mutably.
+        unsafe { self.push_device(comm, args, 0, p, stream.cu_stream()) }
     }
 
     /// Number of queued operations.
@@ -180,7 +370,25 @@ impl<'a> Group<'a> {
     /// Errors: the first failure of any operation ([`Error::Remote`], [`Error::Timeout`],
     /// [`Error::Aborted`]…); the communicator involved is unusable afterwards.
     pub fn end(self) -> Result<()> {
+        if self.on_device()? {
+            return super::gpu_launch::launch(self.ops);
+        }
         self.enqueue()?.wait()
+    }
+
+    /// Whether the group's operations are on GPU memory (all of them) or host memory (all).
+    ///
+    /// Errors: [`Error::InvalidUsage`] for a group that mixes the two.
+    fn on_device(&self) -> Result<bool> {
+        let dev = |q: &Queued<'_>| matches!(q.output.kind, MemKind::Device { .. });
+        let n = self.ops.iter().filter(|q| dev(q)).count();
+        if n != 0 && n != self.ops.len() {
+            return Err(Error::invalid_usage(
+                "a group mixes operations on GPU memory with operations on host memory: end \
+                 them in separate groups",
+            ));
+        }
+        Ok(n != 0)
     }
 
     /// Launches every queued operation without waiting for them: plans them, opens the
@@ -191,6 +399,10 @@ impl<'a> Group<'a> {
     /// [`Error::Timeout`], [`Error::InvalidUsage`] when a communicator is busy or failed
     /// earlier); the communicators involved are unusable after a connection failure.
     pub fn enqueue(self) -> Result<Pending<'a>> {
+        if self.on_device()? {
+            super::gpu_launch::launch(self.ops)?;
+            return Ok(Pending::new(Vec::new(), Vec::new()));
+        }
         super::enqueue::enqueue(self.ops)
     }
 }
@@ -200,6 +412,40 @@ impl<'a> Group<'a> {
 /// Errors: as [`Group::end`].
 pub fn group_end(group: Group<'_>) -> Result<()> {
     group.end()
+}
+
+/// The arguments of a Send or Recv of `count` elements of `T` with `peer`.
+fn p2p_args<T: Element>(func: Func, count: usize, peer: usize) -> CollArgs {
+    CollArgs {
+        func,
+        count,
+        dtype: T::DTYPE,
+        op: crate::RedOp::Sum,
+        root: peer,
+        in_place: false,
+    }
+}
+
+/// Checks a typed device operation: the element type is `args.dtype`'s and the stream belongs
+/// to the communicator's GPU.
+fn check_cuda<T: Element>(comm: &Communicator, args: &CollArgs, stream: &CudaStream) -> Result<()> {
+    if T::DTYPE != args.dtype {
+        return Err(Error::invalid_arg(format!(
+            "{}: buffers of {} for an operation on {}",
+            args.func.nccl_name(),
+            T::DTYPE,
+            args.dtype
+        )));
+    }
+    let gpu = stream.context().ordinal();
+    match comm.gpu_ordinal() {
+        Some(g) if g != gpu => Err(Error::invalid_arg(format!(
+            "{}: the stream and buffers are on GPU {gpu} but rank {} runs on GPU {g}",
+            args.func.nccl_name(),
+            comm.rank()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Whether this rank reads its input and writes its output for `args`.

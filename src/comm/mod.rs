@@ -3,6 +3,8 @@
 mod api;
 mod config;
 mod enqueue;
+mod gpu;
+mod gpu_launch;
 mod group;
 mod label;
 pub(crate) mod layout;
@@ -58,6 +60,8 @@ pub(crate) struct Core {
     pub knobs: Arc<Config>,
     /// Live counters, readable from any thread.
     pub stats: Arc<CommStats>,
+    /// The GPU this rank runs on, and its connections (None: host memory only).
+    pub gpu: Option<Arc<gpu::GpuComm>>,
 }
 
 impl Core {
@@ -65,6 +69,27 @@ impl Core {
     pub(crate) fn describe(&self, rank: usize) -> String {
         let p = &self.net.peers()[self.net_rank[rank]];
         format!("rank {rank} (host {}, pid {})", p.hostname, p.pid)
+    }
+
+    /// The same core bound to GPU `ordinal`, connected to its peers' GPUs (every rank binds
+    /// at the same time, during init or split).
+    ///
+    /// Errors: as [`gpu::GpuComm::new`].
+    pub(super) fn with_gpu(mut self, ordinal: usize) -> Result<Core> {
+        let g = gpu::GpuComm::new(gpu::GpuSetup {
+            ordinal,
+            net: &self.net,
+            comm_tag: self.tag,
+            rank: self.rank,
+            net_rank: &self.net_rank,
+            rings: &self.rings,
+            slot_bytes: self.geo.slot_bytes,
+            p2p_disable: self.params.p2p_disable,
+            timeout: self.timeout,
+            abort: &self.abort,
+        })?;
+        self.gpu = Some(Arc::new(g));
+        Ok(self)
     }
 
     pub(crate) fn deadline(&self) -> Deadline {
@@ -207,6 +232,10 @@ pub(crate) struct State {
     pub colls: u64,
     /// Registered windows.
     pub windows: window::Windows,
+    /// Device programs launched so far (GPU communicators; created on first launch).
+    pub gpu_programs: Option<crate::exec::gpu::Programs>,
+    /// Device scratch (GPU communicators).
+    pub gpu_scratch: gpu_launch::GpuScratch,
 }
 
 impl State {
@@ -221,7 +250,25 @@ impl State {
             direct_stores: Default::default(),
             colls: 0,
             windows: Default::default(),
+            gpu_programs: None,
+            gpu_scratch: Default::default(),
         }
+    }
+
+    /// The device program cache, created for `ctx`'s GPU on first use.
+    fn gpu_programs(
+        &mut self,
+        ctx: &Arc<cudarc::driver::CudaContext>,
+    ) -> &mut crate::exec::gpu::Programs {
+        self.gpu_programs
+            .get_or_insert_with(|| crate::exec::gpu::Programs::new(ctx))
+    }
+
+    /// The address of at least `bytes` bytes of device scratch on `ctx`'s GPU.
+    ///
+    /// Errors: [`Error::Cuda`] when the GPU is out of memory.
+    fn gpu_scratch(&mut self, ctx: &Arc<cudarc::driver::CudaContext>, bytes: usize) -> Result<u64> {
+        self.gpu_scratch.get(ctx, bytes)
     }
 }
 
@@ -238,13 +285,24 @@ pub struct Communicator {
 /// Aborts a communicator from any thread (`ncclCommAbort` used as a watchdog): the operation
 /// in progress returns [`Error::Aborted`], the communicator becomes unusable, and peers waiting
 /// on it fail fast.
-#[derive(Debug, Clone)]
-pub struct AbortHandle(Arc<AtomicBool>);
+#[derive(Clone)]
+pub struct AbortHandle(Arc<AtomicBool>, Option<Arc<gpu::GpuComm>>);
 
 impl AbortHandle {
-    /// Raises the abort flag.
+    /// Raises the abort flag (and the one the communicator's GPU kernels poll).
     pub fn abort(&self) {
         self.0.store(true, Ordering::SeqCst);
+        if let Some(g) = &self.1 {
+            g.raise_abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AbortHandle")
+            .field(&self.0.load(Ordering::Relaxed))
+            .finish()
     }
 }
 
@@ -281,7 +339,17 @@ impl Communicator {
         let mine = (rank == 0).then(|| layout::decide(&knobs, net.peers()));
         let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
         layout::dump_graph(&knobs, rank, net.peers())?;
-        Communicator::assemble(net, tag, rank, net_rank, lay, knobs, params, timeout)
+        Communicator::assemble(
+            net,
+            tag,
+            rank,
+            net_rank,
+            lay,
+            knobs,
+            params,
+            timeout,
+            config.device,
+        )
     }
 
     /// Creates `nranks` communicators whose ranks are threads of this process
@@ -297,18 +365,44 @@ impl Communicator {
     ///
     /// Errors: as [`Communicator::init_rank`].
     pub fn init_all_with(nranks: usize, config: CommConfig) -> Result<Vec<Communicator>> {
+        let devices = config.device.map(|d| vec![d; nranks]);
+        Communicator::init_threads(nranks, config, devices)
+    }
+
+    /// Creates one communicator per entry of `devices`, rank `i` on CUDA device `devices[i]`,
+    /// all driven by this process (`ncclCommInitAll` over a device list): collectives then
+    /// take device buffers, several GPUs' operations go in one [`Group`], and the GPUs move
+    /// data between each other directly (NVLink or PCIe peer access) or through pinned host
+    /// memory (`NCCL_P2P_DISABLE=1`).
+    ///
+    /// Errors: [`Error::Cuda`] when there is no usable GPU (the message says why in one line)
+    /// or an ordinal does not exist; otherwise as [`Communicator::init_rank`].
+    pub fn init_all_devices(devices: &[usize], config: CommConfig) -> Result<Vec<Communicator>> {
+        Communicator::init_threads(devices.len(), config, Some(devices.to_vec()))
+    }
+
+    fn init_threads(
+        nranks: usize,
+        config: CommConfig,
+        devices: Option<Vec<usize>>,
+    ) -> Result<Vec<Communicator>> {
         if nranks == 0 {
             return Err(Error::invalid_arg("nranks must be at least 1"));
+        }
+        if devices.is_some() {
+            crate::device::cuda::probe()?;
         }
         let (knobs, timeout) = config.resolve()?;
         let id = UniqueId::with_config(&knobs)?;
         let config = CommConfig {
             knobs: Some(knobs),
             timeout: Some(timeout),
+            device: None,
         };
         let handles: Vec<_> = (0..nranks)
             .map(|r| {
-                let (id, config) = (id.clone(), config.clone());
+                let (id, mut config) = (id.clone(), config.clone());
+                config.device = devices.as_ref().map(|d| d[r]);
                 std::thread::Builder::new()
                     .name(format!("rnccl-init-{r}"))
                     .spawn(move || Communicator::init_rank(nranks, &id, r, config))
@@ -345,6 +439,7 @@ impl Communicator {
         knobs: Arc<Config>,
         params: TransportParams,
         timeout: Duration,
+        device: Option<usize>,
     ) -> Result<Communicator> {
         let nranks = net_rank.len();
         let algo = match &lay.algo {
@@ -389,6 +484,11 @@ impl Communicator {
             abort: Arc::new(AtomicBool::new(false)),
             knobs,
             stats: Arc::new(CommStats::new()),
+            gpu: None,
+        };
+        let core = match device {
+            Some(ordinal) => core.with_gpu(ordinal)?,
+            None => core,
         };
         Ok(Communicator {
             core: Arc::new(core),
@@ -399,6 +499,35 @@ impl Communicator {
     /// This rank (`ncclCommUserRank`).
     pub fn rank(&self) -> usize {
         self.core.rank
+    }
+
+    /// The CUDA device this rank runs on (`ncclCommCuDevice`), if it runs on one.
+    pub fn gpu_ordinal(&self) -> Option<usize> {
+        self.core.gpu.as_ref().map(|g| g.info.ordinal)
+    }
+
+    /// The GPU this rank runs on: name, PCI bus id, compute capability.
+    pub fn gpu_info(&self) -> Option<&crate::device::cuda::DeviceInfo> {
+        self.core.gpu.as_ref().map(|g| &g.info)
+    }
+
+    /// Errors that happened after operations were enqueued (`ncclCommGetAsyncError`): `Ok`
+    /// while none did. GPU kernels report a peer that stopped answering (a timeout naming the
+    /// peer and channel), an abort, or a peer running a different operation; a host
+    /// communicator reports the failure that made it unusable.
+    ///
+    /// Errors: [`Error::Timeout`], [`Error::Aborted`], [`Error::Remote`] as described.
+    pub fn async_error(&self) -> Result<()> {
+        if let Some(g) = &self.core.gpu {
+            g.async_error(|r| self.core.describe(r))?;
+        }
+        if self.core.abort.load(Ordering::SeqCst) {
+            return Err(Error::Aborted("the communicator was aborted".into()));
+        }
+        match &self.state.try_borrow().ok().and_then(|s| s.failed.clone()) {
+            Some(why) => Err(Error::Remote(why.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Number of ranks (`ncclCommCount`).
@@ -434,7 +563,11 @@ impl Communicator {
     /// Traffic so far on every link of this rank: connections it opened, and peers' windows
     /// it read directly.
     pub fn traffic(&self) -> Vec<LinkSnapshot> {
-        self.core.stats.links()
+        let mut links = self.core.stats.links();
+        if let Some(g) = &self.core.gpu {
+            links.extend(g.traffic());
+        }
+        links
     }
 
     /// This rank's live counters (links and the operation in flight), shareable with other
@@ -445,7 +578,7 @@ impl Communicator {
 
     /// A handle that aborts this communicator from another thread.
     pub fn abort_handle(&self) -> AbortHandle {
-        AbortHandle(self.core.abort.clone())
+        AbortHandle(self.core.abort.clone(), self.core.gpu.clone())
     }
 
     /// Aborts and destroys the communicator (`ncclCommAbort`): connections are dropped without a
@@ -453,6 +586,9 @@ impl Communicator {
     /// timeout.
     pub fn abort(self) {
         self.core.abort.store(true, Ordering::SeqCst);
+        if let Some(g) = &self.core.gpu {
+            g.raise_abort();
+        }
         let mut st = self.state.borrow_mut();
         let why = format!(
             "{} aborted its communicator",

@@ -109,6 +109,9 @@ fn choose(core: &Core, func: Func, bytes: usize) -> Result<(Algo, usize)> {
         ))
     };
     let c = core.tuning.choose(func, bytes as u64).ok_or_else(no_algo)?;
+    if core.gpu.is_some() {
+        return gpu_choice(core, func, bytes, &c);
+    }
     let algo = Algo::from_model(c.algo).ok_or_else(|| {
         Error::Internal(format!(
             "the CPU tuning model chose algorithm {} for {func}",
@@ -116,4 +119,38 @@ fn choose(core: &Core, func: Func, bytes: usize) -> Result<(Algo, usize)> {
         ))
     })?;
     Ok((algo, c.nchannels))
+}
+
+/// Bytes each channel of a GPU collective gets at least: fewer channels below
+/// `nchannels × GPU_CHANNEL_MIN_BYTES`, so a small operation is not spread over blocks that
+/// each move a few lines (NCCL trims channels the same way for small sizes,
+/// `src/enqueue.cc:getNChannels`, with 512 threads × its per-thread threshold).
+const GPU_CHANNEL_MIN_BYTES: usize = 128 << 10;
+
+/// The algorithm and channel count of a GPU collective: the step interpreter runs rings (the
+/// tree plans exchange with non-neighbours, connections a GPU communicator does not open), on
+/// as many channels as the size fills.
+///
+/// Errors: [`Error::InvalidUsage`] when `NCCL_ALGO` excludes Ring.
+fn gpu_choice(
+    core: &Core,
+    func: Func,
+    bytes: usize,
+    c: &crate::graph::tuning::select::Choice,
+) -> Result<(Algo, usize)> {
+    use crate::graph::tuning::{RING, SIMPLE};
+    if let Some(knob) = &core.algo_knob {
+        let ring_on = core.tuning.time(func, RING, SIMPLE, bytes as u64).is_some();
+        if c.algo != RING && !ring_on {
+            return Err(Error::invalid_usage(format!(
+                "NCCL_ALGO={knob:?} excludes Ring, the algorithm rnccl runs {} with on GPUs; \
+                 unset it or include Ring",
+                func.nccl_name()
+            )));
+        }
+    }
+    let nch = bytes
+        .div_ceil(GPU_CHANNEL_MIN_BYTES)
+        .clamp(1, core.rings.nchannels());
+    Ok((Algo::Ring, nch))
 }

@@ -103,6 +103,11 @@ impl Communicator {
             abort: Arc::new(AtomicBool::new(false)),
             knobs: core.knobs.clone(),
             stats: Arc::new(CommStats::new()),
+            gpu: None,
+        };
+        let child = match &core.gpu {
+            Some(g) => child.with_gpu(g.info.ordinal)?,
+            None => child,
         };
         Ok(Some(Communicator {
             core: Arc::new(child),

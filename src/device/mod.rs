@@ -18,6 +18,12 @@ pub(crate) enum MemKind {
     /// Host memory the CPU reads and writes directly (heap, `mem_alloc` windows, FIFO slots in
     /// the heap or in shared memory).
     Host,
+    /// Memory of CUDA device `ordinal`, reached only by its kernels (the GPU path of
+    /// [`crate::comm`]); the CPU backend refuses it.
+    Device {
+        /// CUDA device ordinal.
+        ordinal: u16,
+    },
 }
 
 /// What the executor asks of a backend: element-wise kernels and a fence, over memory of the
@@ -101,6 +107,17 @@ pub(crate) struct Region {
 }
 
 impl Region {
+    /// A region of GPU `ordinal`'s memory at device address `ptr`.
+    pub(crate) fn device(ptr: u64, len: usize, ordinal: usize) -> Region {
+        Region {
+            kind: MemKind::Device {
+                ordinal: ordinal as u16,
+            },
+            ptr: ptr as *mut u8,
+            len,
+        }
+    }
+
     /// A region of host memory.
     pub(crate) fn host(ptr: *mut u8, len: usize) -> Region {
         Region {

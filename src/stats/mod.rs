@@ -63,6 +63,10 @@ pub enum Path {
     Tcp,
     /// Direct reads of a peer's registered window.
     Window,
+    /// A GPU FIFO the kernels reach directly (same GPU, NVLink or PCIe peer access).
+    GpuP2p,
+    /// A GPU FIFO in pinned host memory (`NCCL_P2P_DISABLE=1`, or no peer access).
+    GpuHost,
 }
 
 impl From<TransportKind> for Path {

@@ -8,6 +8,7 @@
 
 pub(crate) mod error;
 pub(crate) mod fifo;
+pub(crate) mod gpu;
 mod params;
 pub(crate) mod setup;
 pub(crate) mod shm;

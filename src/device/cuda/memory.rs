@@ -66,7 +66,6 @@ impl Drop for DeviceAlloc {
 pub(crate) struct PinnedHost {
     ctx: Arc<CudaContext>,
     ptr: *mut u8,
-    bytes: usize,
 }
 
 // SAFETY: the allocation is plain memory owned by this value; it is freed once in Drop, and
@@ -97,7 +96,6 @@ impl PinnedHost {
         let h = PinnedHost {
             ctx: ctx.clone(),
             ptr: p.cast(),
-            bytes,
         };
         // SAFETY: the driver returned bytes.max(1) writable bytes.
         unsafe { std::ptr::write_bytes(h.ptr, 0, bytes.max(1)) };
@@ -120,11 +118,6 @@ impl PinnedHost {
     /// The first byte, valid on the host and (same address) on every device.
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
-    }
-
-    /// Length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.bytes
     }
 }
 

@@ -2,9 +2,20 @@
 //! their primary contexts, device memory, and the kernels of `kernels/*.cu` compiled by NVRTC.
 //! Nothing here is reached on a host without libcuda: [`probe`] says so in one line first.
 
+mod compile;
 mod driver;
 mod memory;
+mod module;
 
 pub use driver::DeviceInfo;
-pub(crate) use driver::{Cuda, check, context, cuda_error, probe};
+pub(crate) use driver::{check, context, cuda_error, probe};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
+pub(crate) use module::Interp;
+
+/// The GPUs of this host (CUDA_VISIBLE_DEVICES applies), or why there are none.
+///
+/// Errors: [`crate::Error::Cuda`] in one line: no NVIDIA driver, a driver that fails to
+/// start, or no visible GPU.
+pub fn gpus() -> crate::Result<Vec<DeviceInfo>> {
+    Ok(probe()?.devices.clone())
+}

@@ -173,7 +173,13 @@ mod tests {
                 "{t}"
             );
         }
-        assert_eq!(kernel_name(DataType::Float32, Combine::Sum), "rnccl_interp_f32_sum");
-        assert_eq!(kernel_name(DataType::Bfloat16, Combine::Min), "rnccl_interp_bf16_min");
+        assert_eq!(
+            kernel_name(DataType::Float32, Combine::Sum),
+            "rnccl_interp_f32_sum"
+        );
+        assert_eq!(
+            kernel_name(DataType::Bfloat16, Combine::Min),
+            "rnccl_interp_bf16_min"
+        );
     }
 }

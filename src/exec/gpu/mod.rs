@@ -4,3 +4,6 @@
 //! failures after the launch through the communicator's async-error query.
 
 pub(crate) mod program;
+mod programs;
+
+pub(crate) use programs::Programs;

@@ -3,7 +3,7 @@
 //! address and every connection to its FIFO. Pure data: tests decode it again and run it on a
 //! simulated fabric ([`super::emulate`]).
 
-use crate::coll::{Buf, Loc, Op, Plan};
+use crate::coll::{Buf, LaneKey, Loc, Op, Plan, Step};
 use crate::conn::ConnKey;
 use crate::device::ReduceSpec;
 use crate::error::{Error, Result};
@@ -94,7 +94,7 @@ pub(crate) struct DevConn {
     pub head: u64,
     /// `u64[2]`: this end's persistent slot and byte counts (this rank's memory).
     pub step: u64,
-    /// Host-mapped copy of the byte count, for live counters.
+    /// `u64[2]`: host-mapped copy of the slot and byte counts, for live counters.
     pub bytes: u64,
     /// The rank at the other end.
     pub peer: u32,
@@ -163,26 +163,49 @@ impl Writer {
     }
 }
 
-/// The connection table of a plan: its sending ends first, then its receiving ends, as
-/// [`encode`] numbers them.
-pub(crate) fn conn_order(plan: &Plan) -> impl Iterator<Item = (ConnKey, bool)> + '_ {
-    let sends = plan.send_keys.iter().map(|&k| (k, true));
-    sends.chain(plan.recv_keys.iter().map(|&k| (k, false)))
+/// One operation of a program: its plan and where its buffers are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part<'a> {
+    /// The operation's plan on this rank.
+    pub plan: &'a Plan,
+    /// Its buffers.
+    pub bufs: DevBuffers,
 }
 
-/// Encodes `plan` for the kernel: `conns` are the plan's connection ends in [`conn_order`],
-/// `spec` the reduction (its scalars go into the header).
+/// The connection table of a program: the sending ends of all parts first, then the receiving
+/// ends, each once and sorted, as [`encode`] numbers them.
+pub(crate) fn conn_order(parts: &[Part<'_>]) -> Vec<(ConnKey, bool)> {
+    let mut sends: Vec<ConnKey> = parts
+        .iter()
+        .flat_map(|p| p.plan.send_keys.clone())
+        .collect();
+    let mut recvs: Vec<ConnKey> = parts
+        .iter()
+        .flat_map(|p| p.plan.recv_keys.clone())
+        .collect();
+    for k in [&mut sends, &mut recvs] {
+        k.sort_unstable();
+        k.dedup();
+    }
+    let sends = sends.into_iter().map(|k| (k, true));
+    sends.chain(recvs.into_iter().map(|k| (k, false))).collect()
+}
+
+/// Encodes `parts` (operations of one group on one communicator; usually one) as one
+/// program: lanes with the same key (the Send/Recv of a group to one peer) run their parts'
+/// steps one after the other, in part order. `conns` are the connection ends in
+/// [`conn_order`], `spec` the reduction (its scalars go into the header). Returns the bytes and
+/// the number of lanes (thread blocks to launch).
 ///
 /// Errors: [`Error::Internal`] when a step reaches past a buffer, names a connection not in
-/// the table, or the plan has more than 65 535 connections or 2³² steps.
+/// the table, or the program has more than 65 535 connections or 2³² steps.
 pub(crate) fn encode(
-    plan: &Plan,
-    bufs: &DevBuffers,
+    parts: &[Part<'_>],
     conns: &[DevConn],
     spec: &ReduceSpec,
     ctl: &Control,
-) -> Result<Vec<u8>> {
-    let index: Vec<(ConnKey, bool)> = conn_order(plan).collect();
+) -> Result<(Vec<u8>, u32)> {
+    let index = conn_order(parts);
     if index.len() != conns.len() || conns.len() >= NO_CONN as usize {
         return Err(Error::Internal(format!(
             "a plan with {} connection ends was given {}",
@@ -198,13 +221,28 @@ pub(crate) fn encode(
             .map(|i| i as u16)
             .ok_or_else(|| Error::Internal(format!("a step uses {key:?}, which the plan lacks")))
     };
-    let nsteps: usize = plan.lanes.iter().map(|(_, s)| s.len()).sum();
-    let nlanes = plan.lanes.len();
+    // Lanes by key, in order of first appearance; each a list of (part, step).
+    let mut lanes: Vec<(LaneKey, Vec<(&DevBuffers, &Step)>)> = Vec::new();
+    for p in parts {
+        for (key, steps) in &p.plan.lanes {
+            let at = match lanes.iter().position(|(k, _)| k == key) {
+                Some(i) => i,
+                None => {
+                    lanes.push((*key, Vec::new()));
+                    lanes.len() - 1
+                }
+            };
+            lanes[at].1.extend(steps.iter().map(|s| (&p.bufs, s)));
+        }
+    }
+    let nsteps: usize = lanes.iter().map(|(_, s)| s.len()).sum();
+    let nlanes = lanes.len();
     let lanes_off = PROGRAM_BYTES;
     let conns_off = lanes_off + nlanes * LANE_BYTES;
     let steps_off = conns_off + conns.len() * CONN_BYTES;
     let total = steps_off + nsteps * STEP_BYTES;
-    let too_many = |what| Error::Internal(format!("a plan with too many {what} for the GPU"));
+    let too_many = |what| Error::Internal(format!("a program with too many {what} for the GPU"));
+    let nlanes32 = u32::try_from(nlanes).map_err(|_| too_many("lanes"))?;
     let mut w = Writer(Vec::with_capacity(total));
     // struct Program
     w.u64(lanes_off as u64);
@@ -219,15 +257,15 @@ pub(crate) fn encode(
     w.0.extend_from_slice(&pre.as_f64().to_le_bytes());
     w.u64(pre.as_i64() as u64);
     w.u64(spec.post_div.unwrap_or(1));
-    w.u32(u32::try_from(nlanes).map_err(|_| too_many("lanes"))?);
+    w.u32(nlanes32);
     w.u32(conns.len() as u32);
     w.u32(u32::try_from(nsteps).map_err(|_| too_many("steps"))?);
     w.u32(ctl.rank);
     // struct Lane[]
     let mut first = 0u32;
-    for (key, steps) in &plan.lanes {
+    for (key, steps) in &lanes {
         let channel = match key {
-            crate::coll::LaneKey::Channel(c) => u32::from(*c),
+            LaneKey::Channel(c) => u32::from(*c),
             _ => 0,
         };
         w.u32(first);
@@ -246,8 +284,8 @@ pub(crate) fn encode(
         w.u16(0);
     }
     // struct Step[]
-    for (_, steps) in &plan.lanes {
-        for s in steps {
+    for (_, steps) in &lanes {
+        for (bufs, s) in steps {
             let (src, dst) = locs(&s.op);
             let addr = |l: Option<Loc>| l.map_or(Ok(0), |l| bufs.at(l, s.bytes));
             w.u64(addr(src)?);
@@ -261,7 +299,7 @@ pub(crate) fn encode(
         }
     }
     debug_assert_eq!(w.0.len(), total);
-    Ok(w.0)
+    Ok((w.0, nlanes32))
 }
 
 #[cfg(test)]

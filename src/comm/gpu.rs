@@ -1,0 +1,268 @@
+//! A communicator's GPU (NCCL's `ncclComm` device side): the device and its primary context,
+//! the connections the step-interpreter kernels use (every channel's ring neighbours, and every
+//! peer for point-to-point work), the host-mapped abort flag and error report the kernels
+//! share, and the launch of one kernel per operation on the caller's stream.
+//!
+//! Nothing here waits for the GPU. Failures after a launch (a peer that stopped, a timeout)
+//! are reported by the kernel and read back by [`GpuComm::async_error`], NCCL's
+//! `ncclCommGetAsyncError`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, sys};
+use rustc_hash::FxHashMap;
+
+use crate::bootstrap::{BootstrapNet, Deadline};
+use crate::coll::Rings;
+use crate::conn::ConnKey;
+use crate::device::cuda::{DeviceAlloc, DeviceInfo, PinnedHost, context, probe};
+use crate::error::{Error, Result};
+use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
+use crate::stats::{Direction, LinkSnapshot, Path};
+use crate::transport::gpu::{GpuEndpoints, GpuRecv, GpuSend, connect};
+
+/// Byte offset of the kernel's report in the control block (its own cache line).
+const REPORT_OFF: usize = 64;
+
+/// A communicator's GPU and its connections.
+pub(crate) struct GpuComm {
+    /// The device's primary context.
+    pub ctx: Arc<CudaContext>,
+    /// The device.
+    pub info: DeviceInfo,
+    /// `[abort: u32][..][Report at 64]`, host-mapped.
+    control: PinnedHost,
+    /// `u32` the first failing block takes (device memory).
+    claim: DeviceAlloc,
+    sends: FxHashMap<ConnKey, GpuSend>,
+    recvs: FxHashMap<ConnKey, GpuRecv>,
+    /// Longest wait of a kernel for a peer.
+    timeout: Duration,
+    /// This rank.
+    rank: usize,
+    /// Bytes per FIFO slot.
+    slot_bytes: usize,
+}
+
+/// What [`GpuComm::new`] needs from the communicator being built.
+pub(crate) struct GpuSetup<'a> {
+    /// The CUDA device ordinal.
+    pub ordinal: usize,
+    /// The bootstrap network.
+    pub net: &'a BootstrapNet,
+    /// The communicator's message namespace.
+    pub comm_tag: u64,
+    /// This rank and the ranks' bootstrap numbers.
+    pub rank: usize,
+    /// Communicator rank → bootstrap rank.
+    pub net_rank: &'a [usize],
+    /// The channels.
+    pub rings: &'a Rings,
+    /// Bytes per FIFO slot.
+    pub slot_bytes: usize,
+    /// NCCL_P2P_DISABLE.
+    pub p2p_disable: bool,
+    /// Bound on connecting and on every kernel wait.
+    pub timeout: Duration,
+    /// Raised to interrupt connecting.
+    pub abort: &'a AtomicBool,
+}
+
+/// The connections a GPU communicator opens at init: on every channel, a send to the ring's
+/// next rank and a receive from its previous one; with every other rank, a point-to-point
+/// connection each way.
+fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey>) {
+    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    if nranks == 1 {
+        return (sends, recvs);
+    }
+    for c in 0..rings.nchannels() {
+        let (_, next, prev) = rings.neighbours(c, rank);
+        sends.push(ConnKey::collective(next, c));
+        recvs.push(ConnKey::collective(prev, c));
+    }
+    for peer in (0..nranks).filter(|&p| p != rank) {
+        sends.push(ConnKey::p2p(peer));
+        recvs.push(ConnKey::p2p(peer));
+    }
+    (sends, recvs)
+}
+
+impl GpuComm {
+    /// Binds the communicator to GPU `s.ordinal` and connects it to its peers (every peer must
+    /// do the same at about the same time).
+    ///
+    /// Errors: [`Error::Cuda`] when the driver, device or memory fails (the message says why
+    /// GPUs cannot be used here); connection errors as [`crate::transport::gpu::connect`].
+    pub(crate) fn new(s: GpuSetup<'_>) -> Result<GpuComm> {
+        let cuda = probe()?;
+        let ctx = context(cuda, s.ordinal)?;
+        let info = cuda.devices[s.ordinal].clone();
+        let control = PinnedHost::zeroed(&ctx, REPORT_OFF + REPORT_BYTES)?;
+        let claim = DeviceAlloc::zeroed(&ctx, 4)?;
+        let (send_keys, recv_keys) = keys(s.rank, s.net_rank.len(), s.rings);
+        let ep = GpuEndpoints {
+            net: s.net,
+            comm_tag: s.comm_tag,
+            net_rank: s.net_rank,
+            ctx: &ctx,
+            slot_bytes: s.slot_bytes,
+            p2p_disable: s.p2p_disable,
+            deadline: Deadline::after(s.timeout),
+            abort: s.abort,
+        };
+        let (sends, recvs) = connect(&ep, &send_keys, &recv_keys)?;
+        tracing::info!(
+            target: "rnccl::init",
+            "rank {} on GPU {} ({}, {}, driver {}): {} connections{}",
+            s.rank,
+            info.ordinal,
+            info.name,
+            info.bus_id,
+            cuda.driver_version,
+            sends.len() + recvs.len(),
+            if recvs.iter().any(GpuRecv::through_host) { " via host memory" } else { " via P2P" }
+        );
+        Ok(GpuComm {
+            ctx,
+            info,
+            control,
+            claim,
+            sends: send_keys.into_iter().zip(sends).collect(),
+            recvs: recv_keys.into_iter().zip(recvs).collect(),
+            timeout: s.timeout,
+            rank: s.rank,
+            slot_bytes: s.slot_bytes,
+        })
+    }
+
+    /// The header fields every program of this communicator carries.
+    pub(crate) fn control(&self) -> Control {
+        let base = self.control.ptr() as u64;
+        Control {
+            report: base + REPORT_OFF as u64,
+            abort: base,
+            claim: self.claim.ptr(),
+            timeout_ns: self.timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+            rank: self.rank as u32,
+            slot_bytes: self.slot_bytes as u64,
+        }
+    }
+
+    /// The connection ends a program of `parts` uses, in [`conn_order`].
+    ///
+    /// Errors: [`Error::Internal`] when a plan names a connection this communicator did not
+    /// open (a planning bug: GPU plans use ring neighbours and point-to-point connections).
+    pub(crate) fn conns_of(&self, parts: &[Part<'_>]) -> Result<Vec<DevConn>> {
+        conn_order(parts)
+            .into_iter()
+            .map(|(key, send)| {
+                let c = if send {
+                    self.sends.get(&key).map(GpuSend::dev_conn)
+                } else {
+                    self.recvs.get(&key).map(GpuRecv::dev_conn)
+                };
+                c.ok_or_else(|| {
+                    Error::Internal(format!(
+                        "a GPU plan uses {} {key:?}, which the communicator did not open",
+                        if send { "send" } else { "recv" }
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Raises the abort flag every kernel of this communicator polls: waiting kernels return
+    /// within about a microsecond, leaving their stream free.
+    pub(crate) fn raise_abort(&self) {
+        // SAFETY: the control block's first 4 bytes are the flag (aligned); kernels read it
+        // with volatile loads, and a volatile store of a whole u32 is what they expect.
+        unsafe { self.control.ptr().cast::<u32>().write_volatile(1) };
+    }
+
+    /// What the kernels reported, if anything went wrong after a launch
+    /// (`ncclCommGetAsyncError`): `Ok` while nothing did.
+    ///
+    /// Errors: [`Error::Timeout`] naming the peer and channel a kernel waited for,
+    /// [`Error::Aborted`] after an abort, [`Error::Remote`] when a peer sent a slot of the
+    /// wrong size.
+    pub(crate) fn async_error(&self, describe: impl Fn(usize) -> String) -> Result<()> {
+        let r = self.control.ptr().wrapping_add(REPORT_OFF).cast::<u32>();
+        // SAFETY: the report is 32 bytes at REPORT_OFF inside the control block, 4-byte
+        // aligned; the kernel writes `code` last, after a system fence, so a nonzero code
+        // means the other fields are complete.
+        let (code, lane, peer, channel, step, waiting) = unsafe {
+            let code = r.read_volatile();
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            (
+                code,
+                r.add(1).read_volatile(),
+                r.add(2).read_volatile(),
+                r.add(3).read_volatile(),
+                r.add(4).cast::<u64>().read_volatile(),
+                r.add(6).cast::<u64>().read_volatile(),
+            )
+        };
+        let what = if waiting == 2 { "a free slot" } else { "data" };
+        let peer = describe(peer as usize);
+        match Status::from_code(code) {
+            None => Ok(()),
+            Some(Status::Timeout) => Err(Error::Timeout {
+                what: format!(
+                    "in a GPU kernel (GPU {}, lane {lane}, channel {channel}) waiting for {what} \
+                     (slot {step})",
+                    self.info.ordinal
+                ),
+                waited_for: peer,
+                after: self.timeout,
+            }),
+            Some(Status::Aborted) => Err(Error::Aborted(format!(
+                "a GPU kernel stopped on channel {channel} while waiting for {peer}"
+            ))),
+            Some(Status::BadSize) => Err(Error::Remote(format!(
+                "{peer} posted a slot of the wrong size on channel {channel}: the ranks run \
+                 different operations; check that every rank calls the same collectives in \
+                 the same order"
+            ))),
+        }
+    }
+
+    /// Every connection end's traffic so far, as the kernels published it.
+    pub(crate) fn traffic(&self) -> Vec<LinkSnapshot> {
+        let snap =
+            |key: &ConnKey, direction, host: bool, (slots, bytes): (u64, u64)| LinkSnapshot {
+                peer: key.peer,
+                channel: key.channel,
+                index: key.index,
+                direction,
+                transport: if host { Path::GpuHost } else { Path::GpuP2p },
+                bytes,
+                slots,
+            };
+        let mut v: Vec<LinkSnapshot> = self
+            .sends
+            .iter()
+            .map(|(k, s)| snap(k, Direction::Send, s.through_host(), s.counts()))
+            .chain(
+                self.recvs
+                    .iter()
+                    .map(|(k, r)| snap(k, Direction::Recv, r.through_host(), r.counts())),
+            )
+            .collect();
+        v.sort_by_key(|l| (l.peer, l.channel, l.index, l.direction as u8));
+        v
+    }
+}
+
+impl Drop for GpuComm {
+    fn drop(&mut self) {
+        // Peers' kernels may still write into this rank's FIFOs and this rank's kernels read
+        // them: let the device finish before the memory goes.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the context is current.
+            let _ = unsafe { sys::cuCtxSynchronize() };
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Launching a group's operations on GPU memory: per communicator, every collective becomes
+//! one kernel (its plan encoded as a device program), and all Send/Recv of the group become
+//! one fused kernel — a block per peer and direction — so a rank's sends and receives progress
+//! together as NCCL's group semantics require. Kernels go on the callers' streams in group
+//! order; nothing waits for them.
+
+use cudarc::driver::sys;
+
+use super::Communicator;
+use super::group::Queued;
+use crate::coll::{Func, Plan};
+use crate::device::ReduceSpec;
+use crate::device::cuda::{DeviceAlloc, Interp, check};
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::exec::gpu::program::{DevBuffers, Part, encode};
+use crate::redop::RedOp;
+
+/// One kernel to launch: its parts (an operation's plan and buffers each), the reduction and
+/// the stream.
+struct Launch {
+    parts: Vec<(std::sync::Arc<Plan>, DevBuffers)>,
+    spec: ReduceSpec,
+    stream: sys::CUstream,
+}
+
+/// Launches every operation of `ops` (all on GPU memory).
+///
+/// Errors: [`Error::InvalidUsage`] for a communicator without a GPU, one that failed or was
+/// aborted, or fused Send/Recv on different streams; planning errors; [`Error::Cuda`] when a
+/// launch fails (the communicator is unusable afterwards).
+pub(super) fn launch(ops: Vec<Queued<'_>>) -> Result<()> {
+    let mut comms: Vec<&Communicator> = Vec::new();
+    for q in &ops {
+        if !comms.iter().any(|c| std::ptr::eq(*c, q.comm)) {
+            comms.push(q.comm);
+        }
+    }
+    for comm in comms {
+        let mine: Vec<&Queued<'_>> = ops.iter().filter(|q| std::ptr::eq(q.comm, comm)).collect();
+        let result = launch_comm(comm, &mine);
+        if let Err(e) = &result {
+            if let Ok(mut st) = comm.state.try_borrow_mut() {
+                st.failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+        result?;
+    }
+    Ok(())
+}
+
+fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
+    let core = &comm.core;
+    let gpu = core.gpu.as_ref().ok_or_else(|| {
+        Error::invalid_usage("device buffers need a communicator created on a GPU")
+    })?;
+    let mut st = comm.state.try_borrow_mut().map_err(|_| {
+        Error::invalid_usage("a communicator is already running an operation on this thread")
+    })?;
+    if let Some(why) = &st.failed {
+        return Err(Error::invalid_usage(format!(
+            "this communicator is unusable after an earlier failure ({why}); drop it and create \
+             a new one"
+        )));
+    }
+    gpu.async_error(|r| core.describe(r))?;
+    if core.abort.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::Aborted("the communicator was aborted".into()));
+    }
+    let n = core.nranks;
+    let mut launches: Vec<Launch> = Vec::new();
+    let mut p2p: Option<usize> = None;
+    for q in ops {
+        let a = q.args;
+        let plan = st.plans.get(core, &a)?;
+        st.ops += 1;
+        if plan.lanes.is_empty() {
+            continue;
+        }
+        let mut input = (q.input.ptr as u64, q.input.len);
+        if a.in_place && a.func == Func::AllToAll {
+            // The plan writes blocks of the buffer other ranks still read from: read them
+            // from a copy taken on the stream first.
+            let copy = st.gpu_scratch(&gpu.ctx, q.input.len)?;
+            // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's
+            // contract for the input; the scratch was just sized), and the copy is ordered on
+            // the operation's stream before its kernel.
+            check(
+                unsafe { sys::cuMemcpyDtoDAsync_v2(copy, input.0, input.1, q.stream) },
+                || "copying an in-place AlltoAll's input".into(),
+            )?;
+            input.0 = copy;
+        }
+        let scratch = match plan.scratch_bytes {
+            0 => (0, 0),
+            b => (st.gpu_scratch(&gpu.ctx, b)?, b),
+        };
+        let bufs = DevBuffers {
+            input,
+            output: (q.output.ptr as u64, q.output.len),
+            scratch,
+        };
+        if a.func.p2p() {
+            // Send/Recv only move bytes: one byte-wise kernel for all of them.
+            let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, n));
+            match p2p {
+                Some(i) => {
+                    if launches[i].stream != q.stream {
+                        return Err(Error::invalid_usage(
+                            "the Send/Recv operations of one group on one communicator must \
+                             share a stream",
+                        ));
+                    }
+                    launches[i].parts.push((plan, bufs));
+                }
+                None => {
+                    p2p = Some(launches.len());
+                    launches.push(Launch {
+                        parts: vec![(plan, bufs)],
+                        spec,
+                        stream: q.stream,
+                    });
+                }
+            }
+            continue;
+        }
+        launches.push(Launch {
+            parts: vec![(plan, bufs)],
+            spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
+            stream: q.stream,
+        });
+    }
+    let ctl = gpu.control();
+    for l in launches {
+        let parts: Vec<Part<'_>> = l
+            .parts
+            .iter()
+            .map(|(plan, bufs)| Part { plan, bufs: *bufs })
+            .collect();
+        let conns = gpu.conns_of(&parts)?;
+        let (program, nlanes) = encode(&parts, &conns, &l.spec, &ctl)?;
+        let interp = Interp::get(&gpu.ctx, gpu.info.arch(), l.spec.dtype)?;
+        let combine = l.spec.combine;
+        st.gpu_programs(&gpu.ctx).run(program, l.stream, |addr| {
+            // SAFETY: the program was encoded from this communicator's connections (alive as
+            // long as the communicator) and the caller's buffers (valid until the stream runs
+            // the kernel, the contract of Group::push_device); the stream is the caller's.
+            unsafe { interp.launch(combine, nlanes, l.stream, addr) }
+        })?;
+    }
+    Ok(())
+}
+
+/// Device scratch of a communicator: one allocation, replaced by a larger one when needed;
+/// replaced ones are kept until the communicator goes, since kernels in flight may use them.
+#[derive(Default)]
+pub(crate) struct GpuScratch {
+    allocs: Vec<DeviceAlloc>,
+}
+
+impl GpuScratch {
+    /// The address of at least `bytes` bytes of scratch on `ctx`'s GPU.
+    ///
+    /// Errors: [`Error::Cuda`] when the GPU is out of memory.
+    pub(crate) fn get(
+        &mut self,
+        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+        bytes: usize,
+    ) -> Result<u64> {
+        if let Some(a) = self.allocs.last().filter(|a| a.len() >= bytes) {
+            return Ok(a.ptr());
+        }
+        let a = DeviceAlloc::zeroed(ctx, bytes.next_power_of_two())?;
+        let p = a.ptr();
+        self.allocs.push(a);
+        Ok(p)
+    }
+}

@@ -1,0 +1,371 @@
+//! GPU connections: FIFOs the step-interpreter kernel reads and writes itself, with no host
+//! thread in the data path (NCCL's P2P transport, internals §A.3 of gpu-backend.md).
+//!
+//! The receiving end owns the FIFO — `[tail][sizes][slots]` — in its GPU's memory when the
+//! sender's GPU can store into it (the same GPU, or peer access over NVLink/PCIe), and in
+//! pinned host memory mapped into both GPUs otherwise or when `NCCL_P2P_DISABLE=1` (NCCL's SHM
+//! transport: both kernels load and store over PCIe). The sending end owns `head`, where the
+//! receiver frees slots. Each end keeps its persistent slot and byte counts in its own device
+//! memory and a host-mapped copy of the bytes for live counters.
+//!
+//! Connecting is one exchange through the bootstrap per connection: the receiver offers its
+//! FIFO's addresses, the sender replies with `head`'s. Offers go out before any wait, so every
+//! rank connecting its neighbours at the same time cannot deadlock. Addresses are only
+//! meaningful inside one process: ranks of different processes are refused here (they need
+//! CUDA IPC or VMM handles).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use cudarc::driver::{CudaContext, sys};
+
+use crate::bootstrap::{BootstrapNet, Deadline, tags};
+use crate::conn::{ConnKey, NSLOTS};
+use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error};
+use crate::error::{Error, Result};
+use crate::exec::gpu::program::DevConn;
+
+/// Bytes before the sizes array (tail on its own 128-byte line).
+const SIZES_OFF: usize = 128;
+/// Bytes before the slots (sizes on their own lines; 256-byte aligned slots).
+const SLOTS_OFF: usize = 256;
+
+/// Memory a FIFO lives in.
+#[derive(Debug)]
+enum FifoMem {
+    /// The receiver's GPU memory.
+    Device(DeviceAlloc),
+    /// Pinned host memory mapped into both GPUs.
+    Host(PinnedHost),
+}
+
+impl FifoMem {
+    fn new(ctx: &Arc<CudaContext>, bytes: usize, host: bool) -> Result<FifoMem> {
+        Ok(if host {
+            FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?)
+        } else {
+            FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?)
+        })
+    }
+
+    fn addr(&self) -> u64 {
+        match self {
+            FifoMem::Device(d) => d.ptr(),
+            FifoMem::Host(h) => h.ptr() as u64,
+        }
+    }
+}
+
+/// What every end keeps: its counts in device memory and their host-mapped copy.
+#[derive(Debug)]
+struct Counts {
+    /// `u64[2]`: slots and bytes moved (device memory).
+    state: DeviceAlloc,
+    /// `u64[2]`: slots and bytes moved, written by the kernel (host-mapped).
+    mirror: PinnedHost,
+}
+
+impl Counts {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Counts> {
+        Ok(Counts {
+            state: DeviceAlloc::zeroed(ctx, 16)?,
+            mirror: PinnedHost::zeroed(ctx, 16)?,
+        })
+    }
+
+    /// (slots, bytes) this end has moved so far, as the kernel last published them.
+    fn read(&self) -> (u64, u64) {
+        let p = self.mirror.ptr().cast::<u64>();
+        // SAFETY: the allocation holds two aligned u64s; the kernel stores each whole with a
+        // volatile 8-byte store, so volatile reads see old or new values, never a mix.
+        unsafe { (p.read_volatile(), p.add(1).read_volatile()) }
+    }
+}
+
+/// Where a connection's FIFO is, as the receiver offers it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Offer {
+    /// The receiver's process (addresses are only valid there).
+    pid: u32,
+    /// The receiver's GPU.
+    gpu: u32,
+    /// Whether the FIFO is in pinned host memory.
+    host: bool,
+    /// The FIFO's base: tail at +0, sizes at +128, slots at +256.
+    base: u64,
+    /// Bytes per slot.
+    slot_bytes: u64,
+}
+
+/// The sender's reply: where the receiver frees slots.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Ack {
+    /// The sender's GPU.
+    gpu: u32,
+    /// `head`'s address (in pinned host memory when the FIFO is).
+    head: u64,
+}
+
+/// The receiving end of a GPU connection.
+#[derive(Debug)]
+pub(crate) struct GpuRecv {
+    key: ConnKey,
+    fifo: FifoMem,
+    counts: Counts,
+    /// The sender's `head` (its memory).
+    head: u64,
+}
+
+/// The sending end of a GPU connection.
+#[derive(Debug)]
+pub(crate) struct GpuSend {
+    key: ConnKey,
+    /// `head`, written by the receiver.
+    head: FifoMem,
+    counts: Counts,
+    /// The receiver's FIFO base.
+    base: u64,
+}
+
+impl GpuRecv {
+    /// The end as the kernel sees it.
+    pub(crate) fn dev_conn(&self) -> DevConn {
+        let base = self.fifo.addr();
+        DevConn {
+            fifo: base + SLOTS_OFF as u64,
+            sizes: base + SIZES_OFF as u64,
+            tail: base,
+            head: self.head,
+            step: self.counts.state.ptr(),
+            bytes: self.counts.mirror.ptr() as u64,
+            peer: self.key.peer as u32,
+            channel: self.key.channel,
+        }
+    }
+
+    /// (slots, bytes) received so far.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        self.counts.read()
+    }
+
+    /// Whether the FIFO is staged through host memory.
+    pub(crate) fn through_host(&self) -> bool {
+        matches!(self.fifo, FifoMem::Host(_))
+    }
+}
+
+impl GpuSend {
+    /// The end as the kernel sees it.
+    pub(crate) fn dev_conn(&self) -> DevConn {
+        DevConn {
+            fifo: self.base + SLOTS_OFF as u64,
+            sizes: self.base + SIZES_OFF as u64,
+            tail: self.base,
+            head: self.head.addr(),
+            step: self.counts.state.ptr(),
+            bytes: self.counts.mirror.ptr() as u64,
+            peer: self.key.peer as u32,
+            channel: self.key.channel,
+        }
+    }
+
+    /// Whether the FIFO is staged through host memory.
+    pub(crate) fn through_host(&self) -> bool {
+        matches!(self.head, FifoMem::Host(_))
+    }
+
+    /// (slots, bytes) sent so far.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        self.counts.read()
+    }
+}
+
+/// What connecting needs from the communicator.
+pub(crate) struct GpuEndpoints<'a> {
+    /// The bootstrap network.
+    pub net: &'a BootstrapNet,
+    /// The communicator's message namespace.
+    pub comm_tag: u64,
+    /// Communicator rank → bootstrap rank.
+    pub net_rank: &'a [usize],
+    /// This rank's GPU context.
+    pub ctx: &'a Arc<CudaContext>,
+    /// Bytes per FIFO slot.
+    pub slot_bytes: usize,
+    /// NCCL_P2P_DISABLE: stage every FIFO through host memory.
+    pub p2p_disable: bool,
+    /// Bound on every wait.
+    pub deadline: Deadline,
+    /// Raised to interrupt every wait.
+    pub abort: &'a AtomicBool,
+}
+
+impl GpuEndpoints<'_> {
+    fn describe(&self, rank: usize) -> String {
+        self.net.describe(self.net_rank[rank])
+    }
+
+    fn send<T: serde::Serialize>(&self, key: &ConnKey, tag: u64, body: &T) -> Result<()> {
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| Error::Internal(format!("encoding a GPU connection message: {e}")))?;
+        self.net.send(
+            self.net_rank[key.peer],
+            self.comm_tag,
+            tag,
+            &bytes,
+            self.deadline,
+        )
+    }
+
+    fn recv<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &ConnKey,
+        tag: u64,
+        what: &str,
+    ) -> Result<T> {
+        let what = format!(
+            "waiting for {} to {what} on channel {}",
+            self.describe(key.peer),
+            key.channel
+        );
+        let body = self.net.recv_abortable(
+            self.net_rank[key.peer],
+            self.comm_tag,
+            tag,
+            self.deadline,
+            &what,
+            self.abort,
+        )?;
+        serde_json::from_slice(&body).map_err(|e| {
+            Error::Remote(format!(
+                "{} sent a malformed GPU connection message: {e}",
+                self.describe(key.peer)
+            ))
+        })
+    }
+}
+
+/// Whether `ctx`'s GPU can store into GPU `peer`'s memory; enables that access once.
+///
+/// Errors: [`Error::Cuda`] when the driver fails to answer or to enable access.
+fn reach(ctx: &Arc<CudaContext>, peer: usize) -> Result<bool> {
+    if ctx.ordinal() == peer {
+        return Ok(true);
+    }
+    let mut can = 0;
+    // SAFETY: writes one int; both ordinals exist (the peer's came from a live context).
+    check(
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, ctx.cu_device(), peer as i32) },
+        || format!("asking whether GPU {} reaches GPU {peer}", ctx.ordinal()),
+    )?;
+    if can == 0 {
+        return Ok(false);
+    }
+    let other = CudaContext::new(peer)
+        .map_err(|e| cuda_error(e, format!("retaining GPU {peer}'s context")))?;
+    ctx.bind_to_thread()
+        .map_err(|e| cuda_error(e, format!("binding GPU {}", ctx.ordinal())))?;
+    // SAFETY: both are primary contexts of distinct devices; `ctx` is current.
+    let r = unsafe { sys::cuCtxEnablePeerAccess(other.cu_ctx(), 0) };
+    if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+        check(r, || {
+            format!("enabling GPU {} → GPU {peer} access", ctx.ordinal())
+        })?;
+    }
+    Ok(true)
+}
+
+/// Connects this rank's `sends` and `recvs` (keys named from this rank's side); every peer
+/// must connect the mirror keys at about the same time.
+///
+/// Errors: [`Error::InvalidUsage`] for a peer in another process; [`Error::Timeout`] /
+/// [`Error::Aborted`] naming the peer that did not answer; [`Error::Cuda`] for allocation
+/// failures.
+pub(crate) fn connect(
+    ep: &GpuEndpoints<'_>,
+    sends: &[ConnKey],
+    recvs: &[ConnKey],
+) -> Result<(Vec<GpuSend>, Vec<GpuRecv>)> {
+    let ctx = ep.ctx;
+    let bytes = SLOTS_OFF + NSLOTS * ep.slot_bytes;
+    let pid = std::process::id();
+    // Phase 1: every receiving end offers its FIFO. Device memory first; the sender falls
+    // back to a host FIFO by asking again when it cannot reach it (see phase 2).
+    let mut pending = Vec::with_capacity(recvs.len());
+    for key in recvs {
+        let fifo = FifoMem::new(ctx, bytes, ep.p2p_disable)?;
+        let offer = Offer {
+            pid,
+            gpu: ctx.ordinal() as u32,
+            host: ep.p2p_disable,
+            base: fifo.addr(),
+            slot_bytes: ep.slot_bytes as u64,
+        };
+        ep.send(key, tags::gpu_offer(key), &offer)?;
+        pending.push((*key, fifo));
+    }
+    // Phase 2: every sending end checks the offer, allocates head and replies.
+    let mut made_sends = Vec::with_capacity(sends.len());
+    for key in sends {
+        let offer: Offer = ep.recv(key, tags::gpu_offer(key), "offer its GPU FIFO")?;
+        if offer.pid != pid {
+            return Err(Error::invalid_usage(format!(
+                "{} drives its GPU from another process; GPU ranks must share one process for \
+                 now (Communicator::init_all_devices), or use host buffers",
+                ep.describe(key.peer)
+            )));
+        }
+        if offer.slot_bytes != ep.slot_bytes as u64 {
+            return Err(Error::Remote(format!(
+                "{} offered {}-byte slots where this rank uses {}: the ranks disagree on \
+                 NCCL_BUFFSIZE",
+                ep.describe(key.peer),
+                offer.slot_bytes,
+                ep.slot_bytes
+            )));
+        }
+        if !offer.host && !reach(ctx, offer.gpu as usize)? {
+            return Err(Error::invalid_usage(format!(
+                "GPU {} cannot reach GPU {} of {} (no peer access); set NCCL_P2P_DISABLE=1 on \
+                 every rank to stage through host memory",
+                ctx.ordinal(),
+                offer.gpu,
+                ep.describe(key.peer)
+            )));
+        }
+        let head = FifoMem::new(ctx, 128, offer.host)?;
+        let ack = Ack {
+            gpu: ctx.ordinal() as u32,
+            head: head.addr(),
+        };
+        ep.send(key, tags::gpu_ack(key), &ack)?;
+        made_sends.push(GpuSend {
+            key: *key,
+            head,
+            counts: Counts::new(ctx)?,
+            base: offer.base,
+        });
+    }
+    // Phase 3: every receiving end learns where to free slots.
+    let mut made_recvs = Vec::with_capacity(recvs.len());
+    for (key, fifo) in pending {
+        let ack: Ack = ep.recv(&key, tags::gpu_ack(&key), "attach to its GPU FIFO")?;
+        // The receiver stores into the sender's head, so its GPU must reach the sender's.
+        if matches!(fifo, FifoMem::Device(_)) && !reach(ctx, ack.gpu as usize)? {
+            return Err(Error::invalid_usage(format!(
+                "GPU {} cannot reach GPU {} of {} (no peer access); set NCCL_P2P_DISABLE=1 on \
+                 every rank to stage through host memory",
+                ctx.ordinal(),
+                ack.gpu,
+                ep.describe(key.peer)
+            )));
+        }
+        made_recvs.push(GpuRecv {
+            key,
+            fifo,
+            counts: Counts::new(ctx)?,
+            head: ack.head,
+        });
+    }
+    Ok((made_sends, made_recvs))
+}

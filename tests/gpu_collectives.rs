@@ -1,0 +1,508 @@
+//! Collectives on GPU memory, on the device machine (`perf/gpu_suite.sh` runs this file there):
+//! every collective × data type × operation × in/out of place, on one GPU rank and on two
+//! (two GPUs when the host has them, otherwise two ranks sharing GPU 0), as two threads and as
+//! one thread driving both ranks in one group; counts 0, 1, primes, counts that are not
+//! multiples of nranks, and 256 MiB; outputs poisoned before every run and compared with the
+//! sequential host reference of `common`. Then faults: a peer that never joins → the waiting
+//! kernel reports a timeout naming it; an abort stops a waiting kernel.
+//!
+//! On a host without a GPU (CI) every test says so on one line and passes: the kernels' NVRTC
+//! build and the device protocol are tested there by the library's unit tests.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{TElem, compare, input, ops_for, reduce_at};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, sys};
+use rnccl::config::{Config, Source};
+use rnccl::{CollArgs, CommConfig, Communicator, DataType, Func, RedOp};
+
+/// A test element that can live on the GPU.
+trait GElem: TElem + DeviceRepr {}
+impl<T: TElem + DeviceRepr> GElem for T {}
+
+const FUNCS: [Func; 9] = [
+    Func::AllReduce,
+    Func::Broadcast,
+    Func::Reduce,
+    Func::AllGather,
+    Func::ReduceScatter,
+    Func::AllToAll,
+    Func::Gather,
+    Func::Scatter,
+    Func::Send,
+];
+
+/// The devices to put `n` ranks on, or `None` (after saying why) on a host without GPUs.
+fn devices(n: usize) -> Option<Vec<usize>> {
+    match rnccl::gpus() {
+        Ok(g) => Some((0..n).map(|r| r % g.len()).collect()),
+        Err(e) => {
+            eprintln!("skipped: no GPU here ({e})");
+            None
+        }
+    }
+}
+
+fn config(timeout: Duration, knobs: &[(&str, &str)]) -> CommConfig {
+    let mut cfg = Config::defaults();
+    for (k, v) in knobs {
+        cfg.set(k, *v, Source::Program("test".into()));
+    }
+    CommConfig::with_knobs(Arc::new(cfg)).timeout(timeout)
+}
+
+/// A stream of `gpu`'s primary context.
+fn stream(gpu: usize) -> Arc<CudaStream> {
+    let ctx = CudaContext::new(gpu).expect("GPU context");
+    ctx.new_stream().expect("stream")
+}
+
+/// `len` elements (at least one, so the allocation exists) poisoned with 0xA5 bytes.
+fn poisoned<T: GElem>(s: &Arc<CudaStream>, len: usize) -> CudaSlice<T> {
+    let host: Vec<T> = vec![poison(); len.max(1)];
+    s.clone_htod(&host).expect("poisoned buffer")
+}
+
+fn poison<T: GElem>() -> T {
+    let bytes = [0xa5u8; 16];
+    // SAFETY: every element type here is a plain number of at most 16 bytes for which any bit
+    // pattern is a valid value.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+fn upload<T: GElem>(s: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
+    if v.is_empty() {
+        return poisoned(s, 1);
+    }
+    s.clone_htod(v).expect("upload")
+}
+
+/// What this rank feeds `f` and what it must find afterwards (None: nothing to check).
+struct Case<T> {
+    args: CollArgs,
+    input: Vec<T>,
+    /// Expected output elements (value, magnitude for the float tolerance).
+    want: Option<Vec<(T, f64)>>,
+}
+
+fn case<T: GElem>(f: Func, op: RedOp, r: usize, n: usize, count: usize, seed: u64) -> Case<T> {
+    let root = (seed as usize) % n;
+    let exact = |v: T| (v, T::mag(v));
+    let val = |rank, i| exact(T::value(rank, i, seed, op));
+    let args = |func| CollArgs {
+        func,
+        count,
+        dtype: T::DTYPE,
+        op,
+        root,
+        in_place: false,
+    };
+    let c = count;
+    match f {
+        Func::AllReduce => Case {
+            args: args(f),
+            input: input(r, c, seed, op),
+            want: Some((0..c).map(|i| reduce_at::<T>(n, i, seed, op)).collect()),
+        },
+        Func::Broadcast => Case {
+            args: args(f),
+            input: input(r, c, seed, op),
+            want: Some((0..c).map(|i| val(root, i)).collect()),
+        },
+        Func::Reduce => Case {
+            args: args(f),
+            input: input(r, c, seed, op),
+            want: (r == root).then(|| (0..c).map(|i| reduce_at::<T>(n, i, seed, op)).collect()),
+        },
+        Func::AllGather => Case {
+            args: args(f),
+            input: input(r, c, seed, op),
+            want: Some((0..n * c).map(|i| val(i / c, i % c)).collect()),
+        },
+        Func::ReduceScatter => Case {
+            args: args(f),
+            input: input(r, n * c, seed, op),
+            want: Some(
+                (0..c)
+                    .map(|i| reduce_at::<T>(n, r * c + i, seed, op))
+                    .collect(),
+            ),
+        },
+        Func::AllToAll => Case {
+            args: args(f),
+            input: input(r, n * c, seed, op),
+            want: Some((0..n * c).map(|i| val(i / c, r * c + i % c)).collect()),
+        },
+        Func::Gather => Case {
+            args: args(f),
+            input: input(r, c, seed, op),
+            want: (r == root).then(|| (0..n * c).map(|i| val(i / c, i % c)).collect()),
+        },
+        Func::Scatter => Case {
+            args: args(f),
+            input: if r == root {
+                input(r, n * c, seed, op)
+            } else {
+                Vec::new()
+            },
+            want: Some((0..c).map(|i| val(root, r * c + i)).collect()),
+        },
+        _ => Case {
+            args: args(Func::Send),
+            input: input(r, c, seed, op),
+            want: Some((0..c).map(|i| val((r + n - 1) % n, i)).collect()),
+        },
+    }
+}
+
+/// Device buffers of one rank's case, queued into `g`.
+struct Bufs<T: DeviceRepr> {
+    send: CudaSlice<T>,
+    recv: CudaSlice<T>,
+    /// Where the output is inside `recv`, in elements.
+    out: (usize, usize),
+}
+
+fn prepare<T: GElem>(
+    c: &Communicator,
+    s: &Arc<CudaStream>,
+    k: &Case<T>,
+    in_place: bool,
+) -> Bufs<T> {
+    let (r, n) = (c.rank(), c.nranks());
+    let es = T::DTYPE.size();
+    if in_place {
+        let mut a = k.args;
+        a.in_place = true;
+        let l = a.in_place_layout(r, n).expect("in-place layout");
+        let mut host = vec![poison::<T>(); (l.buf_bytes / es).max(1)];
+        let take = (l.input.1 / es).min(k.input.len());
+        host[l.input.0 / es..l.input.0 / es + take].copy_from_slice(&k.input[..take]);
+        Bufs {
+            send: poisoned(s, 1),
+            recv: s.clone_htod(&host).expect("upload"),
+            out: (l.output.0 / es, l.output.1 / es),
+        }
+    } else {
+        let out = k.args.output_bytes(n) / es;
+        Bufs {
+            send: upload(s, &k.input),
+            recv: poisoned(s, out),
+            out: (0, out),
+        }
+    }
+}
+
+fn check<T: GElem>(
+    what: &str,
+    s: &Arc<CudaStream>,
+    b: &Bufs<T>,
+    k: &Case<T>,
+    n: usize,
+) -> Result<(), String> {
+    let Some(want) = &k.want else { return Ok(()) };
+    let all: Vec<T> = s.clone_dtoh(&b.recv).map_err(|e| format!("{what}: {e}"))?;
+    let got = &all[b.out.0..b.out.0 + want.len()];
+    compare(what, got, n, |i| want[i])
+}
+
+/// Runs one case on rank `c` (all ranks call it with the same arguments).
+fn run_one<T: GElem>(
+    c: &Communicator,
+    s: &Arc<CudaStream>,
+    f: Func,
+    op: RedOp,
+    in_place: bool,
+    count: usize,
+    seed: u64,
+) -> Result<(), String> {
+    let (r, n) = (c.rank(), c.nranks());
+    let k = case::<T>(f, op, r, n, count, seed);
+    let what = format!(
+        "{f:?} {} {op} count={count} in_place={in_place} n={n} rank={r}",
+        T::DTYPE
+    );
+    let mut b = prepare(c, s, &k, in_place);
+    let err = |e: rnccl::Error| format!("{what}: {e}");
+    {
+        let mut g = rnccl::group_start();
+        if f == Func::Send {
+            // A ring exchange in one group (one fused kernel): send to the next rank, receive
+            // from the previous one (itself on one rank).
+            if count > 0 {
+                g.send_cuda(c, &b.send, (r + 1) % n, s).map_err(err)?;
+                g.recv_cuda(c, &mut b.recv, (r + n - 1) % n, s)
+                    .map_err(err)?;
+            }
+        } else if in_place {
+            g.push_cuda_in_place(c, k.args, &mut b.recv, s)
+                .map_err(err)?;
+        } else {
+            g.push_cuda(c, k.args, &b.send, &mut b.recv, s)
+                .map_err(err)?;
+        }
+        g.end().map_err(err)?;
+    }
+    s.synchronize()
+        .map_err(|e| format!("{what}: synchronize: {e}"))?;
+    c.async_error().map_err(err)?;
+    check(&what, s, &b, &k, n)
+}
+
+fn run_dt(
+    c: &Communicator,
+    s: &Arc<CudaStream>,
+    dt: DataType,
+    f: Func,
+    op: RedOp,
+    in_place: bool,
+    count: usize,
+    seed: u64,
+) -> Result<(), String> {
+    with_type!(dt, run_one(c, s, f, op, in_place, count, seed))
+}
+
+/// Every collective × type × op × in/out of place for `counts`, on every rank of `comms`
+/// (ranks as threads).
+fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
+    let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                sc.spawn(move || {
+                    let s = stream(c.gpu_ordinal().expect("a GPU rank"));
+                    let mut seed = 1u64;
+                    for dt in DataType::ALL {
+                        for f in FUNCS {
+                            let ops = if f.reduces() {
+                                ops_for(dt)
+                            } else {
+                                vec![RedOp::Sum]
+                            };
+                            for op in ops {
+                                for in_place in [false, true] {
+                                    if f == Func::Send && in_place {
+                                        continue;
+                                    }
+                                    for &count in counts {
+                                        seed += 1;
+                                        run_dt(&c, &s, dt, f, op, in_place, count, seed)?;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("rank thread panicked".into()))
+            })
+            .collect()
+    });
+    common::all_ok(results);
+}
+
+/// Counts: empty, one element, primes, not multiples of nranks, several FIFO slots.
+const COUNTS: [usize; 6] = [0, 1, 7, 1021, 65_537, 1_000_003];
+
+#[test]
+fn every_collective_on_one_gpu_rank() {
+    let Some(devs) = devices(1) else { return };
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    matrix(comms, &COUNTS);
+}
+
+#[test]
+fn every_collective_on_two_gpu_ranks() {
+    let Some(devs) = devices(2) else { return };
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    matrix(comms, &COUNTS);
+}
+
+#[test]
+fn every_collective_staged_through_host_memory() {
+    let Some(devs) = devices(2) else { return };
+    let cfg = config(Duration::from_secs(60), &[("NCCL_P2P_DISABLE", "1")]);
+    let comms = Communicator::init_all_devices(&devs, cfg).expect("init");
+    let links = comms[0].traffic();
+    assert!(
+        links
+            .iter()
+            .all(|l| l.transport == rnccl::stats::Path::GpuHost),
+        "{links:?}"
+    );
+    matrix(comms, &[0, 1, 1021, 65_537]);
+}
+
+/// One thread drives both ranks: each group holds one operation per rank (NCCL's
+/// ncclCommInitAll usage), so nothing may block between the two launches.
+#[test]
+fn one_thread_drives_both_ranks_in_one_group() {
+    let Some(devs) = devices(2) else { return };
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    let streams: Vec<_> = comms
+        .iter()
+        .map(|c| stream(c.gpu_ordinal().unwrap()))
+        .collect();
+    let n = comms.len();
+    for (seed, count) in [(3u64, 1usize), (4, 4099), (5, 3_000_017)] {
+        let cases: Vec<Case<f32>> = (0..n)
+            .map(|r| case(Func::AllReduce, RedOp::Sum, r, n, count, seed))
+            .collect();
+        let mut bufs: Vec<Bufs<f32>> = (0..n)
+            .map(|r| prepare(&comms[r], &streams[r], &cases[r], false))
+            .collect();
+        {
+            let mut g = rnccl::group_start();
+            for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(&streams) {
+                let a = cases[c.rank()].args;
+                g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
+            }
+            g.end().expect("group");
+        }
+        for r in 0..n {
+            streams[r].synchronize().expect("sync");
+            comms[r].async_error().expect("no async error");
+            check("one-thread group", &streams[r], &bufs[r], &cases[r], n).expect("result");
+        }
+    }
+}
+
+/// 256 MiB per rank: many slots on every channel.
+#[test]
+fn large_collectives() {
+    let Some(devs) = devices(2) else { return };
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(120), &[])).expect("init");
+    let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                sc.spawn(move || {
+                    let s = stream(c.gpu_ordinal().unwrap());
+                    let count = (256 << 20) / 4 + 3;
+                    for f in [
+                        Func::AllReduce,
+                        Func::AllGather,
+                        Func::ReduceScatter,
+                        Func::Broadcast,
+                    ] {
+                        let n = c.nranks();
+                        let cnt = if f == Func::AllReduce || f == Func::Broadcast {
+                            count
+                        } else {
+                            count / n
+                        };
+                        run_one::<f32>(&c, &s, f, RedOp::Sum, false, cnt, 77)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("rank thread panicked".into()))
+            })
+            .collect()
+    });
+    common::all_ok(results);
+}
+
+/// Rank 1 never takes part: rank 0's kernel gives up after the timeout and the async-error
+/// query names rank 1; the stream is free again.
+#[test]
+fn a_silent_peer_times_out_and_is_named() {
+    let Some(devs) = devices(2) else { return };
+    let timeout = Duration::from_millis(1500);
+    let comms = Communicator::init_all_devices(&devs, config(timeout, &[])).expect("init");
+    let c = &comms[0];
+    let s = stream(c.gpu_ordinal().unwrap());
+    let k = case::<f32>(Func::AllReduce, RedOp::Sum, 0, 2, 1 << 20, 9);
+    let mut b = prepare(c, &s, &k, false);
+    let t0 = Instant::now();
+    {
+        let mut g = rnccl::group_start();
+        g.push_cuda(c, k.args, &b.send, &mut b.recv, &s)
+            .expect("queue");
+        g.end().expect("launch returns before the data moves");
+    }
+    assert!(t0.elapsed() < timeout, "the launch waited for the GPU");
+    s.synchronize().expect("the kernel ends by itself");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= timeout && waited < timeout * 4,
+        "waited {waited:?}"
+    );
+    let e = c.async_error().expect_err("a timeout");
+    assert_eq!(e.code(), rnccl::ResultCode::Timeout, "{e}");
+    assert!(e.to_string().contains("rank 1"), "{e}");
+    // The communicator refuses further work instead of hanging.
+    let mut g = rnccl::group_start();
+    g.push_cuda(c, k.args, &b.send, &mut b.recv, &s)
+        .expect("queue");
+    assert!(g.end().is_err());
+}
+
+/// An abort from another thread stops a kernel waiting for a peer within milliseconds.
+#[test]
+fn abort_unblocks_a_waiting_kernel() {
+    let Some(devs) = devices(2) else { return };
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    let c = &comms[0];
+    let s = stream(c.gpu_ordinal().unwrap());
+    let k = case::<f32>(Func::AllReduce, RedOp::Sum, 0, 2, 1 << 20, 9);
+    let mut b = prepare(c, &s, &k, false);
+    {
+        let mut g = rnccl::group_start();
+        g.push_cuda(c, k.args, &b.send, &mut b.recv, &s)
+            .expect("queue");
+        g.end().expect("launch");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    c.abort_handle().abort();
+    s.synchronize().expect("the kernel stops");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let e = c.async_error().expect_err("aborted");
+    assert_eq!(e.code(), rnccl::ResultCode::RemoteError, "{e}");
+}
+
+/// A device op on a communicator without a GPU is refused with a message saying what to do.
+#[test]
+fn host_communicators_refuse_device_buffers() {
+    let comms = Communicator::init_all(1).expect("init");
+    let mut g = rnccl::group_start();
+    let args = CollArgs {
+        func: Func::AllReduce,
+        count: 4,
+        dtype: DataType::Float32,
+        op: RedOp::Sum,
+        root: 0,
+        in_place: false,
+    };
+    // SAFETY: refused before any address is used.
+    let e = unsafe {
+        g.push_device(
+            &comms[0],
+            args,
+            0x1000,
+            0x2000,
+            std::ptr::null_mut::<sys::CUstream_st>(),
+        )
+    }
+    .err()
+    .expect("refused");
+    assert!(e.to_string().contains("GPU"), "{e}");
+}
