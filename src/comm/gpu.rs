@@ -44,6 +44,8 @@ pub(crate) struct GpuComm {
     rank: usize,
     /// Bytes per FIFO slot.
     slot_bytes: usize,
+    /// Where compiled kernels are kept (`RNCCL_KERNEL_CACHE`; None: not on disk).
+    pub kernel_cache: Option<std::path::PathBuf>,
 }
 
 /// What [`GpuComm::new`] needs from the communicator being built.
@@ -68,6 +70,8 @@ pub(crate) struct GpuSetup<'a> {
     pub timeout: Duration,
     /// Raised to interrupt connecting.
     pub abort: &'a AtomicBool,
+    /// The communicator's knobs (`RNCCL_KERNEL_CACHE`).
+    pub knobs: &'a crate::config::Config,
 }
 
 /// The connections a GPU communicator opens at init: on every channel, a send to the ring's
@@ -97,6 +101,7 @@ impl GpuComm {
     /// Errors: [`Error::Cuda`] when the driver, device or memory fails (the message says why
     /// GPUs cannot be used here); connection errors as [`crate::transport::gpu::connect`].
     pub(crate) fn new(s: GpuSetup<'_>) -> Result<GpuComm> {
+        let kernel_cache = crate::device::cuda::compile::cache::cache_dir(s.knobs)?;
         let cuda = probe()?;
         let ctx = context(cuda, s.ordinal)?;
         let info = cuda.devices[s.ordinal].clone();
@@ -135,6 +140,7 @@ impl GpuComm {
             timeout: s.timeout,
             rank: s.rank,
             slot_bytes: s.slot_bytes,
+            kernel_cache,
         })
     }
 

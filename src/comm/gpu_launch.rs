@@ -139,7 +139,12 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
             .collect();
         let conns = gpu.conns_of(&parts)?;
         let (program, nlanes) = encode(&parts, &conns, &l.spec, &ctl)?;
-        let interp = Interp::get(&gpu.ctx, gpu.info.arch(), l.spec.dtype)?;
+        let interp = Interp::get(
+            &gpu.ctx,
+            gpu.info.arch(),
+            l.spec.dtype,
+            gpu.kernel_cache.as_deref(),
+        )?;
         let combine = l.spec.combine;
         st.gpu_programs(&gpu.ctx).run(program, l.stream, |addr| {
             // SAFETY: the program was encoded from this communicator's connections (alive as

@@ -87,6 +87,7 @@ impl Core {
             p2p_disable: self.params.p2p_disable,
             timeout: self.timeout,
             abort: &self.abort,
+            knobs: &self.knobs,
         })?;
         self.gpu = Some(Arc::new(g));
         Ok(self)

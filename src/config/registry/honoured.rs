@@ -45,6 +45,7 @@ pub static HONOURED: &[&str] = &[
     "RNCCL_BENCH_NRANKS",
     "RNCCL_BENCH_RANK",
     "RNCCL_CONFIG",
+    "RNCCL_KERNEL_CACHE",
     "RNCCL_SYSTEM_CONF",
     "RNCCL_TIMEOUT",
 ];

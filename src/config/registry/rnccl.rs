@@ -21,6 +21,8 @@ pub(super) const KNOBS: &[KnobSpec] = &[
         description: "Set by `rnccl bench` for the rank processes it starts: this process's rank. Never set it by hand.", ..RNCCL },
     KnobSpec { name: "RNCCL_CONFIG", ty: T::File, related: &["NCCL_CONF_FILE", "RNCCL_SYSTEM_CONF"], source: "rnccl: src/config/load.rs",
         description: "YAML config file with typed knob values and per-host sections (see docs/config.md); the --config option overrides it. Read from the environment only. Its values rank below the environment and above the conf files.", ..RNCCL },
+    KnobSpec { name: "RNCCL_KERNEL_CACHE", ty: T::OutputFile, auto: "$XDG_CACHE_HOME/rnccl/kernels, else $HOME/.cache/rnccl/kernels", source: "rnccl: src/device/cuda/compile/cache.rs",
+        description: "Folder where rnccl keeps the GPU kernels NVRTC compiled (one CUBIN per program, GPU architecture and NVRTC version), created when first written, so only the first process on a host after an upgrade compiles them; 0, off, none or an empty value turn it off (each process then compiles its own). A folder that cannot be written is warned about once and never fails a communicator.", ..RNCCL },
     KnobSpec { name: "RNCCL_SYSTEM_CONF", ty: T::File, auto: "/etc/nccl.conf", related: &["NCCL_CONF_FILE", "RNCCL_CONFIG"], source: "rnccl: src/config/load.rs",
         description: "The system-wide conf file to read in place of /etc/nccl.conf, for containers and tests. Honoured from the environment and the YAML config.", ..RNCCL },
     KnobSpec { name: "RNCCL_TIMEOUT", default: "300", range: Some((1, i64::MAX)), unit: U::Seconds, source: "rnccl: communicator",

@@ -2,7 +2,7 @@
 //! their primary contexts, device memory, and the kernels of `kernels/*.cu` compiled by NVRTC.
 //! Nothing here is reached on a host without libcuda: [`probe`] says so in one line first.
 
-mod compile;
+pub(crate) mod compile;
 mod driver;
 mod memory;
 mod module;

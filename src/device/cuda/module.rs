@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, sys};
 
-use super::compile;
+use super::compile::cache::cubin;
+use super::compile::entry::{COMBINES, interp_kernel};
+use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
@@ -16,39 +18,6 @@ use crate::redop::Combine;
 
 /// Threads per block of the interpreter (its `__launch_bounds__`; NCCL's NCCL_NTHREADS default).
 pub(crate) const THREADS: u32 = 512;
-
-/// The kernel's short name for a data type (the `<type>` of `rnccl_interp_<type>_<op>`).
-pub(crate) fn type_name(dtype: DataType) -> &'static str {
-    match dtype {
-        DataType::Int8 => "i8",
-        DataType::Uint8 => "u8",
-        DataType::Int32 => "i32",
-        DataType::Uint32 => "u32",
-        DataType::Int64 => "i64",
-        DataType::Uint64 => "u64",
-        DataType::Float16 => "f16",
-        DataType::Float32 => "f32",
-        DataType::Float64 => "f64",
-        DataType::Bfloat16 => "bf16",
-    }
-}
-
-/// The reductions in kernel order (`Combine`'s order, `reduce.cuh`'s `Combine`).
-pub(crate) const COMBINES: [Combine; 4] = [Combine::Sum, Combine::Prod, Combine::Max, Combine::Min];
-
-fn op_name(c: Combine) -> &'static str {
-    match c {
-        Combine::Sum => "sum",
-        Combine::Prod => "prod",
-        Combine::Max => "max",
-        Combine::Min => "min",
-    }
-}
-
-/// The entry point of the interpreter for `dtype` and `combine`.
-pub(crate) fn kernel_name(dtype: DataType, combine: Combine) -> String {
-    format!("rnccl_interp_{}_{}", type_name(dtype), op_name(combine))
-}
 
 /// The interpreter's kernels for one data type, loaded in one context.
 pub(crate) struct Interp {
@@ -65,17 +34,31 @@ unsafe impl Sync for Interp {}
 
 impl Interp {
     /// The interpreter for `dtype` on `ctx`'s device (compute capability `arch`, e.g. 90),
-    /// compiled or read from the cache on first use.
+    /// compiled on first use in this process (only `dtype`'s kernels: `RNCCL_DTYPE`), or read
+    /// from the disk cache in `cache_dir` (see [`super::compile::cache::cache_dir`]).
     ///
     /// Errors: [`Error::Cuda`] when NVRTC is missing or fails, or the module does not load.
-    pub(crate) fn get(ctx: &Arc<CudaContext>, arch: u32, dtype: DataType) -> Result<Arc<Interp>> {
+    pub(crate) fn get(
+        ctx: &Arc<CudaContext>,
+        arch: u32,
+        dtype: DataType,
+        cache_dir: Option<&std::path::Path>,
+    ) -> Result<Arc<Interp>> {
         static LOADED: OnceLock<Mutex<HashMap<(usize, DataType), Arc<Interp>>>> = OnceLock::new();
         let map = LOADED.get_or_init(Default::default);
         let key = (ctx.ordinal(), dtype);
         if let Some(i) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(i.clone());
         }
-        let image = compile::interp_cubin(arch, dtype)?;
+        let program = programs()
+            .find(|s| s.name == "interp.cu")
+            .ok_or_else(|| Error::Internal("kernels/interp.cu is not embedded".into()))?;
+        let image = cubin(
+            program,
+            arch,
+            &[format!("RNCCL_DTYPE={}", dtype as u32)],
+            cache_dir,
+        )?;
         let i = Arc::new(Interp::load(ctx, &image, dtype)?);
         let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
         Ok(m.entry(key).or_insert(i).clone())
@@ -97,7 +80,7 @@ impl Interp {
             funcs: [std::ptr::null_mut(); 4],
         };
         for (i, c) in COMBINES.into_iter().enumerate() {
-            let name = kernel_name(dtype, c);
+            let name = interp_kernel(dtype, c);
             let cname = CString::new(name.clone())
                 .map_err(|_| Error::Internal(format!("kernel name {name:?}")))?;
             // SAFETY: the module is loaded in the current context; the driver writes a handle.
@@ -157,29 +140,5 @@ impl Drop for Interp {
             // SAFETY: loaded once in this context, unloaded once.
             let _ = unsafe { sys::cuModuleUnload(self.module) };
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_match_the_kernel_source() {
-        let src = include_str!("../../../kernels/interp.cu");
-        for t in DataType::ALL {
-            assert!(
-                src.contains(&format!("RNCCL_INTERP_TYPE({}, ", type_name(t))),
-                "{t}"
-            );
-        }
-        assert_eq!(
-            kernel_name(DataType::Float32, Combine::Sum),
-            "rnccl_interp_f32_sum"
-        );
-        assert_eq!(
-            kernel_name(DataType::Bfloat16, Combine::Min),
-            "rnccl_interp_bf16_min"
-        );
     }
 }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds what perf/gpu_suite.sh runs on a device machine: the release `rnccl` binary and the GPU
+# test binary, stripped, into .devbin/ (ignored by git; carried with the device tool's `carry`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p rnccl-cli
+bin=$(cargo test --release --no-run --test gpu_collectives --message-format=json 2>/dev/null \
+  | python3 -c 'import sys, json
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "gpu_collectives" in m["target"]["name"]:
+        print(m["executable"])')
+rm -rf .devbin && mkdir -p .devbin
+cp target/release/rnccl .devbin/rnccl
+cp "$bin" ".devbin/$(basename "$bin")"
+strip .devbin/*
+grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >>.git/info/exclude
+ls -la .devbin

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU suite, run on a device machine in one call: the GPU tests (every collective × type ×
+# op × in/out of place on one rank and on two, faults), then `rnccl bench` on the GPUs, with a
+# short table last. Binaries are built on the development machine and carried in .devbin/
+# (perf/gpu_build.sh makes them): the device machine has CUDA and NCCL but no Rust.
+#
+#   perf/gpu_build.sh            # here: release binaries into .devbin/
+#   perf/gpu_suite.sh            # there: writes logs under $OUT (or ./gpu-suite-out)
+#
+# NVLink multicast stays off everywhere (NCCL_NVLS_ENABLE=0): rnccl never creates multicast
+# objects, and nothing this script starts may either.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-gpu-suite-out}
+mkdir -p "$out"
+# NVRTC: the toolkit's, else the pip wheel beside PyTorch.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+  "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
+  [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+nvidia-smi -L | tee "$out/gpus.txt"
+declare -A status
+run() { # name, command...
+  local name=$1; shift
+  local t0=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then status[$name]="ok $((SECONDS - t0))s"; else status[$name]="FAILED($?) $((SECONDS - t0))s"; fi
+  tail -5 "$out/$name.log"
+}
+tests=$(ls .devbin/gpu_collectives-* 2>/dev/null | head -1)
+if [ -n "$tests" ]; then
+  run gpu_tests "$tests" --test-threads=1
+  grep -E "^test |panicked|expected|Error" "$out/gpu_tests.log" | head -40
+fi
+if [ -x .devbin/rnccl ]; then
+  run bench_first_start .devbin/rnccl bench all_reduce -b 8 -e 8 -n 1 -w 0
+  run bench_allreduce .devbin/rnccl bench all_reduce -b 8 -e 256M -f 4 -n 20 -w 5
+  run bench_allreduce_cached .devbin/rnccl bench all_reduce -b 8 -e 8 -n 1 -w 0
+  cat "$out/bench_allreduce.log"
+fi
+echo "== summary =="
+for k in "${!status[@]}"; do printf '%-24s %s\n' "$k" "${status[$k]}"; done | sort

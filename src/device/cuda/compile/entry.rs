@@ -1,0 +1,97 @@
+//! The names of the kernels the programs of `kernels/` export (`extern "C"`, so a name in the
+//! CUBIN is the name in the source): what the module loader asks the driver for, and what the
+//! compile tests look for in every CUBIN.
+
+use crate::dtype::DataType;
+use crate::redop::Combine;
+
+/// Every way the interpreter combines two elements, one kernel each per data type.
+pub(crate) const COMBINES: [Combine; 4] = [Combine::Sum, Combine::Prod, Combine::Max, Combine::Min];
+
+/// The short name kernels use for a data type (the `<type>` of `rnccl_interp_<type>_<op>`, as
+/// `RNCCL_INTERP_TYPE` in kernels/interp.cu spells it).
+pub(crate) fn type_name(dtype: DataType) -> &'static str {
+    match dtype {
+        DataType::Int8 => "i8",
+        DataType::Uint8 => "u8",
+        DataType::Int32 => "i32",
+        DataType::Uint32 => "u32",
+        DataType::Int64 => "i64",
+        DataType::Uint64 => "u64",
+        DataType::Float16 => "f16",
+        DataType::Float32 => "f32",
+        DataType::Float64 => "f64",
+        DataType::Bfloat16 => "bf16",
+    }
+}
+
+/// The interpreter kernel of `kernels/interp.cu` for `dtype` and `combine`:
+/// `rnccl_interp_<type>_<op>`, with the type's [`type_name`] (`f32`, `bf16`...) and the
+/// operation as `sum`, `prod`, `max` or `min`.
+pub(crate) fn interp_kernel(dtype: DataType, combine: Combine) -> String {
+    let op = match combine {
+        Combine::Sum => "sum",
+        Combine::Prod => "prod",
+        Combine::Max => "max",
+        Combine::Min => "min",
+    };
+    format!("rnccl_interp_{}_{op}", type_name(dtype))
+}
+
+/// The kernels `program` (a `*.cu` file name of `kernels/`) exports, or `None` for a program
+/// this list does not know yet (add it here when adding a program to `kernels/`).
+#[cfg(test)]
+pub(crate) fn entry_points(program: &str) -> Option<Vec<String>> {
+    match program {
+        "interp.cu" => Some(
+            DataType::ALL
+                .iter()
+                .flat_map(|&d| COMBINES.iter().map(move |&c| interp_kernel(d, c)))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::cuda::compile::sources;
+
+    #[test]
+    fn interp_names_follow_the_scheme() {
+        assert_eq!(
+            interp_kernel(DataType::Float32, Combine::Sum),
+            "rnccl_interp_f32_sum"
+        );
+        assert_eq!(
+            interp_kernel(DataType::Bfloat16, Combine::Min),
+            "rnccl_interp_bf16_min"
+        );
+        let src = include_str!("../../../../kernels/interp.cu");
+        for t in DataType::ALL {
+            let want = format!("RNCCL_INTERP_TYPE({}, ", type_name(t));
+            assert!(src.contains(&want), "interp.cu lacks `{want}`");
+            let def = format!("RNCCL_DTYPE == {}", t as u32);
+            assert!(src.contains(&def), "interp.cu lacks `{def}`");
+        }
+        let all = entry_points("interp.cu").unwrap();
+        assert_eq!(all.len(), DataType::ALL.len() * COMBINES.len());
+        let mut unique = all.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), all.len());
+    }
+
+    #[test]
+    fn every_program_has_its_entry_points_listed() {
+        for p in sources::programs() {
+            assert!(
+                entry_points(p.name).is_some_and(|e| !e.is_empty()),
+                "kernels/{}: list its kernels in src/device/cuda/compile/entry.rs",
+                p.name
+            );
+        }
+        assert_eq!(entry_points("nothing.cu"), None);
+    }
+}

@@ -1,0 +1,126 @@
+//! Tests that run the real NVRTC on every program of `kernels/`. Without libnvrtc and CUDA's
+//! headers they print why they were skipped and pass, except under `CI=true`, where they fail:
+//! CI must compile the kernels (`.ci/run` fetches NVRTC for that).
+
+use super::cache::{self, Found};
+use super::disk::DiskCache;
+use super::entry::entry_points;
+use super::nvrtc;
+use super::sources::{self, Source};
+use crate::error::Error;
+
+/// The architectures compiled for: A100 and H100.
+const ARCHS: [u32; 2] = [80, 90];
+
+/// Whether NVRTC and CUDA's headers are here; if not, fails under CI, else says why it skips.
+fn nvrtc_here(test: &str) -> bool {
+    let Err(e) = nvrtc::options(ARCHS[0], &[]) else {
+        return true;
+    };
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: CI must compile the kernels, but: {e}"
+    );
+    eprintln!("{test}: skipped, NVRTC cannot run here: {e}");
+    false
+}
+
+/// Whether `cubin` holds `name` as a whole string (NUL before and after, as in an ELF string
+/// table), not just as a prefix of a longer name.
+fn names(cubin: &[u8], name: &str) -> bool {
+    let needle = [b"\0", name.as_bytes(), b"\0"].concat();
+    cubin.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn every_program_compiles_to_a_cubin_with_its_kernels() {
+    if !nvrtc_here("every_program_compiles_to_a_cubin_with_its_kernels") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = DiskCache::new(tmp.path().to_path_buf());
+    for program in sources::programs() {
+        let expected = entry_points(program.name).unwrap();
+        for arch in ARCHS {
+            let what = format!("kernels/{} for sm_{arch}", program.name);
+            let cubin = cache::cubin(program, arch, &[], Some(tmp.path())).unwrap();
+            assert!(
+                cubin.len() > 4 && cubin.starts_with(b"\x7fELF"),
+                "{what}: not an ELF"
+            );
+            let missing: Vec<&String> = expected.iter().filter(|k| !names(&cubin, k)).collect();
+            assert!(missing.is_empty(), "{what} lacks kernels {missing:?}");
+            assert!(!names(&cubin, "rnccl_interp_no_such_kernel"));
+
+            // The CUBIN was stored; a later process finds it there and compiles nothing.
+            let key = cache::key_of(program, arch, &[]).unwrap();
+            assert!(
+                disk.path(program.name, arch, key).is_file(),
+                "{what}: not cached"
+            );
+            let mut compiles = 0;
+            let (again, found) =
+                cache::lookup_or_build(Some(&disk), program.name, arch, key, || {
+                    compiles += 1;
+                    nvrtc::compile(program, arch, &[])
+                })
+                .unwrap();
+            assert_eq!((found, compiles), (Found::Disk, 0), "{what}");
+            assert_eq!(again, cubin);
+            // And this process keeps it.
+            assert_eq!(cache::cubin(program, arch, &[], None).unwrap(), cubin);
+        }
+    }
+}
+
+#[test]
+fn second_compile_hits_the_disk_cache() {
+    if !nvrtc_here("second_compile_hits_the_disk_cache") {
+        return;
+    }
+    let program = sources::programs().next().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = DiskCache::new(tmp.path().join("kernels"));
+    let key = cache::key_of(program, 90, &[]).unwrap();
+    let mut compiles = 0;
+    let mut build = || {
+        cache::lookup_or_build(Some(&disk), program.name, 90, key, || {
+            compiles += 1;
+            nvrtc::compile(program, 90, &[])
+        })
+        .unwrap()
+    };
+    let (first, how_first) = build();
+    let (second, how_second) = build();
+    assert_eq!((how_first, how_second), (Found::Compiled, Found::Disk));
+    assert_eq!(first, second);
+    assert_eq!(compiles, 1);
+}
+
+#[test]
+fn compile_error_returns_nvrtcs_log() {
+    if !nvrtc_here("compile_error_returns_nvrtcs_log") {
+        return;
+    }
+    let broken = Source {
+        name: "broken.cu",
+        text: "#include \"reduce.cuh\"\n__global__ void k() { no_such_function(); }\n",
+    };
+    let err = nvrtc::compile(&broken, 90, &[]).unwrap_err();
+    let Error::Cuda(msg) = &err else {
+        panic!("expected Error::Cuda, got {err:?}");
+    };
+    assert!(msg.contains("kernels/broken.cu for sm_90"), "{msg}");
+    assert!(msg.contains("NVRTC_ERROR_COMPILATION"), "{msg}");
+    assert!(
+        msg.contains("no_such_function"),
+        "the log is in the error: {msg}"
+    );
+    assert!(
+        msg.contains("broken.cu(2)"),
+        "the log names the line: {msg}"
+    );
+
+    let unknown = nvrtc::compile(sources::programs().next().unwrap(), 1, &[]).unwrap_err();
+    assert!(unknown.to_string().contains("sm_1"), "{unknown}");
+}
