@@ -3,4 +3,8 @@
 //! CUDA stream. Nothing here waits for the GPU: completion is seen through the stream, and
 //! failures after the launch through the communicator's async-error query.
 
+#[cfg(test)]
+mod emulate;
 pub(crate) mod program;
+#[cfg(test)]
+mod tests;
