@@ -282,9 +282,14 @@ __device__ void run(const Program* P) {
         }
         __syncthreads();
         if (bs.status != ST_OK) return;
+        // Both partners compute (lower rank's piece) ⊕ (higher rank's piece), so they end with
+        // the same bits even where ⊕ is not symmetric (max/min meeting ±0 or NaN).
         const Conn& cr = conns[st.recv];
-        map2<T, OP>((T*)dst, 0, (const T*)dst, (const T*)slot_of(cr, bs.rstep, slot), cnt, false, false,
-                    sc);
+        const T* peer = (const T*)slot_of(cr, bs.rstep, slot);
+        if (P->rank < cr.peer)
+          map2<T, OP>((T*)dst, 0, (const T*)dst, peer, cnt, false, false, sc);
+        else
+          map2<T, OP>((T*)dst, 0, peer, (const T*)dst, cnt, false, false, sc);
         __syncthreads();
         if (tid == 0) free_recv(cr, bs, n);
         done += n;

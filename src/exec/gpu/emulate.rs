@@ -160,9 +160,14 @@ impl Block<'_> {
                     self.map1(slot_of(&cs, self.sstep, slot), 0, dst, cnt, false, false);
                     self.post_send(&cs, n);
                     self.wait_slot(st, true, false, n)?;
+                    // Lower rank's piece ⊕ higher rank's, the same bits on both sides.
                     let cr = *self.conn(st.recv);
                     let rs = slot_of(&cr, self.rstep, slot);
-                    self.map2(dst, 0, dst, rs, cnt, false, false);
+                    if self.p.header.rank < cr.peer {
+                        self.map2(dst, 0, dst, rs, cnt, false, false);
+                    } else {
+                        self.map2(dst, 0, rs, dst, cnt, false, false);
+                    }
                     self.free_recv(&cr, n);
                 }
                 done += n;
