@@ -117,7 +117,7 @@ __device__ __forceinline__ void map1(T* d0, T* d1, const T* b, u64 count, bool p
     done = npacks * EPP;
   }
   for (u64 i = done + tid; i < count; i += nt) {
-    T r = R::transform(b[i], pre, post, s);
+    T r = R::transform(__ldcg(b + i), pre, post, s);
     d0[i] = r;
     if (d1) d1[i] = r;
   }
@@ -162,7 +162,7 @@ __device__ __forceinline__ void map2(T* d0, T* d1, const T* a, const T* b, u64 c
     done = npacks * EPP;
   }
   for (u64 i = done + tid; i < count; i += nt) {
-    T r = R::combine(a[i], b[i], pre, post, s);
+    T r = R::combine(__ldcg(a + i), __ldcg(b + i), pre, post, s);
     d0[i] = r;
     if (d1) d1[i] = r;
   }
@@ -284,9 +284,14 @@ __device__ void run(const Program* P) {
         }
         __syncthreads();
         if (bs.status != ST_OK) return;
+        // Both partners compute (lower rank's piece) ⊕ (higher rank's piece), so they end with
+        // the same bits even where ⊕ is not symmetric (max/min meeting ±0 or NaN).
         const Conn& cr = conns[st.recv];
-        map2<T, OP>((T*)dst, 0, (const T*)dst, (const T*)slot_of(cr, bs.rstep, slot), cnt, false, false,
-                    sc);
+        const T* peer = (const T*)slot_of(cr, bs.rstep, slot);
+        if (P->rank < cr.peer)
+          map2<T, OP>((T*)dst, 0, (const T*)dst, peer, cnt, false, false, sc);
+        else
+          map2<T, OP>((T*)dst, 0, peer, (const T*)dst, cnt, false, false, sc);
         __syncthreads();
         if (tid == 0) free_recv(cr, bs, n);
         done += n;

@@ -14,5 +14,5 @@ rm -rf .devbin && mkdir -p .devbin
 cp target/release/rnccl .devbin/rnccl
 cp "$bin" ".devbin/$(basename "$bin")"
 strip .devbin/*
-grep -qx '/.devbin/' .git/info/exclude 2>/dev/null || echo '/.devbin/' >>.git/info/exclude
+excl="$(git rev-parse --git-common-dir)/info/exclude"; grep -qx "/.devbin/" "$excl" 2>/dev/null || echo "/.devbin/" >>"$excl"
 ls -la .devbin

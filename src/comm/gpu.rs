@@ -75,19 +75,17 @@ pub(crate) struct GpuSetup<'a> {
 }
 
 /// The connections a GPU communicator opens at init: on every channel, a send to the ring's
-/// next rank and a receive from its previous one; with every other rank, a point-to-point
-/// connection each way.
+/// next rank and a receive from its previous one (with more than one rank); with every rank,
+/// itself included (a Send to oneself is legal in nccl.h), a point-to-point connection each
+/// way.
 fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey>) {
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
-    if nranks == 1 {
-        return (sends, recvs);
-    }
-    for c in 0..rings.nchannels() {
+    for c in (0..rings.nchannels()).filter(|_| nranks > 1) {
         let (_, next, prev) = rings.neighbours(c, rank);
         sends.push(ConnKey::collective(next, c));
         recvs.push(ConnKey::collective(prev, c));
     }
-    for peer in (0..nranks).filter(|&p| p != rank) {
+    for peer in 0..nranks {
         sends.push(ConnKey::p2p(peer));
         recvs.push(ConnKey::p2p(peer));
     }

@@ -3,7 +3,11 @@
 //! CUDA stream. Nothing here waits for the GPU: completion is seen through the stream, and
 //! failures after the launch through the communicator's async-error query.
 
+#[cfg(test)]
+mod emulate;
 pub(crate) mod program;
 mod programs;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use programs::Programs;

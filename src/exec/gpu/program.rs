@@ -198,13 +198,23 @@ pub(crate) fn conn_order(parts: &[Part<'_>]) -> Vec<(ConnKey, bool)> {
 /// the number of lanes (thread blocks to launch).
 ///
 /// Errors: [`Error::Internal`] when a step reaches past a buffer, names a connection not in
-/// the table, or the program has more than 65 535 connections or 2³² steps.
+/// the table, or the program has more than 65 535 connections or 2³² steps; when two lanes use
+/// one connection end (their thread blocks would race on its step counters and slots: a
+/// group's operations with one peer belong in one lane); or when the slot size is not a
+/// nonzero multiple of 16 bytes (a piece must hold whole elements and keep 16-byte packs
+/// aligned).
 pub(crate) fn encode(
     parts: &[Part<'_>],
     conns: &[DevConn],
     spec: &ReduceSpec,
     ctl: &Control,
 ) -> Result<(Vec<u8>, u32)> {
+    if ctl.slot_bytes == 0 || !ctl.slot_bytes.is_multiple_of(16) {
+        return Err(Error::Internal(format!(
+            "a FIFO slot of {} bytes: the GPU kernel needs a nonzero multiple of 16",
+            ctl.slot_bytes
+        )));
+    }
     let index = conn_order(parts);
     if index.len() != conns.len() || conns.len() >= NO_CONN as usize {
         return Err(Error::Internal(format!(
@@ -284,17 +294,31 @@ pub(crate) fn encode(
         w.u16(0);
     }
     // struct Step[]
-    for (_, steps) in &lanes {
+    let mut owner: Vec<Option<usize>> = vec![None; conns.len()];
+    for (lane, (key, steps)) in lanes.iter().enumerate() {
         for (bufs, s) in steps {
             let (src, dst) = locs(&s.op);
             let addr = |l: Option<Loc>| l.map_or(Ok(0), |l| bufs.at(l, s.bytes));
+            let (send, recv) = (find(s.send_key(), true)?, find(s.recv_key(), false)?);
+            for ix in [send, recv].into_iter().filter(|&ix| ix != NO_CONN) {
+                match owner[usize::from(ix)].replace(lane) {
+                    Some(other) if other != lane => {
+                        return Err(Error::Internal(format!(
+                            "lanes {other} and {lane} ({key:?}) both use connection end {:?}: \
+                             one lane per connection end",
+                            index[usize::from(ix)]
+                        )));
+                    }
+                    _ => {}
+                }
+            }
             w.u64(addr(src)?);
             w.u64(addr(dst)?);
             w.u64(s.bytes as u64);
-            w.u16(find(s.send_key(), true)?);
-            w.u16(find(s.recv_key(), false)?);
+            w.u16(send);
+            w.u16(recv);
             w.u8(op_code(&s.op));
-            w.u8(u8::from(s.pre) * STEP_PRE | u8::from(s.post) * STEP_POST);
+            w.u8((u8::from(s.pre) * STEP_PRE) | (u8::from(s.post) * STEP_POST));
             w.u16(0);
         }
     }
@@ -390,5 +414,60 @@ mod tests {
         assert_eq!(b.at(Loc::output(32), 32).unwrap(), 0x2020);
         assert!(b.at(Loc::output(40), 32).is_err());
         assert!(b.at(Loc::scratch(0), 1).is_err());
+    }
+
+    /// Two lanes on one connection end would race on its counters and slots; a slot size the
+    /// kernel cannot cut pieces from is refused too.
+    #[test]
+    fn shared_connection_ends_and_odd_slots_are_refused() {
+        let bufs = DevBuffers {
+            input: (0x1000, 256),
+            output: (0x2000, 256),
+            scratch: (0, 0),
+        };
+        let to = ConnKey::p2p(1);
+        let send = |off| {
+            let op = Op::Send {
+                src: Loc::input(off),
+                to,
+            };
+            crate::coll::Step::new(op, 128)
+        };
+        let lane = |s| (crate::coll::LaneKey::SendTo(1), vec![s]);
+        let plan = |lanes| Plan::new(lanes, 0, crate::coll::Algo::Direct);
+        let conn = DevConn {
+            fifo: 1,
+            ..DevConn::default()
+        };
+        let spec = ReduceSpec::copy(crate::DataType::Uint8);
+        let ctl = |slot_bytes| Control {
+            report: 8,
+            abort: 8,
+            claim: 8,
+            timeout_ns: 1,
+            rank: 0,
+            slot_bytes,
+        };
+        let one = plan(vec![lane(send(0))]);
+        // Two lanes (a channel and a peer lane) on one connection end.
+        let two = plan(vec![
+            lane(send(0)),
+            (crate::coll::LaneKey::Channel(0), vec![send(128)]),
+        ]);
+        let part = |plan| [Part { plan, bufs }];
+        assert!(encode(&part(&one), &[conn], &spec, &ctl(64)).is_ok());
+        let e = encode(&part(&two), &[conn], &spec, &ctl(64)).unwrap_err();
+        assert!(e.to_string().contains("both use connection end"), "{e}");
+        for slot in [0, 24] {
+            assert!(encode(&part(&one), &[conn], &spec, &ctl(slot)).is_err());
+        }
+        // Two parts' lanes to one peer are one lane: their steps run in order.
+        let (bytes, lanes) =
+            encode(&[part(&one)[0], part(&one)[0]], &[conn], &spec, &ctl(64)).expect("one lane");
+        assert_eq!(lanes, 1);
+        assert_eq!(
+            bytes.len(),
+            PROGRAM_BYTES + LANE_BYTES + CONN_BYTES + 2 * STEP_BYTES
+        );
     }
 }
