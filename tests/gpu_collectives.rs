@@ -269,39 +269,39 @@ fn run_dt(
     with_type!(dt, run_one(c, s, f, op, in_place, count, seed))
 }
 
-/// Every collective × type × op × in/out of place for `counts`, on every rank of `comms`
-/// (ranks as threads).
+/// Every collective × type × op × in/out of place for `counts`, on rank `c`.
+fn rank_matrix(c: &Communicator, counts: &[usize]) -> Result<(), String> {
+    let s = stream(c.gpu_ordinal().expect("a GPU rank"));
+    let mut seed = 1u64;
+    for dt in DataType::ALL {
+        for f in FUNCS {
+            let ops = if f.reduces() {
+                ops_for(dt)
+            } else {
+                vec![RedOp::Sum]
+            };
+            for op in ops {
+                for in_place in [false, true] {
+                    if f == Func::Send && in_place {
+                        continue;
+                    }
+                    for &count in counts {
+                        seed += 1;
+                        run_dt(c, &s, dt, f, op, in_place, count, seed)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`rank_matrix`] on every rank of `comms` (ranks as threads).
 fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
     let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
         let hs: Vec<_> = comms
             .into_iter()
-            .map(|c| {
-                sc.spawn(move || {
-                    let s = stream(c.gpu_ordinal().expect("a GPU rank"));
-                    let mut seed = 1u64;
-                    for dt in DataType::ALL {
-                        for f in FUNCS {
-                            let ops = if f.reduces() {
-                                ops_for(dt)
-                            } else {
-                                vec![RedOp::Sum]
-                            };
-                            for op in ops {
-                                for in_place in [false, true] {
-                                    if f == Func::Send && in_place {
-                                        continue;
-                                    }
-                                    for &count in counts {
-                                        seed += 1;
-                                        run_dt(&c, &s, dt, f, op, in_place, count, seed)?;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    Ok(())
-                })
-            })
+            .map(|c| sc.spawn(move || rank_matrix(&c, counts)))
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -510,4 +510,147 @@ fn host_communicators_refuse_device_buffers() {
     .err()
     .expect("refused");
     assert!(e.to_string().contains("GPU"), "{e}");
+}
+
+/// What a child process of [`on_processes`] is asked to do.
+const CHILD_ROLE: &str = "RNCCL_GPU_TEST_ROLE";
+
+/// Runs this test binary's test `name` again as `n` child processes, rank `r` on GPU `devs[r]`
+/// (the child sees `RNCCL_GPU_TEST_ROLE=<role>` and its rank in `RNCCL_GPU_TEST_RANK`), and
+/// returns each child's output and whether it exited within `limit`.
+fn on_processes(
+    name: &str,
+    role: &str,
+    devs: &[usize],
+    limit: Duration,
+) -> Vec<(std::process::Output, bool)> {
+    let port = common::procs::free_port();
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = devs
+        .iter()
+        .enumerate()
+        .map(|(r, d)| {
+            std::process::Command::new(&exe)
+                .args(["--exact", name, "--nocapture", "--test-threads=1"])
+                .env(CHILD_ROLE, role)
+                .env("RNCCL_GPU_TEST_RANK", r.to_string())
+                .env("RNCCL_GPU_TEST_NRANKS", devs.len().to_string())
+                .env("RNCCL_GPU_TEST_DEVICE", d.to_string())
+                .env("NCCL_COMM_ID", format!("127.0.0.1:{port}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start a rank process")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| common::procs::wait_for(c, limit))
+        .collect()
+}
+
+/// In a child of [`on_processes`]: this process's communicator, if this process is one.
+fn child_comm(role: &str, timeout: Duration) -> Option<Communicator> {
+    if std::env::var(CHILD_ROLE).ok()? != role {
+        return None;
+    }
+    let var = |k: &str| -> usize { std::env::var(k).unwrap().parse().unwrap() };
+    let (r, n, d) = (
+        var("RNCCL_GPU_TEST_RANK"),
+        var("RNCCL_GPU_TEST_NRANKS"),
+        var("RNCCL_GPU_TEST_DEVICE"),
+    );
+    let id = rnccl::UniqueId::from_comm_id(&std::env::var("NCCL_COMM_ID").unwrap()).unwrap();
+    Some(Communicator::init_rank(n, &id, r, config(timeout, &[]).device(d)).expect("init"))
+}
+
+fn shm_names() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("rnccl"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The matrix with one process per rank: FIFOs shared through CUDA IPC handles.
+#[test]
+fn every_collective_on_two_gpu_processes() {
+    if let Some(c) = child_comm("matrix", Duration::from_secs(60)) {
+        rank_matrix(&c, &[0, 1, 7, 1021, 65_537, 1_000_003]).unwrap_or_else(|e| panic!("{e}"));
+        return;
+    }
+    let Some(devs) = devices(2) else { return };
+    let before = shm_names();
+    for (r, (out, done)) in on_processes(
+        "every_collective_on_two_gpu_processes",
+        "matrix",
+        &devs,
+        Duration::from_secs(500),
+    )
+    .into_iter()
+    .enumerate()
+    {
+        assert!(
+            done && out.status.success(),
+            "rank {r} (finished: {done}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(shm_names(), before, "left in /dev/shm");
+}
+
+/// A rank process killed in the middle of a collective: the other's kernel gives up within
+/// its timeout and reports it, naming the dead rank; nothing is left in /dev/shm.
+#[test]
+fn a_rank_killed_mid_collective_is_reported() {
+    let timeout = Duration::from_secs(10);
+    if let Some(c) = child_comm("killed", timeout) {
+        let s = stream(c.gpu_ordinal().unwrap());
+        let (r, n) = (c.rank(), c.nranks());
+        // Both ranks finish one collective first, so the connections are live.
+        run_one::<f32>(&c, &s, Func::AllReduce, RedOp::Sum, false, 1 << 20, 5)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let k = case::<f32>(Func::AllReduce, RedOp::Sum, r, n, 64 << 20, 6);
+        let mut b = prepare(&c, &s, &k, false);
+        if r == 1 {
+            // Launch nothing, and die once the peer is surely waiting on us.
+            std::thread::sleep(Duration::from_millis(500));
+            std::process::abort();
+        }
+        let t0 = Instant::now();
+        {
+            let mut g = rnccl::group_start();
+            g.push_cuda(&c, k.args, &b.send, &mut b.recv, &s)
+                .expect("queue");
+            g.end().expect("launch");
+        }
+        s.synchronize().expect("the kernel ends by itself");
+        let e = c.async_error().expect_err("the dead peer is reported");
+        assert_eq!(e.code(), rnccl::ResultCode::Timeout, "{e}");
+        assert!(e.to_string().contains("rank 1"), "{e}");
+        assert!(t0.elapsed() < timeout * 2, "{:?}", t0.elapsed());
+        println!("reported: {e}");
+        return;
+    }
+    let Some(devs) = devices(2) else { return };
+    let before = shm_names();
+    let outs = on_processes(
+        "a_rank_killed_mid_collective_is_reported",
+        "killed",
+        &devs,
+        Duration::from_secs(120),
+    );
+    let (out0, done0) = &outs[0];
+    let text = String::from_utf8_lossy(&out0.stdout);
+    assert!(
+        *done0 && out0.status.success() && text.contains("reported: "),
+        "rank 0:\n{text}\n{}",
+        String::from_utf8_lossy(&out0.stderr)
+    );
+    assert!(!outs[1].0.status.success(), "rank 1 was meant to die");
+    assert_eq!(shm_names(), before, "left in /dev/shm");
 }

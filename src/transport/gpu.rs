@@ -10,9 +10,10 @@
 //!
 //! Connecting is one exchange through the bootstrap per connection: the receiver offers its
 //! FIFO's addresses, the sender replies with `head`'s. Offers go out before any wait, so every
-//! rank connecting its neighbours at the same time cannot deadlock. Addresses are only
-//! meaningful inside one process: ranks of different processes are refused here (they need
-//! CUDA IPC or VMM handles).
+//! rank connecting its neighbours at the same time cannot deadlock. An address is only
+//! meaningful inside its process, so each message also carries a CUDA IPC handle of the
+//! device memory it names: a peer in another process maps the memory through it
+//! ([`crate::device::cuda::ipc`]). Host-staged FIFOs are same-process only for now.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -21,6 +22,7 @@ use cudarc::driver::{CudaContext, sys};
 
 use crate::bootstrap::{BootstrapNet, Deadline, tags};
 use crate::conn::{ConnKey, NSLOTS};
+use crate::device::cuda::ipc::{self, Imported};
 use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error};
 use crate::error::{Error, Result};
 use crate::exec::gpu::program::DevConn;
@@ -54,6 +56,37 @@ impl FifoMem {
             FifoMem::Host(h) => h.ptr() as u64,
         }
     }
+
+    /// The CUDA IPC handle of device memory (host memory has none).
+    fn handle(&self) -> Result<Option<Vec<u8>>> {
+        match self {
+            FifoMem::Device(d) => ipc::export(d).map(Some),
+            FifoMem::Host(_) => Ok(None),
+        }
+    }
+}
+
+/// The far end's memory as this process reaches it: its own address (same process), or a
+/// mapping of its IPC handle (another process), held for the connection's life.
+fn far_memory(
+    ctx: &Arc<CudaContext>,
+    same_process: bool,
+    addr: u64,
+    handle: Option<&[u8]>,
+    what: impl FnOnce() -> String,
+) -> Result<(u64, Option<Imported>)> {
+    if same_process {
+        return Ok((addr, None));
+    }
+    let Some(h) = handle else {
+        return Err(Error::invalid_usage(format!(
+            "{}: GPU FIFOs staged through host memory (NCCL_P2P_DISABLE=1) need every rank in \
+             one process for now; unset NCCL_P2P_DISABLE or drive the GPUs from one process",
+            what()
+        )));
+    };
+    let m = Imported::open(ctx, h)?;
+    Ok((m.ptr(), Some(m)))
 }
 
 /// What every end keeps: its counts in device memory and their host-mapped copy.
@@ -87,6 +120,8 @@ impl Counts {
 struct Offer {
     /// The receiver's process (addresses are only valid there).
     pid: u32,
+    /// The FIFO's CUDA IPC handle, for a sender in another process (device memory only).
+    handle: Option<Vec<u8>>,
     /// The receiver's GPU.
     gpu: u32,
     /// Whether the FIFO is in pinned host memory.
@@ -100,6 +135,10 @@ struct Offer {
 /// The sender's reply: where the receiver frees slots.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Ack {
+    /// The sender's process.
+    pid: u32,
+    /// `head`'s CUDA IPC handle, for a receiver in another process (device memory only).
+    handle: Option<Vec<u8>>,
     /// The sender's GPU.
     gpu: u32,
     /// `head`'s address (in pinned host memory when the FIFO is).
@@ -114,6 +153,8 @@ pub(crate) struct GpuRecv {
     counts: Counts,
     /// The sender's `head` (its memory).
     head: u64,
+    /// The sender's memory mapped into this process, when it lives in another.
+    _far: Option<Imported>,
 }
 
 /// The sending end of a GPU connection.
@@ -125,6 +166,8 @@ pub(crate) struct GpuSend {
     counts: Counts,
     /// The receiver's FIFO base.
     base: u64,
+    /// The receiver's memory mapped into this process, when it lives in another.
+    _far: Option<Imported>,
 }
 
 impl GpuRecv {
@@ -278,7 +321,8 @@ fn reach(ctx: &Arc<CudaContext>, peer: usize) -> Result<bool> {
 /// Connects this rank's `sends` and `recvs` (keys named from this rank's side); every peer
 /// must connect the mirror keys at about the same time.
 ///
-/// Errors: [`Error::InvalidUsage`] for a peer in another process; [`Error::Timeout`] /
+/// Errors: [`Error::InvalidUsage`] for a host-staged FIFO with a peer in another process;
+/// [`Error::Timeout`] /
 /// [`Error::Aborted`] naming the peer that did not answer; [`Error::Cuda`] for allocation
 /// failures.
 pub(crate) fn connect(
@@ -296,6 +340,7 @@ pub(crate) fn connect(
         let fifo = FifoMem::new(ctx, bytes, ep.p2p_disable)?;
         let offer = Offer {
             pid,
+            handle: fifo.handle()?,
             gpu: ctx.ordinal() as u32,
             host: ep.p2p_disable,
             base: fifo.addr(),
@@ -308,13 +353,7 @@ pub(crate) fn connect(
     let mut made_sends = Vec::with_capacity(sends.len());
     for key in sends {
         let offer: Offer = ep.recv(key, tags::gpu_offer(key), "offer its GPU FIFO")?;
-        if offer.pid != pid {
-            return Err(Error::invalid_usage(format!(
-                "{} drives its GPU from another process; GPU ranks must share one process for \
-                 now (Communicator::init_all_devices), or use host buffers",
-                ep.describe(key.peer)
-            )));
-        }
+        let same = offer.pid == pid;
         if offer.slot_bytes != ep.slot_bytes as u64 {
             return Err(Error::Remote(format!(
                 "{} offered {}-byte slots where this rank uses {}: the ranks disagree on \
@@ -324,7 +363,9 @@ pub(crate) fn connect(
                 ep.slot_bytes
             )));
         }
-        if !offer.host && !reach(ctx, offer.gpu as usize)? {
+        // Another process's ordinals may differ (CUDA_VISIBLE_DEVICES): there the driver checks
+        // reachability when it maps the handle.
+        if same && !offer.host && !reach(ctx, offer.gpu as usize)? {
             return Err(Error::invalid_usage(format!(
                 "GPU {} cannot reach GPU {} of {} (no peer access); set NCCL_P2P_DISABLE=1 on \
                  every rank to stage through host memory",
@@ -333,8 +374,13 @@ pub(crate) fn connect(
                 ep.describe(key.peer)
             )));
         }
+        let (base, far) = far_memory(ctx, same, offer.base, offer.handle.as_deref(), || {
+            ep.describe(key.peer)
+        })?;
         let head = FifoMem::new(ctx, 128, offer.host)?;
         let ack = Ack {
+            pid,
+            handle: head.handle()?,
             gpu: ctx.ordinal() as u32,
             head: head.addr(),
         };
@@ -343,15 +389,17 @@ pub(crate) fn connect(
             key: *key,
             head,
             counts: Counts::new(ctx)?,
-            base: offer.base,
+            base,
+            _far: far,
         });
     }
     // Phase 3: every receiving end learns where to free slots.
     let mut made_recvs = Vec::with_capacity(recvs.len());
     for (key, fifo) in pending {
         let ack: Ack = ep.recv(&key, tags::gpu_ack(&key), "attach to its GPU FIFO")?;
+        let same = ack.pid == pid;
         // The receiver stores into the sender's head, so its GPU must reach the sender's.
-        if matches!(fifo, FifoMem::Device(_)) && !reach(ctx, ack.gpu as usize)? {
+        if same && matches!(fifo, FifoMem::Device(_)) && !reach(ctx, ack.gpu as usize)? {
             return Err(Error::invalid_usage(format!(
                 "GPU {} cannot reach GPU {} of {} (no peer access); set NCCL_P2P_DISABLE=1 on \
                  every rank to stage through host memory",
@@ -360,11 +408,15 @@ pub(crate) fn connect(
                 ep.describe(key.peer)
             )));
         }
+        let (head, far) = far_memory(ctx, same, ack.head, ack.handle.as_deref(), || {
+            ep.describe(key.peer)
+        })?;
         made_recvs.push(GpuRecv {
             key,
             fifo,
             counts: Counts::new(ctx)?,
-            head: ack.head,
+            head,
+            _far: far,
         });
     }
     Ok((made_sends, made_recvs))

@@ -4,6 +4,7 @@
 
 pub(crate) mod compile;
 mod driver;
+pub(crate) mod ipc;
 mod memory;
 mod module;
 

@@ -1,0 +1,84 @@
+//! Sharing device memory with other processes through CUDA IPC handles (`cuIpcGetMemHandle`,
+//! NCCL's legacy path when `NCCL_CUMEM_ENABLE=0`, gpu-backend.md §A.4): the owner exports a
+//! 64-byte handle of a `cuMemAlloc` allocation, the other process maps it into its own context
+//! and unmaps it when done. Peer access between the two GPUs is enabled lazily by the driver.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, sys};
+
+use super::DeviceAlloc;
+use super::driver::{check, cuda_error};
+use crate::error::{Error, Result};
+
+/// Bytes of an IPC handle (`CU_IPC_HANDLE_SIZE`).
+pub(crate) const HANDLE_BYTES: usize = 64;
+
+/// The IPC handle of `mem` (the whole allocation), for another process to open.
+///
+/// Errors: [`Error::Cuda`] when the driver refuses (memory not from `cuMemAlloc`, or a
+/// platform without legacy IPC).
+pub(crate) fn export(mem: &DeviceAlloc) -> Result<Vec<u8>> {
+    let mut h = sys::CUipcMemHandle_st {
+        reserved: [0; HANDLE_BYTES],
+    };
+    // SAFETY: `mem` is a live cuMemAlloc allocation; the driver writes the 64-byte handle.
+    check(unsafe { sys::cuIpcGetMemHandle(&mut h, mem.ptr()) }, || {
+        "exporting a GPU FIFO for another process (cuIpcGetMemHandle)".into()
+    })?;
+    Ok(h.reserved.iter().map(|&c| c as u8).collect())
+}
+
+/// Another process's allocation mapped into this one; unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Imported {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+}
+
+impl Imported {
+    /// Maps the allocation `handle` names into `ctx`.
+    ///
+    /// Errors: [`Error::Remote`] for a handle of the wrong size; [`Error::Cuda`] when the
+    /// driver cannot open it (a dead exporter, or GPUs that cannot reach each other).
+    pub(crate) fn open(ctx: &Arc<CudaContext>, handle: &[u8]) -> Result<Imported> {
+        let bytes: [u8; HANDLE_BYTES] = handle.try_into().map_err(|_| {
+            Error::Remote(format!(
+                "a peer sent a {}-byte CUDA IPC handle; handles have {HANDLE_BYTES}",
+                handle.len()
+            ))
+        })?;
+        let h = sys::CUipcMemHandle_st {
+            reserved: bytes.map(|b| b as std::ffi::c_char),
+        };
+        let gpu = ctx.ordinal();
+        ctx.bind_to_thread()
+            .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
+        let mut ptr = 0;
+        let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
+        // SAFETY: the context is current; the driver writes one device pointer.
+        check(
+            unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) },
+            || format!("mapping a peer process's GPU FIFO on GPU {gpu} (cuIpcOpenMemHandle)"),
+        )?;
+        Ok(Imported {
+            ctx: ctx.clone(),
+            ptr,
+        })
+    }
+
+    /// The mapped allocation's first byte in this process.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
+impl Drop for Imported {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: opened once by cuIpcOpenMemHandle in this context, closed once; the
+            // owner (GpuComm) synchronises its device before dropping its connections.
+            let _ = unsafe { sys::cuIpcCloseMemHandle(self.ptr) };
+        }
+    }
+}
