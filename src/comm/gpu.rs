@@ -46,6 +46,8 @@ pub(crate) struct GpuComm {
     slot_bytes: usize,
     /// Where compiled kernels are kept (`RNCCL_KERNEL_CACHE`; None: not on disk).
     pub kernel_cache: Option<std::path::PathBuf>,
+    /// Device programs launched so far (the thread driving the communicator locks it).
+    pub programs: std::sync::Mutex<crate::exec::gpu::Programs>,
 }
 
 /// What [`GpuComm::new`] needs from the communicator being built.
@@ -105,6 +107,8 @@ impl GpuComm {
         let info = cuda.devices[s.ordinal].clone();
         let control = PinnedHost::zeroed(&ctx, REPORT_OFF + REPORT_BYTES)?;
         let claim = DeviceAlloc::zeroed(&ctx, 4)?;
+        // Pinned now, before any kernel runs: pinning later would serialise the streams.
+        let programs = std::sync::Mutex::new(crate::exec::gpu::Programs::new(&ctx)?);
         let (send_keys, recv_keys) = keys(s.rank, s.net_rank.len(), s.rings);
         let ep = GpuEndpoints {
             net: s.net,
@@ -139,6 +143,7 @@ impl GpuComm {
             rank: s.rank,
             slot_bytes: s.slot_bytes,
             kernel_cache,
+            programs,
         })
     }
 

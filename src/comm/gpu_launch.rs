@@ -10,7 +10,7 @@ use super::Communicator;
 use super::group::Queued;
 use crate::coll::{Func, Plan};
 use crate::device::ReduceSpec;
-use crate::device::cuda::{DeviceAlloc, Interp, check};
+use crate::device::cuda::{Interp, check};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::exec::gpu::program::{DevBuffers, Part, encode};
@@ -81,7 +81,7 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
         if a.in_place && a.func == Func::AllToAll {
             // The plan writes blocks of the buffer other ranks still read from: read them
             // from a copy taken on the stream first.
-            let copy = st.gpu_scratch(&gpu.ctx, q.input.len)?;
+            let copy = st.gpu_scratch(&gpu.ctx, q.input.len, q.stream)?;
             // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's
             // contract for the input; the scratch was just sized), and the copy is ordered on
             // the operation's stream before its kernel.
@@ -93,7 +93,7 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
         }
         let scratch = match plan.scratch_bytes {
             0 => (0, 0),
-            b => (st.gpu_scratch(&gpu.ctx, b)?, b),
+            b => (st.gpu_scratch(&gpu.ctx, b, q.stream)?, b),
         };
         let bufs = DevBuffers {
             input,
@@ -146,7 +146,8 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
             gpu.kernel_cache.as_deref(),
         )?;
         let combine = l.spec.combine;
-        st.gpu_programs(&gpu.ctx).run(program, l.stream, |addr| {
+        let mut programs = gpu.programs.lock().unwrap_or_else(|p| p.into_inner());
+        programs.run(program, l.stream, |addr| {
             // SAFETY: the program was encoded from this communicator's connections (alive as
             // long as the communicator) and the caller's buffers (valid until the stream runs
             // the kernel, the contract of Group::push_device); the stream is the caller's.
@@ -158,26 +159,47 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
 
 /// Device scratch of a communicator: one allocation, replaced by a larger one when needed;
 /// replaced ones are kept until the communicator goes, since kernels in flight may use them.
+/// Allocated stream-ordered (`cuMemAllocAsync`): a plain allocation would serialise the GPU's
+/// streams, making this rank's next kernel wait for a peer kernel that waits for it.
 #[derive(Default)]
 pub(crate) struct GpuScratch {
-    allocs: Vec<DeviceAlloc>,
+    allocs: Vec<(std::sync::Arc<cudarc::driver::CudaContext>, u64, usize)>,
 }
 
 impl GpuScratch {
-    /// The address of at least `bytes` bytes of scratch on `ctx`'s GPU.
+    /// The address of at least `bytes` bytes of scratch on `ctx`'s GPU, valid for work on
+    /// `stream` from now on.
     ///
     /// Errors: [`Error::Cuda`] when the GPU is out of memory.
     pub(crate) fn get(
         &mut self,
         ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
         bytes: usize,
+        stream: sys::CUstream,
     ) -> Result<u64> {
-        if let Some(a) = self.allocs.last().filter(|a| a.len() >= bytes) {
-            return Ok(a.ptr());
+        if let Some(&(_, p, _)) = self.allocs.last().filter(|a| a.2 >= bytes) {
+            return Ok(p);
         }
-        let a = DeviceAlloc::zeroed(ctx, bytes.next_power_of_two())?;
-        let p = a.ptr();
-        self.allocs.push(a);
+        let len = bytes.next_power_of_two();
+        let mut p = 0;
+        // SAFETY: the context is current (bound by the launch); the driver writes one pointer.
+        check(unsafe { sys::cuMemAllocAsync(&mut p, len, stream) }, || {
+            format!("allocating {len} bytes of scratch on GPU {}", ctx.ordinal())
+        })?;
+        self.allocs.push((ctx.clone(), p, len));
         Ok(p)
+    }
+}
+
+impl Drop for GpuScratch {
+    fn drop(&mut self) {
+        for (ctx, p, _) in &self.allocs {
+            if ctx.bind_to_thread().is_ok() {
+                // SAFETY: allocated once by cuMemAllocAsync; the communicator's GpuComm
+                // synchronised the device when it went (it drops after the state), and a
+                // plain free waits for outstanding work on the memory anyway.
+                let _ = unsafe { sys::cuMemFree_v2(*p) };
+            }
+        }
     }
 }

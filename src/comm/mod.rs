@@ -233,8 +233,6 @@ pub(crate) struct State {
     pub colls: u64,
     /// Registered windows.
     pub windows: window::Windows,
-    /// Device programs launched so far (GPU communicators; created on first launch).
-    pub gpu_programs: Option<crate::exec::gpu::Programs>,
     /// Device scratch (GPU communicators).
     pub gpu_scratch: gpu_launch::GpuScratch,
 }
@@ -251,25 +249,21 @@ impl State {
             direct_stores: Default::default(),
             colls: 0,
             windows: Default::default(),
-            gpu_programs: None,
             gpu_scratch: Default::default(),
         }
     }
 
-    /// The device program cache, created for `ctx`'s GPU on first use.
-    fn gpu_programs(
-        &mut self,
-        ctx: &Arc<cudarc::driver::CudaContext>,
-    ) -> &mut crate::exec::gpu::Programs {
-        self.gpu_programs
-            .get_or_insert_with(|| crate::exec::gpu::Programs::new(ctx))
-    }
-
-    /// The address of at least `bytes` bytes of device scratch on `ctx`'s GPU.
+    /// The address of at least `bytes` bytes of device scratch on `ctx`'s GPU, usable by work
+    /// on `stream` from now on.
     ///
     /// Errors: [`Error::Cuda`] when the GPU is out of memory.
-    fn gpu_scratch(&mut self, ctx: &Arc<cudarc::driver::CudaContext>, bytes: usize) -> Result<u64> {
-        self.gpu_scratch.get(ctx, bytes)
+    fn gpu_scratch(
+        &mut self,
+        ctx: &Arc<cudarc::driver::CudaContext>,
+        bytes: usize,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<u64> {
+        self.gpu_scratch.get(ctx, bytes, stream)
     }
 }
 

@@ -14,7 +14,6 @@ use crate::error::Result;
 pub(crate) struct DeviceAlloc {
     ctx: Arc<CudaContext>,
     ptr: sys::CUdeviceptr,
-    bytes: usize,
 }
 
 impl DeviceAlloc {
@@ -31,7 +30,6 @@ impl DeviceAlloc {
         let a = DeviceAlloc {
             ctx: ctx.clone(),
             ptr,
-            bytes,
         };
         // SAFETY: the range was just allocated with this length.
         check(unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes.max(1)) }, what)?;
@@ -41,11 +39,6 @@ impl DeviceAlloc {
     /// The device address of the first byte.
     pub(crate) fn ptr(&self) -> u64 {
         self.ptr
-    }
-
-    /// Length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.bytes
     }
 }
 

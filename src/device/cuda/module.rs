@@ -88,6 +88,16 @@ impl Interp {
                 unsafe { sys::cuModuleGetFunction(&mut interp.funcs[i], module, cname.as_ptr()) },
                 || format!("finding kernel {name} on GPU {gpu}"),
             )?;
+            // Load the function now (CUDA loads lazily by default): a lazy load at the first
+            // launch may wait for the kernels already running, which on a GPU shared by two
+            // ranks include the peer's kernel waiting for this one.
+            let mut regs = 0;
+            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS;
+            // SAFETY: a valid function handle of the current context; writes one int.
+            check(
+                unsafe { sys::cuFuncGetAttribute(&mut regs, attr, interp.funcs[i]) },
+                || format!("loading kernel {name} on GPU {gpu}"),
+            )?;
         }
         Ok(interp)
     }

@@ -3,6 +3,7 @@
 //! CUDA stream. Nothing here waits for the GPU: completion is seen through the stream, and
 //! failures after the launch through the communicator's async-error query.
 
+mod arena;
 #[cfg(test)]
 mod emulate;
 pub(crate) mod program;

@@ -1,33 +1,39 @@
-//! A communicator's device programs in pinned host memory, read by the kernels through unified
-//! addressing (as NCCL's work FIFO), kept by content: an operation repeated on the same buffers
-//! — every training step, every benchmark iteration — launches the program already there with
-//! no copy at all. A program launched while its stream was being captured into a CUDA graph is
-//! kept for the communicator's life, since the graph may replay it at any time; others are
-//! dropped once their last launch has completed and the cache is over its capacity.
+//! A communicator's device programs in pinned host memory ([`Arena`]), read by the kernels
+//! through unified addressing (as NCCL's work FIFO), kept by content: an operation repeated on
+//! the same buffers — every training step, every benchmark iteration — launches the program
+//! already there with no copy at all. A program launched while its stream was being captured
+//! into a CUDA graph is kept for the communicator's life, since the graph may replay it at any
+//! time; others give their space back once their last launch has completed and the cache is
+//! over capacity or the arena is full.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, sys};
 use rustc_hash::FxHashMap;
 
-use crate::device::cuda::{PinnedHost, check, cuda_error};
+use super::arena::{Arena, Region};
+use crate::device::cuda::{check, cuda_error};
 use crate::error::Result;
 
 /// Programs kept before idle ones are dropped.
 const CAPACITY: usize = 256;
 
 struct Entry {
-    mem: PinnedHost,
+    region: Region,
     /// Recorded after the entry's last launch outside a capture.
     done: sys::CUevent,
     /// Launched inside a stream capture: a graph may replay it, so it is never dropped.
     captured: bool,
+    /// Launch number of the entry's last launch (oldest first when space must be freed).
+    last: u64,
 }
 
 /// Device programs by content.
 pub(crate) struct Programs {
     ctx: Arc<CudaContext>,
+    arena: Arena,
     entries: FxHashMap<Vec<u8>, Entry>,
+    launches: u64,
 }
 
 // SAFETY: events and pinned memory are driver objects usable from any thread once the owning
@@ -48,19 +54,23 @@ pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool> {
 }
 
 impl Programs {
-    /// An empty cache for programs of `ctx`'s device.
-    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Programs {
-        Programs {
+    /// An empty cache for programs of `ctx`'s GPU, its first arena chunk pinned now.
+    ///
+    /// Errors: [`crate::Error::Cuda`] when the memory cannot be pinned.
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Programs> {
+        Ok(Programs {
             ctx: ctx.clone(),
+            arena: Arena::new(ctx)?,
             entries: FxHashMap::default(),
-        }
+            launches: 0,
+        })
     }
 
-    /// The device address of `program`'s bytes, copying them into pinned memory the first
-    /// time; `launch` then launches it on `stream` (which must be the stream `launch` uses).
+    /// Launches `program` on `stream` through `launch` (given the program's device address),
+    /// copying the bytes into pinned memory the first time.
     ///
-    /// Errors: [`crate::Error::Cuda`] when memory cannot be pinned, an event cannot be created
-    /// or recorded, or `launch` fails.
+    /// Errors: [`crate::Error::Cuda`] when an event cannot be created or recorded, memory
+    /// cannot be pinned, or `launch` fails.
     pub(crate) fn run(
         &mut self,
         program: Vec<u8>,
@@ -73,10 +83,10 @@ impl Programs {
             .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
         let captured = capturing(stream)?;
         if !self.entries.contains_key(&program) {
-            self.evict_idle();
-            let mem = PinnedHost::zeroed(&self.ctx, program.len())?;
-            // SAFETY: `mem` holds program.len() bytes and nothing else refers to it yet.
-            unsafe { std::ptr::copy_nonoverlapping(program.as_ptr(), mem.ptr(), program.len()) };
+            let region = self.room(program.len())?;
+            let p = self.arena.ptr(region);
+            // SAFETY: the region holds at least program.len() bytes and no program uses it.
+            unsafe { std::ptr::copy_nonoverlapping(program.as_ptr(), p, program.len()) };
             let mut done = std::ptr::null_mut();
             let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
             // SAFETY: the context is current; the driver writes one event handle.
@@ -84,16 +94,19 @@ impl Programs {
                 format!("creating an event on GPU {gpu}")
             })?;
             let e = Entry {
-                mem,
+                region,
                 done,
                 captured: false,
+                last: 0,
             };
             self.entries.insert(program.clone(), e);
         }
+        self.launches += 1;
         let Some(e) = self.entries.get_mut(&program) else {
             return Err(crate::Error::Internal("a device program vanished".into()));
         };
-        launch(e.mem.ptr() as u64)?;
+        launch(self.arena.ptr(e.region) as u64)?;
+        e.last = self.launches;
         if captured {
             e.captured = true;
         } else {
@@ -105,20 +118,55 @@ impl Programs {
         Ok(())
     }
 
-    /// Drops programs no graph holds whose last launch has completed, once over capacity.
-    fn evict_idle(&mut self) {
-        if self.entries.len() < CAPACITY {
-            return;
+    /// Space for a new program of `len` bytes: free space, else the space of programs whose
+    /// last launch completed (when over capacity or out of space), else — when every program
+    /// is in flight — the oldest one's after waiting for it, else a new chunk.
+    fn room(&mut self, len: usize) -> Result<Region> {
+        if self.entries.len() >= CAPACITY {
+            self.drop_where(|e| !e.captured && Self::idle(e));
         }
-        self.entries.retain(|_, e| {
-            // SAFETY: the event is live; querying has no side effects.
-            let idle =
-                !e.captured && unsafe { sys::cuEventQuery(e.done) } == sys::CUresult::CUDA_SUCCESS;
-            if idle {
-                // SAFETY: the event's work completed; it is destroyed once, with its entry.
-                let _ = unsafe { sys::cuEventDestroy_v2(e.done) };
+        if let Some(r) = self.arena.take(len) {
+            return Ok(r);
+        }
+        self.drop_where(|e| !e.captured && Self::idle(e));
+        if let Some(r) = self.arena.take(len) {
+            return Ok(r);
+        }
+        let oldest = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.captured)
+            .min_by_key(|(_, e)| e.last)
+            .map(|(k, _)| k.clone());
+        if let Some(k) = oldest {
+            if let Some(e) = self.entries.get(&k) {
+                // SAFETY: a live event of this context; waits for the program's last launch.
+                let _ = unsafe { sys::cuEventSynchronize(e.done) };
             }
-            !idle
+            self.drop_where(|e| !e.captured && Self::idle(e));
+            if let Some(r) = self.arena.take(len) {
+                return Ok(r);
+            }
+        }
+        self.arena.take_or_grow(len)
+    }
+
+    fn idle(e: &Entry) -> bool {
+        // SAFETY: the event is live; querying has no side effects.
+        unsafe { sys::cuEventQuery(e.done) == sys::CUresult::CUDA_SUCCESS }
+    }
+
+    /// Drops the programs `pred` picks, returning their space.
+    fn drop_where(&mut self, pred: impl Fn(&Entry) -> bool) {
+        let arena = &mut self.arena;
+        self.entries.retain(|_, e| {
+            if !pred(e) {
+                return true;
+            }
+            arena.give(e.region);
+            // SAFETY: the event's work completed; it is destroyed once, with its entry.
+            let _ = unsafe { sys::cuEventDestroy_v2(e.done) };
+            false
         });
     }
 }
