@@ -511,6 +511,12 @@ impl Communicator {
         self.core.gpu.as_ref().map(|g| &g.info)
     }
 
+    /// The primary context of the GPU this rank runs on, for the crate's own users of the
+    /// device (the benchmark's streams and buffers).
+    pub(crate) fn gpu_context(&self) -> Option<&Arc<cudarc::driver::CudaContext>> {
+        self.core.gpu.as_ref().map(|g| &g.ctx)
+    }
+
     /// Errors that happened after operations were enqueued (`ncclCommGetAsyncError`): `Ok`
     /// while none did. GPU kernels report a peer that stopped answering (a timeout naming the
     /// peer and channel), an abort, or a peer running a different operation; a host

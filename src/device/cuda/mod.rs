@@ -2,11 +2,13 @@
 //! their primary contexts, device memory, and the kernels of `kernels/*.cu` compiled by NVRTC.
 //! Nothing here is reached on a host without libcuda: [`probe`] says so in one line first.
 
+mod check;
 mod compile;
 mod driver;
 mod memory;
 mod module;
 
+pub(crate) use check::Checker;
 pub use driver::DeviceInfo;
 pub(crate) use driver::{check, context, cuda_error, probe};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
