@@ -11,11 +11,13 @@ use std::time::Instant;
 use cudarc::driver::{CudaGraph, CudaStream, sys};
 
 use super::data::{self, DataSpec};
+use super::gpu_check::DeviceCheck;
 use super::ranks::{Region, input_region, is_sendrecv, output_region};
 use super::{BenchOptions, Counts, grouped};
 use crate::coll::{CollArgs, Func};
 use crate::comm::{Communicator, Group, group_start};
-use crate::device::cuda::{Checker, DeviceAlloc, check, cuda_error};
+use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error};
+use crate::dtype::DataType;
 use crate::error::{Error, Result};
 
 /// One rank on a GPU, with device buffers sized for the largest point.
@@ -28,17 +30,10 @@ pub(super) struct GpuRank<'c> {
     recv: DeviceAlloc,
     /// Bytes of `send` and `recv` (and of `want`).
     bytes: usize,
-    /// The check: the kernels, the expected output and the wrong-element counter (`-c`).
-    check: Option<Check>,
+    /// The result check (`-c`).
+    check: Option<DeviceCheck>,
     /// Host memory where inputs and expected outputs are generated before their upload.
     staging: Vec<u8>,
-}
-
-/// What the device check needs.
-struct Check {
-    kernels: Arc<Checker>,
-    want: DeviceAlloc,
-    counter: DeviceAlloc,
 }
 
 /// Adds what to do to an out-of-memory error of the benchmark buffers.
@@ -53,11 +48,19 @@ fn buffers_error(e: Error) -> Error {
 
 impl<'c> GpuRank<'c> {
     /// A stream on `comm`'s GPU, send and receive buffers of `bytes` bytes there and, when
-    /// `check`, the check kernels (compiled on first use) and their buffers.
+    /// `opts.check` is on, the check kernels and their buffers. Every kernel the run launches
+    /// is loaded here (compiled on first use): the engine's interpreter for each data type of
+    /// `opts` (and bytes, for Send/Recv) as well as the check. Loading a module waits for the
+    /// kernels running on its GPU, and those of ranks driven by other threads wait for this
+    /// rank: nothing may be loaded once the ranks launch.
     ///
     /// Errors: [`Error::InvalidUsage`] for a communicator without a GPU; [`Error::Cuda`] when
-    /// the stream, the memory or the check kernels cannot be had.
-    pub(super) fn new(comm: &'c Communicator, bytes: usize, check: bool) -> Result<GpuRank<'c>> {
+    /// the stream, the memory or the kernels cannot be had.
+    pub(super) fn new(
+        comm: &'c Communicator,
+        bytes: usize,
+        opts: &BenchOptions,
+    ) -> Result<GpuRank<'c>> {
         let (Some(ctx), Some(info)) = (comm.gpu_context(), comm.gpu_info()) else {
             return Err(Error::invalid_usage(format!(
                 "rank {} has no GPU: create GPU ranks with CommConfig::device or \
@@ -69,13 +72,12 @@ impl<'c> GpuRank<'c> {
         let stream = ctx
             .new_stream()
             .map_err(|e| cuda_error(e, format!("creating a stream on GPU {gpu}")))?;
+        for dtype in opts.dtypes.iter().chain([&DataType::Uint8]) {
+            Interp::get(ctx, info.arch(), *dtype)?;
+        }
         let alloc = |b: usize| DeviceAlloc::zeroed(ctx, b).map_err(buffers_error);
-        let check = if check {
-            Some(Check {
-                kernels: Checker::get(ctx, info.arch())?,
-                want: alloc(bytes)?,
-                counter: alloc(8)?,
-            })
+        let check = if opts.check > 0 {
+            Some(DeviceCheck::new(ctx, info.arch(), bytes).map_err(buffers_error)?)
         } else {
             None
         };
@@ -213,36 +215,10 @@ impl<'c> GpuRank<'c> {
         if !data::expected_output(spec, rank, want, count) {
             return Ok(0);
         }
-        let (s, gpu) = (self.stream.cu_stream(), self.gpu);
-        upload(&self.stream, gpu, k.want.ptr(), want)?;
-        self.bind()?;
-        // SAFETY: the counter is 8 bytes of this GPU's memory; the memset is ordered on the
-        // stream before the kernel that adds to it.
-        let r = unsafe { sys::cuMemsetD8Async(k.counter.ptr(), 0, 8, s) };
-        check(r, || format!("clearing the check's counter on GPU {gpu}"))?;
         let tol = data::tolerance(args.dtype, n);
-        // SAFETY: `out` holds `count` elements of the output (range checked by `at`), `want`
-        // as many expected ones (uploaded above; the buffer has the receive buffer's size),
-        // the counter 8 bytes; all live until this rank is dropped, and the stream is this
-        // rank's, of the kernels' context.
-        unsafe {
-            k.kernels.launch(
-                args.dtype,
-                out,
-                k.want.ptr(),
-                count,
-                tol,
-                k.counter.ptr(),
-                s,
-            )?
-        };
-        let mut wrong = 0u64;
-        // SAFETY: copies the 8-byte counter into `wrong` after the kernel (stream order); a
-        // copy into pageable host memory returns only once it is complete, and the stream is
-        // synchronised below before `wrong` is read.
-        let r =
-            unsafe { sys::cuMemcpyDtoHAsync_v2((&raw mut wrong).cast(), k.counter.ptr(), 8, s) };
-        check(r, || format!("reading the check's counter on GPU {gpu}"))?;
+        // SAFETY: `out` holds `count` elements of the output (range checked by `at`) in this
+        // rank's receive buffer, which only this rank's stream writes.
+        let wrong = unsafe { k.count(&self.stream, self.gpu, args.dtype, out, want, count, tol)? };
         self.sync()?;
         Ok(wrong)
     }
@@ -276,7 +252,7 @@ fn staging(staging: &mut Vec<u8>, len: usize) -> Result<&mut [u8]> {
 /// Copies `src` to device address `dst` on `stream` (of GPU `gpu`).
 ///
 /// Errors: [`Error::Cuda`] when the copy cannot be queued.
-fn upload(stream: &CudaStream, gpu: usize, dst: u64, src: &[u8]) -> Result<()> {
+pub(super) fn upload(stream: &CudaStream, gpu: usize, dst: u64, src: &[u8]) -> Result<()> {
     if src.is_empty() {
         return Ok(());
     }
@@ -284,7 +260,7 @@ fn upload(stream: &CudaStream, gpu: usize, dst: u64, src: &[u8]) -> Result<()> {
         .context()
         .bind_to_thread()
         .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
-    // SAFETY: callers take `dst` from `GpuRank::at` (or a buffer of the receive buffer's size),
+    // SAFETY: callers take `dst` from `GpuRank::at` or a buffer they checked to hold `src`,
     // so `src.len()` bytes fit there; the stream is live. A copy from pageable memory has read
     // `src` by the time the call returns, and is ordered on the stream before later kernels.
     let r = unsafe {

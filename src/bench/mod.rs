@@ -9,6 +9,7 @@
 mod coll;
 mod data;
 mod gpu;
+mod gpu_check;
 mod grouped;
 mod host;
 mod place;
@@ -179,6 +180,10 @@ pub fn run_ranks(
     let c = opts.coll.counts(max_bytes, 1, n);
     let bytes = (c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1) * 8;
     let mut ranks = Ranks::new(comms, opts, bytes)?;
+    // Setting up a GPU rank (its first stream, loading kernels) may wait for everything on its
+    // GPU, kernels of other ranks' threads included, and those kernels wait for this rank: no
+    // rank launches anything before every rank is set up.
+    grouped::barrier(comms)?;
     let mut rows = Vec::new();
     for &dtype in &opts.dtypes {
         for &op in &ops {

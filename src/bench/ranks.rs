@@ -116,7 +116,7 @@ impl<'c> Ranks<'c> {
         }
         comms
             .iter()
-            .map(|c| GpuRank::new(c, bytes, check))
+            .map(|c| GpuRank::new(c, bytes, opts))
             .collect::<Result<_>>()
             .map(Ranks::Gpu)
     }
