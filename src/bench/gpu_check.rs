@@ -108,12 +108,18 @@ mod tests {
     use crate::device::cuda::{context, probe};
     use crate::redop::RedOp;
 
-    /// Corrupts `out` (elements of `dtype`): garbage bytes, a NaN pattern for floats, and a
-    /// change within tolerance, so both rules (exact, within tolerance) are exercised.
+    /// Corrupts two elements of `out` (elements of `dtype`) and changes a third one within
+    /// the tolerance `tol`: element 1 gets its top byte changed (a large change for every
+    /// type), element 7 becomes a NaN (all ones) for floating-point types or is off by one
+    /// bit for integers, and element 3 of a float buffer moves by twice `tol`.
     fn corrupt(out: &mut [u8], dtype: DataType, tol: f64) {
         let es = dtype.size();
-        out[es..2 * es].fill(0x55);
-        out[7 * es..8 * es].fill(0xff);
+        out[2 * es - 1] ^= 0x40;
+        if dtype.is_float() {
+            out[7 * es..8 * es].fill(0xff);
+        } else {
+            out[7 * es] ^= 1;
+        }
         if dtype == DataType::Float32 {
             let v = f32::from_ne_bytes(out[12..16].try_into().unwrap());
             out[12..16].copy_from_slice(&(v + (2.0 * tol) as f32).to_ne_bytes());
@@ -153,7 +159,7 @@ mod tests {
                 let mut out = want.clone();
                 corrupt(&mut out, dtype, tol);
                 let host = count_wrong(dtype, tol, &out, &want, N);
-                assert!(host >= 2, "{dtype} {op}: {host}");
+                assert_eq!(host, 2, "{dtype} {op}");
                 upload(&stream, 0, out_dev.ptr(), &out).unwrap();
                 // SAFETY: out_dev holds N elements of every type and nothing else writes it.
                 let dev = unsafe { k.count(&stream, 0, dtype, out_dev.ptr(), &want, N, tol) };
