@@ -28,7 +28,7 @@ pub(super) struct GpuRank<'c> {
     stream: Arc<CudaStream>,
     send: DeviceAlloc,
     recv: DeviceAlloc,
-    /// Bytes of `send` and `recv` (and of `want`).
+    /// Bytes of `send` and `recv` (and of the check's expected output).
     bytes: usize,
     /// The result check (`-c`).
     check: Option<DeviceCheck>,
@@ -77,7 +77,7 @@ impl<'c> GpuRank<'c> {
         }
         let alloc = |b: usize| DeviceAlloc::zeroed(ctx, b).map_err(buffers_error);
         let check = if opts.check > 0 {
-            Some(DeviceCheck::new(ctx, info.arch(), bytes).map_err(buffers_error)?)
+            Some(DeviceCheck::new(ctx, info.arch(), bytes)?)
         } else {
             None
         };
