@@ -2,7 +2,9 @@
 //! job size and the rendezvous address come from the launcher's environment.
 //!
 //! Rank and size: `OMPI_COMM_WORLD_RANK`/`_SIZE` (Open MPI), `PMI_RANK`/`PMI_SIZE` (MPICH, Intel
-//! MPI), `SLURM_PROCID`/`SLURM_NTASKS` (Slurm), `RANK`/`WORLD_SIZE` (torchrun). Rendezvous:
+//! MPI), `SLURM_PROCID`/`SLURM_NTASKS` (Slurm), `RANK`/`WORLD_SIZE` (torchrun); the rank on its
+//! host, when the launcher says, from `OMPI_COMM_WORLD_LOCAL_RANK`, `MPI_LOCALRANKID`,
+//! `SLURM_LOCALID` or `LOCAL_RANK` respectively. Rendezvous:
 //! `NCCL_COMM_ID`, else `MASTER_ADDR:MASTER_PORT`; when neither is set and every rank is on one
 //! host (`OMPI_COMM_WORLD_LOCAL_SIZE`, `MPI_LOCALNRANKS` or `SLURM_NNODES=1` says so), a loopback
 //! address with a port derived from the job's id; under srun across hosts, the first host of
@@ -22,6 +24,9 @@ pub struct LaunchEnv {
     pub rank: usize,
     /// Number of ranks.
     pub size: usize,
+    /// This process's index among the launcher's processes on its host (which GPU it takes),
+    /// when the launcher says.
+    pub local_rank: Option<usize>,
     /// `host:port` where rank 0 runs the bootstrap root, when known.
     pub root: Option<String>,
 }
@@ -31,15 +36,26 @@ pub struct LaunchEnv {
 ///
 /// Errors: [`Error::InvalidUsage`] when the variables are malformed or contradict each other.
 pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
-    const SOURCES: [(&str, &str, &str); 4] = [
+    const SOURCES: [(&str, &str, &str, &str); 4] = [
         (
             "mpirun (Open MPI)",
             "OMPI_COMM_WORLD_RANK",
             "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
         ),
-        ("PMI (MPICH / Intel MPI)", "PMI_RANK", "PMI_SIZE"),
-        ("srun (Slurm)", "SLURM_PROCID", "SLURM_NTASKS"),
-        ("torchrun", "RANK", "WORLD_SIZE"),
+        (
+            "PMI (MPICH / Intel MPI)",
+            "PMI_RANK",
+            "PMI_SIZE",
+            "MPI_LOCALRANKID",
+        ),
+        (
+            "srun (Slurm)",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+        ),
+        ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
     ];
     // As for NCCL's own variables, an empty value counts as unset.
     let env: BTreeMap<&str, &str> = env
@@ -48,9 +64,9 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let env = &env;
-    let Some(&(launcher, rk, sz)) = SOURCES
+    let Some(&(launcher, rk, sz, local)) = SOURCES
         .iter()
-        .find(|(_, r, s)| env.contains_key(*r) && env.contains_key(*s))
+        .find(|(_, r, s, _)| env.contains_key(*r) && env.contains_key(*s))
     else {
         return Ok(None);
     };
@@ -60,6 +76,7 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
         })
     };
     let (rank, size) = (num(rk)?, num(sz)?);
+    let local_rank = env.contains_key(local).then(|| num(local)).transpose()?;
     if size == 0 || rank >= size {
         return Err(Error::invalid_usage(format!(
             "{launcher}: {rk}={rank} is not a rank of {sz}={size}"
@@ -84,6 +101,7 @@ pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LaunchEnv>> {
         launcher,
         rank,
         size,
+        local_rank,
         root,
     }))
 }
@@ -164,8 +182,8 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(
-            (l.rank, l.size, l.root.as_deref()),
-            (1, 4, Some("10.0.0.1:29500"))
+            (l.rank, l.size, l.root.as_deref(), l.local_rank),
+            (1, 4, Some("10.0.0.1:29500"), None)
         );
         let l = detect(&env(&[
             ("RANK", "0"),
@@ -184,9 +202,11 @@ mod tests {
             ("SLURM_NTASKS", "8"),
             ("SLURM_NNODES", "1"),
             ("SLURM_JOB_ID", "77"),
+            ("SLURM_LOCALID", "3"),
         ]))
         .unwrap()
         .unwrap();
+        assert_eq!(l.local_rank, Some(3));
         assert!(l.root.unwrap().starts_with("127.0.0.1:"));
         let l = detect(&env(&[
             ("SLURM_PROCID", "5"),
@@ -224,6 +244,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("RANK=\"x\""), "{e}");
+        let e = detect(&env(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "one"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("LOCAL_RANK=\"one\""), "{e}");
         assert!(detect(&env(&[("RANK", "2"), ("WORLD_SIZE", "2")])).is_err());
     }
 }

@@ -180,7 +180,7 @@ fn garbage_on_the_bootstrap_port_does_not_disturb_the_job() {
 
 fn bench_err(args: &[&str]) -> String {
     let out = Command::new(rnccl_bin())
-        .arg("bench")
+        .args(["bench", "--cpu"])
         .args(args)
         .output()
         .unwrap();
@@ -247,7 +247,7 @@ fn a_full_dev_shm_is_a_clear_error() {
     }
     let bin = rnccl_bin();
     let script = format!(
-        "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec {} bench --ranks 2 -b 1M -e 1M -n 2 -w 1 -T 30",
+        "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec {} bench --cpu --ranks 2 -b 1M -e 1M -n 2 -w 1 -T 30",
         bin.display()
     );
     let out = Command::new("unshare")
@@ -276,6 +276,7 @@ fn running_out_of_descriptors_is_a_clear_error() {
     let mut cmd = Command::new(rnccl_bin());
     cmd.args([
         "bench",
+        "--cpu",
         "--ranks",
         "2",
         "--threads",

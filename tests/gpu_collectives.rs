@@ -256,6 +256,7 @@ fn run_one<T: GElem>(
     check(&what, s, &b, &k, n)
 }
 
+#[allow(clippy::too_many_arguments)] // one per dimension of the matrix
 fn run_dt(
     c: &Communicator,
     s: &Arc<CudaStream>,
@@ -269,9 +270,8 @@ fn run_dt(
     with_type!(dt, run_one(c, s, f, op, in_place, count, seed))
 }
 
-/// Every collective × type × op × in/out of place for `counts`, on rank `c`.
-fn rank_matrix(c: &Communicator, counts: &[usize]) -> Result<(), String> {
-    let s = stream(c.gpu_ordinal().expect("a GPU rank"));
+/// Every collective × type × op × in/out of place for `counts`, on rank `c` with stream `s`.
+fn rank_matrix(c: &Communicator, s: &Arc<CudaStream>, counts: &[usize]) -> Result<(), String> {
     let mut seed = 1u64;
     for dt in DataType::ALL {
         for f in FUNCS {
@@ -287,7 +287,7 @@ fn rank_matrix(c: &Communicator, counts: &[usize]) -> Result<(), String> {
                     }
                     for &count in counts {
                         seed += 1;
-                        run_dt(c, &s, dt, f, op, in_place, count, seed)?;
+                        run_dt(c, s, dt, f, op, in_place, count, seed)?;
                     }
                 }
             }
@@ -296,12 +296,23 @@ fn rank_matrix(c: &Communicator, counts: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
+/// Streams for `comms`, made before any rank launches: creating a stream waits for the
+/// GPU's running kernels, which on a GPU shared by two ranks include the peer's.
+fn streams_for(comms: &[Communicator]) -> Vec<Arc<CudaStream>> {
+    comms
+        .iter()
+        .map(|c| stream(c.gpu_ordinal().expect("a GPU rank")))
+        .collect()
+}
+
 /// [`rank_matrix`] on every rank of `comms` (ranks as threads).
 fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
+    let streams = streams_for(&comms);
     let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
         let hs: Vec<_> = comms
             .into_iter()
-            .map(|c| sc.spawn(move || rank_matrix(&c, counts)))
+            .zip(streams)
+            .map(|(c, s)| sc.spawn(move || rank_matrix(&c, &s, counts)))
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -388,12 +399,13 @@ fn large_collectives() {
     let Some(devs) = devices(2) else { return };
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(120), &[])).expect("init");
+    let streams = streams_for(&comms);
     let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
         let hs: Vec<_> = comms
             .into_iter()
-            .map(|c| {
+            .zip(streams)
+            .map(|(c, s)| {
                 sc.spawn(move || {
-                    let s = stream(c.gpu_ordinal().unwrap());
                     let count = (256 << 20) / 4 + 3;
                     for f in [
                         Func::AllReduce,
@@ -579,7 +591,8 @@ fn shm_names() -> Vec<String> {
 #[test]
 fn every_collective_on_two_gpu_processes() {
     if let Some(c) = child_comm("matrix", Duration::from_secs(60)) {
-        rank_matrix(&c, &[0, 1, 7, 1021, 65_537, 1_000_003]).unwrap_or_else(|e| panic!("{e}"));
+        let s = stream(c.gpu_ordinal().unwrap());
+        rank_matrix(&c, &s, &[0, 1, 7, 1021, 65_537, 1_000_003]).unwrap_or_else(|e| panic!("{e}"));
         return;
     }
     let Some(devs) = devices(2) else { return };

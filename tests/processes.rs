@@ -26,6 +26,7 @@ fn bench(ranks: usize, coll: &str, extra: &[&str]) -> String {
     let out = Command::new(rnccl_bin())
         .args([
             "bench",
+            "--cpu",
             coll,
             "--ranks",
             &ranks.to_string(),
@@ -136,6 +137,7 @@ fn threads_mode_and_sockets_between_processes_of_one_host() {
     let out = Command::new(rnccl_bin())
         .args([
             "bench",
+            "--cpu",
             "all_reduce",
             "--ranks",
             "3",
@@ -164,6 +166,7 @@ fn threads_mode_and_sockets_between_processes_of_one_host() {
     let out = Command::new(rnccl_bin())
         .args([
             "bench",
+            "--cpu",
             "all_reduce",
             "--ranks",
             "2",

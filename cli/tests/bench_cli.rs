@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use common::rnccl;
 
-/// A quick bench: 2 thread ranks, 64 bytes, one iteration.
-const QUICK: [&str; 10] = [
+/// A quick bench: 2 CPU thread ranks, 64 bytes, one iteration.
+const QUICK: [&str; 11] = [
     "bench",
+    "--cpu",
     "--threads",
     "--ranks",
     "2",
@@ -126,7 +127,8 @@ fn nccl_debug_file_gets_the_log() {
     assert!(!ok && stderr.contains("NCCL_DEBUG_FILE"), "{stderr}");
 }
 
-/// The pid of the child of `parent` whose environment says it is bench rank `rank`.
+/// The pid of the child of `parent` whose environment says it is bench process `rank` (the
+/// process of rank `rank` when each process holds one rank).
 fn bench_rank_pid(parent: u32, rank: usize) -> Option<i32> {
     let children =
         std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).ok()?;
@@ -136,7 +138,7 @@ fn bench_rank_pid(parent: u32, rank: usize) -> Option<i32> {
         .find(|pid| {
             std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
                 env.split(|b| *b == 0)
-                    .any(|kv| kv == format!("RNCCL_BENCH_RANK={rank}").as_bytes())
+                    .any(|kv| kv == format!("RNCCL_BENCH_PROC={rank}").as_bytes())
             })
         })
 }
@@ -158,7 +160,8 @@ fn a_killed_rank_0_is_reported_with_its_signal() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rnccl"));
     cmd.env_clear()
         .args([
-            "bench", "--ranks", "2", "-b", "1M", "-e", "1M", "-n", "100000", "-w", "0", "-T", "5",
+            "bench", "--cpu", "--ranks", "2", "-b", "1M", "-e", "1M", "-n", "100000", "-w", "0",
+            "-T", "5",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -203,4 +206,128 @@ fn sweep_errors_name_the_flags() {
         stderr.contains("step factor above 1") && stderr.contains("-f/--stepfactor"),
         "{stderr}"
     );
+}
+
+/// `rnccl bench` with the environment cleared; returns success, stdout and stderr.
+fn bench(args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["bench", "-e", "64", "-n", "1", "-w", "0"];
+    all.extend_from_slice(args);
+    run(&[], &all)
+}
+
+/// The `# Using devices` lines of a table.
+fn device_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("#  Rank "))
+        .collect()
+}
+
+/// On a host without a GPU (CI), the default run says why in one line on stderr and runs CPU
+/// ranks as before; on a GPU host it runs GPU ranks and says nothing of the kind.
+#[test]
+fn without_a_gpu_bench_says_so_once_and_runs_cpu_ranks() {
+    let (ok, stdout, stderr) = bench(&["--ranks", "2"]);
+    assert!(ok, "{stderr}");
+    let notices: Vec<&str> = stderr.lines().filter(|l| l.contains("no GPU")).collect();
+    if rnccl::gpus().is_ok() {
+        eprintln!("skipped: this host has GPUs");
+        assert!(notices.is_empty(), "{stderr}");
+        return;
+    }
+    assert_eq!(notices.len(), 1, "one line, from the parent only: {stderr}");
+    assert!(
+        notices[0].starts_with("# no GPU: ") && notices[0].ends_with("; running on CPU ranks"),
+        "{stderr}"
+    );
+    let devices = device_lines(&stdout);
+    assert_eq!(devices.len(), 2, "{stdout}");
+    assert!(devices.iter().all(|l| l.contains(" [cpu] ")), "{stdout}");
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+}
+
+/// `--cpu` keeps CPU ranks without looking for GPUs: no notice at all.
+#[test]
+fn cpu_flag_keeps_cpu_ranks_silently() {
+    let (ok, stdout, stderr) = bench(&["--cpu", "--ranks", "2"]);
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("no GPU"), "{stderr}");
+    let devices = device_lines(&stdout);
+    assert_eq!(devices.len(), 2, "{stdout}");
+    assert!(devices.iter().all(|l| l.contains(" [cpu] ")), "{stdout}");
+    assert!(stdout.contains("# nThread 1 nGpus 1 "), "{stdout}");
+    assert!(stdout.contains(" graph: 0 "), "{stdout}");
+}
+
+/// `-t 2`: processes of two thread ranks each, numbered as nccl-tests numbers them, and the
+/// header says so.
+#[test]
+fn threads_per_process_share_a_pid() {
+    let (ok, stdout, stderr) = bench(&["--cpu", "--ranks", "4", "-t", "2"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("# nThread 2 nGpus 1 "), "{stdout}");
+    let pids: Vec<&str> = device_lines(&stdout)
+        .iter()
+        .map(|l| l.split_whitespace().nth(6).unwrap())
+        .collect();
+    assert_eq!(pids.len(), 4, "{stdout}");
+    assert!(
+        pids[0] == pids[1] && pids[2] == pids[3] && pids[0] != pids[2],
+        "{stdout}"
+    );
+    for (r, l) in device_lines(&stdout).iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("#  Rank {r:>2} Group  0 Pid ")),
+            "{l}"
+        );
+    }
+}
+
+/// `-g` and `-G` drive GPUs: refused with the reason on CPU ranks, before any rank starts.
+#[test]
+fn gpu_flags_are_refused_on_cpu_ranks() {
+    let (ok, _, stderr) = bench(&["--cpu", "-g", "2"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("-g/--ngpus 2 needs GPU ranks, but --cpu asks for CPU ranks"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = bench(&["--cpu", "-G", "5"]);
+    assert!(!ok && stderr.contains("-G/--cudagraph 5"), "{stderr}");
+    if rnccl::gpus().is_err() {
+        let (ok, _, stderr) = bench(&["-g", "2"]);
+        assert!(!ok, "{stderr}");
+        assert!(
+            stderr.contains("-g/--ngpus 2 needs GPU ranks, and there is no GPU here"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("running on CPU ranks"), "{stderr}");
+    }
+    let (ok, _, stderr) = bench(&["--cpu", "--ranks", "3", "-t", "2"]);
+    assert!(!ok && stderr.contains("give a multiple of 2"), "{stderr}");
+    let (ok, _, stderr) = bench(&["--threads", "-t", "2"]);
+    assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
+}
+
+/// The JSON document says how the ranks were laid out and where each one ran.
+#[test]
+fn json_names_threads_gpus_graph_and_devices() {
+    let (ok, stdout, stderr) = bench(&["--cpu", "--threads", "--ranks", "2", "--format", "json"]);
+    assert!(ok, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let config = &doc["config"];
+    assert_eq!(
+        (&config["nthreads"], &config["ngpus"], &config["graph"]),
+        (&2.into(), &1.into(), &0.into()),
+        "{config}"
+    );
+    let devices = doc["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    for (r, d) in devices.iter().enumerate() {
+        assert_eq!(d["rank"], r, "{d}");
+        assert_eq!(d["device"], r, "{d}");
+        assert_eq!(d["gpu"], false, "{d}");
+        assert!(d["bus_id"].is_null(), "{d}");
+        assert!(d["line"].as_str().unwrap().contains(" [cpu] "), "{d}");
+    }
 }

@@ -5,7 +5,11 @@
 //! products), so sums, maxima and products are exact in every type, including bfloat16, and
 //! integer wrap-around (products in 8-bit types) is reproduced exactly. Floating-point averages
 //! round once per step; they are compared with a tolerance of `eps(type) × (nranks + 2) ×
-//! max(|expected|, 4)`.
+//! max(|expected|, 4)` ([`tolerance`]).
+//!
+//! A check writes the expected output in the element type ([`expected_output`]) and compares it
+//! with the output: on the host ([`count_wrong`]) or, for GPU ranks, by `kernels/check.cu` with
+//! the same rule.
 
 use half::{bf16, f16};
 
@@ -72,9 +76,18 @@ fn reduce_values(op: RedOp, vals: impl Iterator<Item = f64>, n: usize, float: bo
     }
 }
 
+/// Whether `rank` has an output to check: every rank but a non-root's Reduce and Gather, whose
+/// receive buffers NCCL leaves alone.
+fn checks_output(s: &DataSpec, rank: usize) -> bool {
+    !matches!(s.coll, BenchColl::Reduce | BenchColl::Gather) || rank == s.root
+}
+
 /// The expected output element `i` of `rank` as f64 before conversion, or `None` when the
 /// element is not defined for that rank (a non-root's Reduce/Gather output).
 pub(super) fn expected_value(s: &DataSpec, rank: usize, i: usize) -> Option<f64> {
+    if !checks_output(s, rank) {
+        return None;
+    }
     let (n, m) = (s.nranks, s.count);
     let red = |idx: usize| {
         reduce_values(
@@ -85,12 +98,10 @@ pub(super) fn expected_value(s: &DataSpec, rank: usize, i: usize) -> Option<f64>
         )
     };
     Some(match s.coll {
-        BenchColl::AllReduce => red(i),
-        BenchColl::Reduce if rank == s.root => red(i),
-        BenchColl::Reduce | BenchColl::Gather => return None,
+        BenchColl::AllReduce | BenchColl::Reduce => red(i),
         BenchColl::ReduceScatter => red(rank * m + i),
         BenchColl::Broadcast => input_value(s, s.root, i),
-        BenchColl::AllGather => input_value(s, i / m.max(1), i % m.max(1)),
+        BenchColl::AllGather | BenchColl::Gather => input_value(s, i / m.max(1), i % m.max(1)),
         BenchColl::AllToAll => input_value(s, i / m.max(1), rank * m + i % m.max(1)),
         BenchColl::Scatter => input_value(s, s.root, rank * m + i),
         BenchColl::SendRecv => input_value(s, (rank + n - 1) % n, i),
@@ -140,53 +151,92 @@ pub(super) fn fill_input(s: &DataSpec, rank: usize, buf: &mut [u8], count: usize
     store(buf, s.dtype, count, |i| input_value(s, rank, i));
 }
 
-/// Counts output elements of `rank` that differ from the expected values (`count` elements of
-/// `out`).
-pub(super) fn count_wrong(s: &DataSpec, rank: usize, out: &[u8], count: usize) -> u64 {
-    let n = s.nranks;
-    let int_avg = matches!(s.op, RedOp::Avg) && !s.dtype.is_float() && s.coll.reduces();
-    macro_rules! int {
-        ($t:ty) => {{
-            let es = std::mem::size_of::<$t>();
-            let mut wrong = 0;
-            for (i, c) in out.chunks_exact(es).take(count).enumerate() {
-                let Some(v) = expected_value(s, rank, i) else {
-                    continue;
-                };
-                let mut want = (v as i64) as $t;
-                if int_avg {
-                    want /= n as $t;
-                }
-                let got = <$t>::from_ne_bytes(c.try_into().expect("element"));
-                wrong += u64::from(got != want);
-            }
-            wrong
-        }};
-    }
-    let eps = match s.dtype {
+/// The tolerance of the check for `dtype` on `nranks` ranks, as a fraction of
+/// `max(|expected|, 4)`: `eps × (nranks + 2)` for floating-point types, with eps 2^-10 (half),
+/// 2^-7 (bfloat16), 2^-23 (float), 2^-52 (double): an average rounds once per step, and the
+/// expected value itself is rounded to the type. 0 for integers, which must be exact.
+pub(super) fn tolerance(dtype: DataType, nranks: usize) -> f64 {
+    let eps = match dtype {
         DataType::Float16 => 2f64.powi(-10),
         DataType::Bfloat16 => 2f64.powi(-7),
         DataType::Float32 => 2f64.powi(-23),
-        _ => 2f64.powi(-52),
+        DataType::Float64 => 2f64.powi(-52),
+        _ => return 0.0,
     };
+    eps * (nranks as f64 + 2.0)
+}
+
+/// Writes the expected output of `rank` (`count` elements of `s.dtype`) into `want`, as the
+/// engine computes it: integer results wrapped to the type, integer averages divided in the type.
+/// Returns false, writing nothing, when the rank has no output to check (a non-root's Reduce or
+/// Gather).
+pub(super) fn expected_output(s: &DataSpec, rank: usize, want: &mut [u8], count: usize) -> bool {
+    if !checks_output(s, rank) {
+        return false;
+    }
+    let n = s.nranks;
+    let int_avg = matches!(s.op, RedOp::Avg) && !s.dtype.is_float() && s.coll.reduces();
+    let value = |i: usize| expected_value(s, rank, i).unwrap_or(0.0);
+    macro_rules! int {
+        ($t:ty) => {{
+            let es = std::mem::size_of::<$t>();
+            for (i, c) in want.chunks_exact_mut(es).take(count).enumerate() {
+                let mut w = (value(i) as i64) as $t;
+                if int_avg {
+                    // A rank count the type cannot hold (0 after wrapping) leaves the sum.
+                    w = w.checked_div(n as $t).unwrap_or(w);
+                }
+                c.copy_from_slice(&w.to_ne_bytes());
+            }
+        }};
+    }
     macro_rules! flt {
         ($t:ty, $from:expr, $to:expr) => {{
             let es = std::mem::size_of::<$t>();
-            let mut wrong = 0;
-            for (i, c) in out.chunks_exact(es).take(count).enumerate() {
-                let Some(want) = expected_value(s, rank, i) else {
-                    continue;
-                };
-                let got = ($to)(<$t>::from_ne_bytes(c.try_into().expect("element")));
-                let tol = eps * (n as f64 + 2.0) * want.abs().max(4.0);
-                // A NaN is never within tolerance, so it counts as wrong.
-                let within = (got - want).abs() <= tol;
-                wrong += u64::from(!within);
+            for (i, c) in want.chunks_exact_mut(es).take(count).enumerate() {
+                c.copy_from_slice(&($from)(value(i)).to_ne_bytes());
             }
-            wrong
         }};
     }
-    per_type!(s.dtype, int, flt)
+    per_type!(s.dtype, int, flt);
+    true
+}
+
+/// Counts the elements of `out` that differ from `want` (both at least `count` elements of
+/// `dtype`): integers must be equal, floating-point values within `tol × max(|want|, 4)` (see
+/// [`tolerance`]; a NaN never is). `kernels/check.cu` applies the same rule on the device.
+pub(super) fn count_wrong(dtype: DataType, tol: f64, out: &[u8], want: &[u8], count: usize) -> u64 {
+    macro_rules! int {
+        ($t:ty) => {{
+            let es = std::mem::size_of::<$t>();
+            out.chunks_exact(es)
+                .zip(want.chunks_exact(es))
+                .take(count)
+                .filter(|(o, w)| o != w)
+                .count() as u64
+        }};
+    }
+    macro_rules! flt {
+        ($t:ty, $from:expr, $to:expr) => {{
+            let es = std::mem::size_of::<$t>();
+            let get = |c: &[u8]| {
+                let mut b = [0u8; std::mem::size_of::<$t>()];
+                b.copy_from_slice(c);
+                ($to)(<$t>::from_ne_bytes(b))
+            };
+            out.chunks_exact(es)
+                .zip(want.chunks_exact(es))
+                .take(count)
+                .filter(|(o, w)| {
+                    let (got, want) = (get(o), get(w));
+                    // A NaN on either side is never within tolerance, so it counts as wrong.
+                    let within = (got - want).abs() <= tol * want.abs().max(4.0);
+                    !within
+                })
+                .count() as u64
+        }};
+    }
+    per_type!(dtype, int, flt)
 }
 
 #[cfg(test)]
@@ -212,22 +262,26 @@ mod tests {
         assert_eq!(expected_value(&s, 0, 5), Some(want as f64));
     }
 
+    /// The expected output of `s` on rank 0.
+    fn want(s: &DataSpec) -> Vec<u8> {
+        let mut w = vec![0u8; s.count * s.dtype.size()];
+        assert!(expected_output(s, 0, &mut w, s.count));
+        w
+    }
+
     #[test]
     fn a_correct_buffer_has_no_wrong_elements_and_a_bad_one_does() {
         for dtype in DataType::ALL {
             for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
                 let s = spec(BenchColl::AllReduce, dtype, op);
-                let mut out = vec![0u8; 100 * dtype.size()];
-                let int_avg = op == RedOp::Avg && !dtype.is_float();
-                store(&mut out, dtype, 100, |i| {
-                    let v = expected_value(&s, 0, i).unwrap();
-                    if int_avg { ((v as i64) / 3) as f64 } else { v }
-                });
-                assert_eq!(count_wrong(&s, 0, &out, 100), 0, "{dtype} {op}");
+                let w = want(&s);
+                let tol = tolerance(dtype, 3);
+                let mut out = w.clone();
+                assert_eq!(count_wrong(dtype, tol, &out, &w, 100), 0, "{dtype} {op}");
                 out[..dtype.size()].copy_from_slice(&vec![0x55; dtype.size()]);
                 out[dtype.size()..2 * dtype.size()].copy_from_slice(&vec![0x7f; dtype.size()]);
                 assert!(
-                    count_wrong(&s, 0, &out, 100) >= 1,
+                    count_wrong(dtype, tol, &out, &w, 100) >= 1,
                     "{dtype} {op}: corruption must be seen"
                 );
             }
@@ -235,9 +289,55 @@ mod tests {
     }
 
     #[test]
+    fn integer_averages_divide_in_the_type() {
+        let s = spec(BenchColl::AllReduce, DataType::Int32, RedOp::Avg);
+        let w = want(&s);
+        let sum: i64 = (0..3).map(|r| input_value(&s, r, 4) as i64).sum();
+        assert_eq!(
+            i32::from_ne_bytes(w[16..20].try_into().unwrap()),
+            (sum as i32) / 3
+        );
+    }
+
+    #[test]
+    fn tolerance_grows_with_ranks_and_is_zero_for_integers() {
+        assert_eq!(tolerance(DataType::Int8, 8), 0.0);
+        assert_eq!(tolerance(DataType::Uint64, 8), 0.0);
+        assert_eq!(tolerance(DataType::Float32, 2), 4.0 * 2f64.powi(-23));
+        assert_eq!(tolerance(DataType::Float16, 6), 8.0 / 1024.0);
+        assert_eq!(tolerance(DataType::Bfloat16, 0), 2.0 / 128.0);
+        assert_eq!(tolerance(DataType::Float64, 14), 16.0 * 2f64.powi(-52));
+        // Within tolerance passes, beyond fails: |out - want| <= tol * max(|want|, 4).
+        let tol = tolerance(DataType::Float32, 2);
+        let pair = |o: f32, w: f32| {
+            count_wrong(
+                DataType::Float32,
+                tol,
+                &o.to_ne_bytes(),
+                &w.to_ne_bytes(),
+                1,
+            )
+        };
+        assert_eq!(
+            pair(1.0 + 8.0 * 2f32.powi(-23), 1.0),
+            0,
+            "4 x tol at |want| < 4"
+        );
+        assert_eq!(pair(1.0 + 32.0 * 2f32.powi(-23), 1.0), 1);
+        assert_eq!(pair(f32::NAN, 1.0), 1, "NaN is wrong");
+        assert_eq!(pair(1.0, f32::NAN), 1, "NaN expected is wrong too");
+    }
+
+    #[test]
     fn non_root_outputs_are_not_checked() {
         let s = spec(BenchColl::Reduce, DataType::Float32, RedOp::Sum);
         assert_eq!(expected_value(&s, 0, 0), None);
         assert!(expected_value(&s, 1, 0).is_some());
+        let mut w = vec![0xa5u8; 16];
+        assert!(!expected_output(&s, 0, &mut w, 4));
+        assert_eq!(w, vec![0xa5u8; 16], "nothing written for a non-root");
+        let g = spec(BenchColl::Gather, DataType::Float32, RedOp::Sum);
+        assert!(!expected_output(&g, 2, &mut w, 4));
+        assert!(expected_output(&g, 1, &mut w, 4));
     }
 }

@@ -1,23 +1,32 @@
 //! The benchmark behind `rnccl bench`: nccl-tests' method (warm-up, timed iterations of
 //! `agg_iters` grouped operations, a data check, out-of-place then in-place) run by every rank
-//! of a communicator. Each rank calls [`run_rank`]; every rank gets every row (times averaged
-//! over ranks as `-a` says), so any of them can print.
+//! of a communicator. A thread drives one rank or several ([`run_ranks`] with its
+//! communicators, nccl-tests' `-g`): on host memory, or on device memory for ranks on GPUs,
+//! with NCCL's stream semantics (timed until the streams are done, the iterations optionally
+//! captured into CUDA graphs, results checked on the device). Every rank gets every row (times
+//! averaged over ranks as `-a` says), so any of them can print.
 
 mod coll;
 mod data;
+mod gpu;
+mod gpu_check;
+mod grouped;
+mod host;
+mod place;
+mod ranks;
 mod sweep;
-
-use std::time::Instant;
 
 pub use coll::{BenchColl, Counts};
 pub use data::DataSpec;
+pub use place::{RankPlace, gather_places};
 pub use sweep::{parse_size, sweep};
 
-use crate::coll::{CollArgs, Func};
-use crate::comm::{Communicator, Group, group_start};
+use crate::coll::CollArgs;
+use crate::comm::Communicator;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::{RedOp, Scalar};
+use ranks::Ranks;
 
 /// How per-rank times are combined (nccl-tests `-a`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -75,8 +84,13 @@ pub struct BenchOptions {
     /// How times are combined (`-a`).
     pub average: Average,
     /// Allocate the buffers with [`crate::mem_alloc`] and register them as windows
-    /// (nccl-tests `-R 2`), so ranks on one host read each other's buffers directly.
+    /// (nccl-tests `-R 2`), so ranks on one host read each other's buffers directly. Host
+    /// ranks only, one per thread.
     pub windows: bool,
+    /// CUDA graph launches (nccl-tests `-G`): 0 launches the timed iterations directly; N
+    /// captures them into one graph per GPU stream at each point and launches it N times
+    /// (the time per operation divides by N too). GPU ranks only.
+    pub graph_launches: usize,
 }
 
 /// One side (out-of-place or in-place) of a result row.
@@ -114,15 +128,36 @@ pub struct BenchRow {
 /// The scalar nccl-tests' `mulsum` uses: rnccl takes 2, which keeps results exact.
 pub const MULSUM_SCALAR: Scalar = Scalar::Int(2);
 
-/// Runs the whole sweep on this rank; calls `on_row` with each finished row (on every rank).
+/// Runs the whole sweep on this thread's ranks — `comms`, ranks of one communicator, all on
+/// host memory or all on GPUs — and calls `on_row` with each finished row (on every rank).
+/// Every launch is one group holding every local rank's operations (nccl-tests' `-g`), and so
+/// are the host-side barriers, time averaging and wrong-element sums, so one thread can drive
+/// several ranks. Buffers are allocated once, for the largest size.
 ///
-/// Errors: any engine error, naming the operation and the peer involved.
-pub fn run_rank(
-    comm: &Communicator,
+/// Errors: [`Error::InvalidArgument`] for no communicator, communicators of different sizes, a
+/// root that is not a rank, windows on GPU ranks or on several ranks of one thread, or graph
+/// launches on host ranks; [`Error::InvalidUsage`] for a mix of GPU and host ranks; any engine
+/// or CUDA error, naming the operation and the peer involved.
+pub fn run_ranks(
+    comms: &[Communicator],
     opts: &BenchOptions,
     mut on_row: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>> {
-    let n = comm.nranks();
+    let Some(first) = comms.first() else {
+        return Err(Error::invalid_arg(
+            "the benchmark needs at least one communicator",
+        ));
+    };
+    let n = first.nranks();
+    if let Some(c) = comms.iter().find(|c| c.nranks() != n) {
+        return Err(Error::invalid_arg(format!(
+            "the ranks of one thread must belong to one communicator: rank {} has {} ranks, \
+             rank {} has {n}",
+            c.rank(),
+            c.nranks(),
+            first.rank()
+        )));
+    }
     let ops: Vec<Option<RedOp>> = if opts.coll.reduces() {
         opts.ops.iter().copied().map(Some).collect()
     } else {
@@ -142,13 +177,19 @@ pub fn run_rank(
         }
     }
     let max_bytes = opts.sizes.iter().copied().max().unwrap_or(0);
-    let mut bufs = Buffers::new(comm, opts.coll, max_bytes, opts.windows)?;
+    let c = opts.coll.counts(max_bytes, 1, n);
+    let bytes = (c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1) * 8;
+    let mut ranks = Ranks::new(comms, opts, bytes)?;
+    // Setting up a GPU rank (its first stream, loading kernels) may wait for everything on its
+    // GPU, kernels of other ranks' threads included, and those kernels wait for this rank: no
+    // rank launches anything before every rank is set up.
+    grouped::barrier(comms)?;
     let mut rows = Vec::new();
     for &dtype in &opts.dtypes {
         for &op in &ops {
             for &root in &roots {
                 for &size in &opts.sizes {
-                    let row = run_point(comm, opts, &mut bufs, size, dtype, op, root)?;
+                    let row = run_point(&mut ranks, comms, opts, size, dtype, op, root)?;
                     on_row(&row);
                     rows.push(row);
                 }
@@ -158,97 +199,17 @@ pub fn run_rank(
     Ok(rows)
 }
 
-/// Buffers sized for the largest point, 8-byte aligned.
-struct Buffers {
-    send: Mem,
-    recv: Mem,
-    /// Receive buffers of the 2nd..agg-th operation of each iteration.
-    extra: Vec<Mem>,
-    /// Words per buffer.
-    words: usize,
-    windows: bool,
-}
-
-/// One benchmark buffer: heap memory, or a registered window.
-enum Mem {
-    Heap(Vec<u64>),
-    Window(crate::mem::HostMem<u64>),
-}
-
-impl std::ops::Deref for Mem {
-    type Target = [u64];
-    fn deref(&self) -> &[u64] {
-        match self {
-            Mem::Heap(v) => v,
-            Mem::Window(m) => m,
-        }
-    }
-}
-
-impl std::ops::DerefMut for Mem {
-    fn deref_mut(&mut self) -> &mut [u64] {
-        match self {
-            Mem::Heap(v) => v,
-            Mem::Window(m) => m,
-        }
-    }
-}
-
-impl Buffers {
-    /// Allocates the send and receive buffers for the largest point (registering them as
-    /// windows of `comm` when `windows`: collective).
-    ///
-    /// Errors: [`Error::InvalidArgument`] when the memory cannot be had; registration errors.
-    fn new(
-        comm: &Communicator,
-        coll: BenchColl,
-        max_bytes: usize,
-        windows: bool,
-    ) -> Result<Buffers> {
-        let c = coll.counts(max_bytes, 1, comm.nranks());
-        let words = c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1;
-        Ok(Buffers {
-            send: alloc(comm, words, windows)?,
-            recv: alloc(comm, words, windows)?,
-            extra: Vec::new(),
-            words,
-            windows,
-        })
-    }
-}
-
-/// One buffer of `words` 8-byte words.
-fn alloc(comm: &Communicator, words: usize, window: bool) -> Result<Mem> {
-    if window {
-        let m = crate::mem::mem_alloc::<u64>(words)?;
-        comm.window_register(&m)?;
-        return Ok(Mem::Window(m));
-    }
-    let mut v = Vec::new();
-    v.try_reserve_exact(words).map_err(|_| {
-        Error::invalid_arg(format!(
-            "cannot allocate {} bytes for the benchmark buffers: lower the largest size",
-            words * 8
-        ))
-    })?;
-    v.resize(words, 0);
-    Ok(Mem::Heap(v))
-}
-
-fn bytes_mut(v: &mut [u64]) -> &mut [u8] {
-    crate::dtype::as_bytes_mut(v)
-}
-
+#[allow(clippy::too_many_arguments)]
 fn run_point(
-    comm: &Communicator,
+    ranks: &mut Ranks<'_>,
+    comms: &[Communicator],
     opts: &BenchOptions,
-    bufs: &mut Buffers,
     size: usize,
     dtype: DataType,
     op: Option<RedOp>,
     root: Option<usize>,
 ) -> Result<BenchRow> {
-    let n = comm.nranks();
+    let n = comms.first().map_or(1, Communicator::nranks);
     let es = dtype.size();
     let c = opts.coll.counts(size, es, n);
     let op_v = match op {
@@ -281,29 +242,27 @@ fn run_point(
             nranks: n,
             seed: 0,
         };
-        fill(comm, bufs, &args, &spec, &c);
+        ranks.fill(&args, &spec, &c)?;
         for _ in 0..opts.warmup {
-            launch(comm, bufs, &args, 1)?;
+            ranks.launch(&args, 1)?;
         }
-        barrier(comm)?;
-        let start = Instant::now();
-        for _ in 0..opts.iters {
-            launch(comm, bufs, &args, opts.agg)?;
-        }
-        let secs = start.elapsed().as_secs_f64() / (opts.iters.max(1) * opts.agg.max(1)) as f64;
-        let secs = combine_time(comm, secs, opts.average)?;
+        ranks.sync()?;
+        grouped::barrier(comms)?;
+        let secs = ranks.time(comms, &args, opts)?;
+        let secs = grouped::combine_time(comms, secs, opts.average)?;
         let wrong = if opts.check > 0 {
-            let mut total = 0u64;
+            let mut mine = vec![0u64; comms.len()];
             for it in 0..opts.check {
                 let spec = DataSpec {
                     seed: it as u64 + 1,
                     ..spec
                 };
-                fill(comm, bufs, &args, &spec, &c);
-                launch(comm, bufs, &args, 1)?;
-                total += check(comm, bufs, &args, &spec, &c);
+                ranks.fill(&args, &spec, &c)?;
+                ranks.launch(&args, 1)?;
+                ranks.sync()?;
+                ranks.check(&args, &spec, &c, &mut mine)?;
             }
-            Some(sum_u64(comm, total)?)
+            Some(grouped::sum(comms, &mine)?)
         } else {
             None
         };
@@ -326,141 +285,68 @@ fn run_point(
     })
 }
 
-/// Fills this rank's input (in the send buffer, or at its in-place position).
-fn fill(comm: &Communicator, bufs: &mut Buffers, args: &CollArgs, spec: &DataSpec, c: &Counts) {
-    let rank = comm.rank();
-    let es = args.dtype.size();
-    if args.in_place {
-        let l = args.in_place_layout(rank, comm.nranks()).expect("layout");
-        let (off, len) = if is_sendrecv(args) {
-            (0, c.send * es)
-        } else {
-            l.input
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(coll: BenchColl) -> BenchOptions {
+        BenchOptions {
+            coll,
+            sizes: vec![0, 64, 4096],
+            dtypes: vec![DataType::Float32, DataType::Int8],
+            ops: vec![RedOp::Sum, RedOp::Avg],
+            roots: vec![1],
+            warmup: 1,
+            iters: 2,
+            agg: 2,
+            check: 2,
+            average: Average::Mean,
+            windows: false,
+            graph_launches: 0,
+        }
+    }
+
+    /// nccl-tests' `-g 2` on host memory: one thread, two ranks, every launch and every
+    /// host-side sum in one group (anything else would wait forever for the other rank).
+    #[test]
+    fn one_thread_drives_two_ranks_of_every_collective() {
+        let comms = Communicator::init_all(2).unwrap();
+        for coll in BenchColl::ALL {
+            let mut seen = 0;
+            let rows = run_ranks(&comms, &opts(coll), |_| seen += 1).unwrap();
+            assert_eq!(rows.len(), seen);
+            let ops = if coll.reduces() { 2 } else { 1 };
+            assert_eq!(rows.len(), 3 * 2 * ops, "{coll}");
+            for r in &rows {
+                assert_eq!(r.out_of_place.wrong, Some(0), "{coll} {r:?}");
+                assert_eq!(r.in_place.wrong, Some(0), "{coll} {r:?}");
+                assert!(r.out_of_place.time_us > 0.0, "{coll} {r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn options_that_do_not_fit_the_ranks_are_refused() {
+        let comms = Communicator::init_all(2).unwrap();
+        let err = |o: &BenchOptions, comms: &[Communicator]| {
+            run_ranks(comms, o, |_| {}).unwrap_err().to_string()
         };
-        data::fill_input(
-            spec,
-            rank,
-            &mut bytes_mut(&mut bufs.recv)[off..off + len],
-            len / es,
-        );
-    } else {
-        data::fill_input(
-            spec,
-            rank,
-            &mut bytes_mut(&mut bufs.send)[..c.send * es],
-            c.send,
-        );
+        let mut o = opts(BenchColl::AllReduce);
+        o.graph_launches = 1;
+        assert!(err(&o, &comms).contains("need GPU ranks"));
+        let mut o = opts(BenchColl::AllReduce);
+        o.windows = true;
+        assert!(err(&o, &comms).contains("its own thread"));
+        assert!(err(&opts(BenchColl::AllReduce), &[]).contains("at least one communicator"));
+        let mut o = opts(BenchColl::Broadcast);
+        o.roots = vec![2];
+        assert!(err(&o, &comms).contains("not a rank"));
+        let other = Communicator::init_all(3).unwrap();
+        let mixed: Vec<Communicator> = comms
+            .into_iter()
+            .take(1)
+            .chain(other.into_iter().take(1))
+            .collect();
+        assert!(err(&opts(BenchColl::AllReduce), &mixed).contains("one communicator"));
     }
-}
-
-fn is_sendrecv(args: &CollArgs) -> bool {
-    args.func == Func::Send
-}
-
-/// Counts wrong output elements on this rank.
-fn check(
-    comm: &Communicator,
-    bufs: &mut Buffers,
-    args: &CollArgs,
-    spec: &DataSpec,
-    c: &Counts,
-) -> u64 {
-    let rank = comm.rank();
-    let es = args.dtype.size();
-    let out = bytes_mut(&mut bufs.recv);
-    let (off, len) = if args.in_place && !is_sendrecv(args) {
-        args.in_place_layout(rank, comm.nranks())
-            .expect("layout")
-            .output
-    } else {
-        (0, c.recv * es)
-    };
-    data::count_wrong(spec, rank, &out[off..off + len], len / es)
-}
-
-/// Launches `agg` operations as one group (nccl-tests `-m`). The first uses the checked
-/// buffers; the others get their own receive buffers, since Rust lends each buffer once.
-fn launch(comm: &Communicator, bufs: &mut Buffers, args: &CollArgs, agg: usize) -> Result<()> {
-    while bufs.extra.len() + 1 < agg {
-        bufs.extra.push(alloc(comm, bufs.words, bufs.windows)?);
-    }
-    let send = crate::dtype::as_bytes(&bufs.send);
-    let mut g = group_start();
-    push_one(&mut g, comm, args, send, bytes_mut(&mut bufs.recv))?;
-    for e in bufs.extra.iter_mut().take(agg.saturating_sub(1)) {
-        push_one(&mut g, comm, args, send, bytes_mut(e))?;
-    }
-    g.end()
-}
-
-fn push_one<'a>(
-    g: &mut Group<'a>,
-    comm: &'a Communicator,
-    args: &CollArgs,
-    send: &'a [u8],
-    recv: &'a mut [u8],
-) -> Result<()> {
-    let (rank, n) = (comm.rank(), comm.nranks());
-    let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
-    let bytes = args.count * args.dtype.size();
-    match (args.func, args.in_place) {
-        (Func::Send, true) => {
-            g.send_recv_in_place(comm, *args, &mut recv[..bytes], next, prev)?;
-        }
-        (Func::Send, false) => {
-            g.push(
-                comm,
-                CollArgs {
-                    root: next,
-                    ..*args
-                },
-                &send[..bytes],
-                &mut [],
-            )?;
-            g.push(
-                comm,
-                CollArgs {
-                    func: Func::Recv,
-                    root: prev,
-                    ..*args
-                },
-                &[],
-                &mut recv[..bytes],
-            )?;
-        }
-        (_, true) => {
-            let l = args.in_place_layout(rank, n)?;
-            g.push_in_place(comm, *args, &mut recv[..l.buf_bytes])?;
-        }
-        (_, false) => {
-            g.push(comm, *args, send, recv)?;
-        }
-    }
-    Ok(())
-}
-
-/// A barrier: an 8-byte AllReduce.
-fn barrier(comm: &Communicator) -> Result<()> {
-    let mut x = [0u64];
-    comm.all_reduce_in_place(&mut x, RedOp::Sum)
-}
-
-fn combine_time(comm: &Communicator, secs: f64, avg: Average) -> Result<f64> {
-    let mut v = [secs];
-    match avg {
-        Average::Rank0 => comm.broadcast_in_place(&mut v, 0)?,
-        Average::Mean => {
-            comm.all_reduce_in_place(&mut v, RedOp::Sum)?;
-            v[0] /= comm.nranks() as f64;
-        }
-        Average::Min => comm.all_reduce_in_place(&mut v, RedOp::Min)?,
-        Average::Max => comm.all_reduce_in_place(&mut v, RedOp::Max)?,
-    }
-    Ok(v[0])
-}
-
-fn sum_u64(comm: &Communicator, v: u64) -> Result<u64> {
-    let mut x = [v];
-    comm.all_reduce_in_place(&mut x, RedOp::Sum)?;
-    Ok(x[0])
 }

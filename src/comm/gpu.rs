@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 use crate::bootstrap::{BootstrapNet, Deadline};
 use crate::coll::Rings;
 use crate::conn::ConnKey;
-use crate::device::cuda::{DeviceAlloc, DeviceInfo, PinnedHost, context, probe};
+use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
 use crate::error::{Error, Result};
 use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
 use crate::stats::{Direction, LinkSnapshot, Path};
@@ -48,6 +48,50 @@ pub(crate) struct GpuComm {
     pub kernel_cache: Option<std::path::PathBuf>,
     /// Device programs launched so far (the thread driving the communicator locks it).
     pub programs: std::sync::Mutex<crate::exec::gpu::Programs>,
+    /// This communicator's place in the per-GPU count of the process.
+    _sharing: Sharing,
+}
+
+/// GPU communicators of this process per device ordinal (see [`GpuComm::new`]).
+fn sharing() -> &'static std::sync::Mutex<FxHashMap<usize, usize>> {
+    static SHARING: std::sync::OnceLock<std::sync::Mutex<FxHashMap<usize, usize>>> =
+        std::sync::OnceLock::new();
+    SHARING.get_or_init(Default::default)
+}
+
+/// Counts this process's communicators on GPU `ordinal` while alive.
+struct Sharing(usize);
+
+impl Sharing {
+    fn join(ordinal: usize) -> Sharing {
+        *sharing()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(ordinal)
+            .or_default() += 1;
+        Sharing(ordinal)
+    }
+
+    /// Whether another communicator of this process uses the same GPU.
+    fn shared(&self) -> bool {
+        sharing()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&self.0)
+            .is_some_and(|&n| n > 1)
+    }
+}
+
+impl Drop for Sharing {
+    fn drop(&mut self) {
+        if let Some(n) = sharing()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&self.0)
+        {
+            *n -= 1;
+        }
+    }
 }
 
 /// What [`GpuComm::new`] needs from the communicator being built.
@@ -120,7 +164,16 @@ impl GpuComm {
             deadline: Deadline::after(s.timeout),
             abort: s.abort,
         };
+        let sharing = Sharing::join(s.ordinal);
         let (sends, recvs) = connect(&ep, &send_keys, &recv_keys)?;
+        // Ranks sharing a GPU in one process (a test set-up; NCCL refuses it): a kernel module
+        // loaded while the other rank's kernel waits for this one would wait for that kernel
+        // (module loads serialise the GPU), so every data type's kernels are loaded now.
+        if sharing.shared() {
+            for dtype in crate::DataType::ALL {
+                Interp::get(&ctx, info.arch(), dtype, kernel_cache.as_deref())?;
+            }
+        }
         tracing::info!(
             target: "rnccl::init",
             "rank {} on GPU {} ({}, {}, driver {}): {} connections{}",
@@ -144,6 +197,7 @@ impl GpuComm {
             slot_bytes: s.slot_bytes,
             kernel_cache,
             programs,
+            _sharing: sharing,
         })
     }
 

@@ -39,10 +39,10 @@ pub(super) fn launch(ops: Vec<Queued<'_>>) -> Result<()> {
     for comm in comms {
         let mine: Vec<&Queued<'_>> = ops.iter().filter(|q| std::ptr::eq(q.comm, comm)).collect();
         let result = launch_comm(comm, &mine);
-        if let Err(e) = &result {
-            if let Ok(mut st) = comm.state.try_borrow_mut() {
-                st.failed.get_or_insert_with(|| e.to_string());
-            }
+        if let Err(e) = &result
+            && let Ok(mut st) = comm.state.try_borrow_mut()
+        {
+            st.failed.get_or_insert_with(|| e.to_string());
         }
         result?;
     }
@@ -85,10 +85,8 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
             // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's
             // contract for the input; the scratch was just sized), and the copy is ordered on
             // the operation's stream before its kernel.
-            check(
-                unsafe { sys::cuMemcpyDtoDAsync_v2(copy, input.0, input.1, q.stream) },
-                || "copying an in-place AlltoAll's input".into(),
-            )?;
+            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(copy, input.0, input.1, q.stream) };
+            check(r, || "copying an in-place AlltoAll's input".into())?;
             input.0 = copy;
         }
         let scratch = match plan.scratch_bytes {
@@ -183,7 +181,8 @@ impl GpuScratch {
         let len = bytes.next_power_of_two();
         let mut p = 0;
         // SAFETY: the context is current (bound by the launch); the driver writes one pointer.
-        check(unsafe { sys::cuMemAllocAsync(&mut p, len, stream) }, || {
+        let r = unsafe { sys::cuMemAllocAsync(&mut p, len, stream) };
+        check(r, || {
             format!("allocating {len} bytes of scratch on GPU {}", ctx.ordinal())
         })?;
         self.allocs.push((ctx.clone(), p, len));

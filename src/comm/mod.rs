@@ -506,6 +506,20 @@ impl Communicator {
         self.core.gpu.as_ref().map(|g| &g.info)
     }
 
+    /// Where this rank's GPU kernels are cached on disk (`RNCCL_KERNEL_CACHE`), if anywhere.
+    pub(crate) fn gpu_kernel_cache(&self) -> Option<&std::path::Path> {
+        self.core
+            .gpu
+            .as_ref()
+            .and_then(|g| g.kernel_cache.as_deref())
+    }
+
+    /// The primary context of the GPU this rank runs on, for the crate's own users of the
+    /// device (the benchmark's streams and buffers).
+    pub(crate) fn gpu_context(&self) -> Option<&Arc<cudarc::driver::CudaContext>> {
+        self.core.gpu.as_ref().map(|g| &g.ctx)
+    }
+
     /// Errors that happened after operations were enqueued (`ncclCommGetAsyncError`): `Ok`
     /// while none did. GPU kernels report a peer that stopped answering (a timeout naming the
     /// peer and channel), an abort, or a peer running a different operation; a host

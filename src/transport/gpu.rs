@@ -297,10 +297,10 @@ fn reach(ctx: &Arc<CudaContext>, peer: usize) -> Result<bool> {
     }
     let mut can = 0;
     // SAFETY: writes one int; both ordinals exist (the peer's came from a live context).
-    check(
-        unsafe { sys::cuDeviceCanAccessPeer(&mut can, ctx.cu_device(), peer as i32) },
-        || format!("asking whether GPU {} reaches GPU {peer}", ctx.ordinal()),
-    )?;
+    let r = unsafe { sys::cuDeviceCanAccessPeer(&mut can, ctx.cu_device(), peer as i32) };
+    check(r, || {
+        format!("asking whether GPU {} reaches GPU {peer}", ctx.ordinal())
+    })?;
     if can == 0 {
         return Ok(false);
     }

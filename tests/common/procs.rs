@@ -35,7 +35,7 @@ pub(crate) fn spawn_rank(
         }
         None => Command::new(bin),
     };
-    cmd.arg("bench")
+    cmd.args(["bench", "--cpu"])
         .args(args)
         .env("RANK", rank.to_string())
         .env("WORLD_SIZE", size.to_string())

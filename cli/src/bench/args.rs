@@ -17,7 +17,7 @@ pub enum Format {
 /// Where local ranks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Bind {
-    /// One CPU per local rank.
+    /// One CPU per local thread of ranks.
     Core,
     /// The scheduler decides.
     None,
@@ -26,7 +26,18 @@ pub enum Bind {
 /// Arguments of `rnccl bench`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Examples:\n  rnccl bench                                  all_reduce sweep, one process per core\n  rnccl bench all_gather -b 1K -e 256M -f 4\n  rnccl bench -d all -o all -c 1 -e 1M          check every type and operation\n  mpirun -np 8 -x NCCL_COMM_ID=node0:29500 rnccl bench\n  torchrun-style: RANK=0 WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=29500 rnccl bench"
+    after_help = "Ranks: on a host with GPUs, one rank per GPU on device memory (--cpu: CPU ranks on \
+host memory); elsewhere one rank per CPU core. Ranks = processes x threads (-t) x GPUs per thread \
+(-g); rank = (process x threads + thread) x GPUs + GPU, as in nccl-tests, and each rank takes the \
+GPU of the same number on its host (CUDA_VISIBLE_DEVICES applies).\n\nExamples:\n  \
+rnccl bench                                  all_reduce sweep: one process per GPU (or per core)\n  \
+rnccl bench -g 8                             one process, one thread driving 8 GPUs in one group\n  \
+rnccl bench -t 2 -g 2 -G 10                  2 threads of 2 GPUs per process, CUDA graph launches\n  \
+rnccl bench --cpu --ranks 4 --threads        4 CPU ranks as threads of one process\n  \
+rnccl bench all_gather -b 1K -e 256M -f 4\n  \
+rnccl bench -d all -o all -c 1 -e 1M         check every type and operation\n  \
+mpirun -np 8 -x NCCL_COMM_ID=node0:29500 rnccl bench\n  \
+torchrun-style: RANK=0 WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=29500 rnccl bench"
 )]
 pub struct Args {
     /// Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather,
@@ -66,7 +77,8 @@ pub struct Args {
         default_value_t = 5
     )]
     pub warmup: usize,
-    /// Check iterations per point (0 disables the check: #wrong prints N/A).
+    /// Check iterations per point (0 disables the check: #wrong prints N/A). GPU ranks check
+    /// on the device.
     #[arg(short = 'c', long = "check", default_value_t = 1)]
     pub check: usize,
     /// Reduction: sum, prod, max, min, avg, mulsum, or all.
@@ -100,9 +112,9 @@ pub struct Args {
         value_name = "FILE"
     )]
     pub output_file: Option<PathBuf>,
-    /// Buffer registration, as nccl-tests' -R: 0 none (heap buffers); 2 symmetric windows
-    /// (mem_alloc + window_register: ranks on one host read each other's buffers directly).
-    /// 1 (ncclCommRegister local registration) has no CPU-buffer form.
+    /// Buffer registration, as nccl-tests' -R: 0 none; 2 symmetric windows of host buffers
+    /// (CPU ranks: mem_alloc + window_register, so ranks on one host read each other's buffers
+    /// directly). 1 (ncclCommRegister local registration) is not supported.
     #[arg(
         short = 'R',
         long = "local_register",
@@ -111,13 +123,30 @@ pub struct Args {
         value_name = "0|2"
     )]
     pub register: u32,
-    /// Number of local ranks [default: CPU cores, at least 2]. Ignored under a launcher.
+    /// Number of local ranks: processes x -t x -g [default: the GPUs of this host, or the CPU
+    /// cores (at least 2) for CPU ranks, rounded down to whole processes]. Not allowed under a
+    /// launcher, which says how many processes there are.
     #[arg(long, value_name = "N")]
     pub ranks: Option<usize>,
-    /// Run the ranks as threads of this process instead of one process per rank.
-    #[arg(long)]
+    /// Run every local rank in this process: --ranks / -g threads of -g ranks each, instead of
+    /// one process per -t x -g ranks.
+    #[arg(long, conflicts_with = "nthreads")]
     pub threads: bool,
-    /// Pin each local rank to its own CPU when there are at least as many CPUs as ranks
+    /// Threads per process (nccl-tests' -t), each driving -g ranks.
+    #[arg(short = 't', long = "nthreads", default_value_t = 1, value_name = "N")]
+    pub nthreads: usize,
+    /// GPUs per thread (nccl-tests' -g): one thread drives N GPU ranks, launching their
+    /// operations as one group. Needs GPUs.
+    #[arg(short = 'g', long = "ngpus", default_value_t = 1, value_name = "N")]
+    pub ngpus: usize,
+    /// CUDA graph launches (nccl-tests' -G): capture the timed iterations into a CUDA graph
+    /// and launch it N times; 0 launches them directly. Needs GPUs.
+    #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_name = "N")]
+    pub graph: usize,
+    /// Run CPU ranks on host buffers even on a host with GPUs.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Pin each local thread of ranks to its own CPU when there are at least as many CPUs
     /// (`core`, as `mpirun --bind-to core`), or leave placement to the scheduler (`none`).
     #[arg(long, value_enum, default_value_t = Bind::Core)]
     pub bind: Bind,
@@ -182,8 +211,8 @@ impl Args {
             0 => false,
             2 => true,
             1 => anyhow::bail!(
-                "-R 1 (local registration, ncclCommRegister) has no form for CPU buffers in \
-                 rnccl: use -R 2 (symmetric windows) or -R 0"
+                "-R 1 (local registration, ncclCommRegister) is not supported by rnccl: use -R 0, \
+                 or -R 2 (symmetric windows of host buffers) with CPU ranks"
             ),
             v => anyhow::bail!("-R/--local_register {v} is not 0, 1 or 2"),
         };
@@ -200,6 +229,7 @@ impl Args {
             average: Average::from_mode(self.average)
                 .map_err(|e| anyhow::anyhow!("-a/--average: {e}"))?,
             windows,
+            graph_launches: self.graph,
         })
     }
 

@@ -2,7 +2,7 @@
 //! `out_of_place`/`in_place` objects, `out_of_bounds`, `average_bus_bandwidth`), plus an `rnccl`
 //! section with what nccl-tests cannot know (ranks, channels, traffic per link).
 
-use rnccl::bench::{BenchRow, Measure};
+use rnccl::bench::{BenchRow, Measure, RankPlace};
 use rnccl::stats::LinkSnapshot;
 use serde_json::{Value, json};
 
@@ -14,7 +14,7 @@ pub struct Doc<'a> {
     pub start: u64,
     /// nccl-tests' config block.
     pub config: Value,
-    /// Device lines, parsed.
+    /// Every rank's device ([`device`]).
     pub devices: Vec<Value>,
     /// Result rows.
     pub rows: &'a [BenchRow],
@@ -30,6 +30,15 @@ pub struct Doc<'a> {
     pub comm: Value,
     /// Rank 0's traffic per link.
     pub traffic: Vec<LinkSnapshot>,
+}
+
+/// One rank's device: rank, group, process, host, device index, PCI bus id (`null` for a CPU
+/// rank), name, and its `# Using devices` line.
+pub fn device(p: &RankPlace, line: &str) -> Value {
+    json!({
+        "rank": p.rank, "group": 0, "pid": p.pid, "hostname": p.host, "device": p.device,
+        "bus_id": p.bus_id, "name": p.name, "gpu": p.bus_id.is_some(), "line": line,
+    })
 }
 
 fn side(m: &Measure) -> Value {

@@ -1,13 +1,18 @@
 //! `rnccl bench`: nccl-tests for rnccl, without MPI.
 //!
-//! Three ways to get ranks: started by a launcher (mpirun, srun, torchrun), each process is one
-//! rank; otherwise `--ranks N` local ranks, one process each (this command re-runs itself as the
-//! children and serves the rendezvous), or threads of this process with `--threads`.
+//! Ranks run on the GPUs of a host that has them (one per GPU by default), or on CPUs with
+//! host buffers (`--cpu`, or no GPU here: said in one line). Three ways to get processes:
+//! started by a launcher (mpirun, srun, torchrun), each process is one; otherwise one process
+//! per `-t × -g` of the `--ranks` local ranks (this command re-runs itself as the children and
+//! serves the rendezvous), or all of them in this process with `--threads`. Each process runs
+//! `-t` threads, each driving `-g` ranks (nccl-tests' model; see [`shape`]).
 
 mod args;
+mod backend;
 mod bind;
 mod json;
 mod report;
+mod shape;
 mod spawn;
 
 use std::collections::BTreeMap;
@@ -18,10 +23,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use args::Args;
 use args::{Bind, Format};
-use rnccl::bench::{BenchOptions, BenchRow, run_rank};
+use backend::{Backend, Choice};
+use rnccl::bench::{BenchOptions, BenchRow, gather_places, run_ranks};
 use rnccl::config::{Config, Source};
 use rnccl::{CommConfig, Communicator, UniqueId};
 use serde_json::json;
+use shape::Shape;
 
 use crate::GlobalOpts;
 
@@ -40,18 +47,33 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     let knobs = Arc::new(knobs);
     let opts = args.options()?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let config = CommConfig::with_knobs(knobs.clone());
     if let Some(child) = spawn::ChildEnv::from_env(&env)? {
-        if args.bind == Bind::Core {
-            bind::bind_local_rank(child.rank, child.nranks)?;
-        }
-        let comm = Communicator::init_rank(child.nranks, &child.id, child.rank, config)?;
-        return bench_rank(&comm, &args, opts, &knobs);
+        let backend = if child.gpu {
+            let gpus = rnccl::gpus().map_err(|e| {
+                anyhow::anyhow!(
+                    "process {} cannot use the GPUs its parent saw: {e}",
+                    child.proc
+                )
+            })?;
+            Backend::Gpu(gpus.len())
+        } else {
+            Backend::Cpu
+        };
+        let job = Job {
+            shape: Shape::launched(child.nprocs, args.nthreads, args.ngpus)?,
+            proc: child.proc,
+            local: child.proc,
+            backend,
+            id: child.id,
+            bind: args.bind == Bind::Core,
+        };
+        return run_process(&job, &args, &opts, &knobs);
     }
     if let Some(l) = rnccl::launch::detect(&env)? {
         if args.ranks.is_some() || args.threads {
             anyhow::bail!(
-                "--ranks/--threads conflict with the launcher: {} started {} ranks; drop those flags",
+                "--ranks/--threads conflict with the launcher: {} started {} processes; drop those \
+                 flags (-t and -g set the ranks per process)",
                 l.launcher,
                 l.size
             );
@@ -64,116 +86,185 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
                 l.size
             );
         };
-        let id = UniqueId::from_comm_id(&root)?;
-        let comm = Communicator::init_rank(l.size, &id, l.rank, config)?;
-        return bench_rank(&comm, &args, opts, &knobs);
+        let choice = Choice::new(args.cpu, rnccl::gpus);
+        choice.check_flags(&args)?;
+        if let Some(line) = choice.notice().filter(|_| l.rank == 0) {
+            eprintln!("{line}");
+        }
+        let job = Job {
+            shape: Shape::launched(l.size, args.nthreads, args.ngpus)?,
+            proc: l.rank,
+            local: l.local_rank.unwrap_or(l.rank),
+            backend: choice.backend,
+            id: UniqueId::from_comm_id(&root)?,
+            bind: false,
+        };
+        return run_process(&job, &args, &opts, &knobs);
     }
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
-    let nranks = args.ranks.unwrap_or(cores.max(2));
-    if nranks == 0 {
-        anyhow::bail!("--ranks must be at least 1");
-    }
-    if args.threads {
-        return run_threads(nranks, &args, opts, knobs);
+    let choice = Choice::new(args.cpu, rnccl::gpus);
+    choice.check_flags(&args)?;
+    let default_ranks = match choice.backend {
+        Backend::Gpu(n) => n,
+        Backend::Cpu => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2),
+    };
+    let shape = Shape::local(
+        args.ranks,
+        default_ranks,
+        args.nthreads,
+        args.ngpus,
+        args.threads,
+    )?;
+    if let Some(line) = choice.notice() {
+        eprintln!("{line}");
     }
     let id = UniqueId::with_config(&knobs)?;
-    spawn::run_children(nranks, &id, &knobs)
+    if args.threads {
+        let job = Job {
+            shape,
+            proc: 0,
+            local: 0,
+            backend: choice.backend,
+            id,
+            bind: args.bind == Bind::Core,
+        };
+        return run_process(&job, &args, &opts, &knobs);
+    }
+    let gpu = matches!(choice.backend, Backend::Gpu(_));
+    spawn::run_children(shape.procs, &id, gpu, &knobs, |p| {
+        who(shape.rank(p, 0, 0)..shape.rank(p + 1, 0, 0))
+    })
 }
 
-fn run_threads(
-    nranks: usize,
+/// This process's part of a job.
+struct Job {
+    /// The job's layout.
+    shape: Shape,
+    /// This process's index in the job.
+    proc: usize,
+    /// Its index among the job's processes on this host (which GPUs it takes).
+    local: usize,
+    /// GPU or CPU ranks.
+    backend: Backend,
+    /// The communicator to join.
+    id: UniqueId,
+    /// Pin each thread to its own CPU (`--bind core`, for jobs started here).
+    bind: bool,
+}
+
+/// `rank 3` or `ranks 4-7`, for messages about a thread or a process.
+fn who(ranks: std::ops::Range<usize>) -> String {
+    match ranks.len() {
+        1 => format!("rank {}", ranks.start),
+        _ => format!("ranks {}-{}", ranks.start, ranks.end.saturating_sub(1)),
+    }
+}
+
+/// Runs this process's threads, each with its ranks, and reports every failing thread.
+fn run_process(
+    job: &Job,
     args: &Args,
-    opts: BenchOptions,
-    knobs: Arc<Config>,
+    opts: &BenchOptions,
+    knobs: &Arc<Config>,
 ) -> anyhow::Result<ExitCode> {
-    let comms = Communicator::init_all_with(nranks, CommConfig::with_knobs(knobs.clone()))?;
-    let results: Vec<anyhow::Result<ExitCode>> = std::thread::scope(|s| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .map(|c| {
-                let (opts, knobs) = (opts.clone(), knobs.clone());
-                s.spawn(move || {
-                    if args.bind == Bind::Core {
-                        bind::bind_local_rank(c.rank(), nranks)?;
-                    }
-                    bench_rank(&c, args, opts, &knobs)
-                })
+    let results: Vec<(String, anyhow::Result<ExitCode>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..job.shape.threads)
+            .map(|t| {
+                let label = who(job.shape.thread_ranks(job.proc, t));
+                (
+                    label,
+                    s.spawn(move || run_thread(job, t, args, opts, knobs)),
+                )
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a rank thread panicked")))
+            .map(|(label, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a rank thread panicked")));
+                (label, r)
             })
             .collect()
     });
-    // Every failing rank has its own view of what went wrong: report them all.
+    // Every failing thread has its own view of what went wrong: report them all.
     let mut code = ExitCode::SUCCESS;
     let mut errors = Vec::new();
-    for (r, res) in results.into_iter().enumerate() {
+    for (t, (label, res)) in results.into_iter().enumerate() {
         match res {
-            Ok(c) if r == 0 => code = c,
+            Ok(c) if t == 0 => code = c,
             Ok(_) => {}
             // The reader of the table went away: end quietly (main knows this error).
             Err(e) if crate::output::is_broken_pipe(&e) => return Err(e),
-            Err(e) => errors.push(format!("rank {r}: {e:#}")),
+            Err(e) => errors.push(format!("{label}: {e:#}")),
         }
     }
     match errors.len() {
         0 => Ok(code),
         1 => Err(anyhow::anyhow!("{}", errors[0])),
         _ => Err(anyhow::anyhow!(
-            "{} ranks failed:\n  {}",
+            "{} threads of ranks failed:\n  {}",
             errors.len(),
             errors.join("\n  ")
         )),
     }
 }
 
-/// Every rank's device line, gathered at rank 0 (others get an empty list).
-fn device_lines(comm: &Communicator) -> anyhow::Result<Vec<String>> {
-    const LINE: usize = 256;
-    let host = rnccl::config::host::short_hostname();
-    let line = report::device_line(
-        comm.rank(),
-        std::process::id(),
-        &host,
-        comm.rank(),
-        "cpu",
-        &format!(
-            "{} (host memory)",
-            rnccl::topo::detect::cpu::this_host()
-                .model_name
-                .as_deref()
-                .unwrap_or("CPU")
-        ),
-    );
-    let mut mine = [0u8; LINE];
-    let b = line.as_bytes();
-    mine[..b.len().min(LINE)].copy_from_slice(&b[..b.len().min(LINE)]);
-    let mut all = vec![0u8; LINE * comm.nranks()];
-    comm.gather(&mine, if comm.rank() == 0 { &mut all } else { &mut [] }, 0)?;
-    Ok(all
-        .chunks(LINE)
-        .filter(|_| comm.rank() == 0)
-        .map(|c| {
-            String::from_utf8_lossy(c)
-                .trim_end_matches('\0')
-                .to_string()
-        })
-        .collect())
+/// Thread `t` of the process: pins itself, joins its ranks and runs the benchmark on them.
+fn run_thread(
+    job: &Job,
+    t: usize,
+    args: &Args,
+    opts: &BenchOptions,
+    knobs: &Arc<Config>,
+) -> anyhow::Result<ExitCode> {
+    let s = job.shape;
+    if job.bind {
+        bind::bind_local_rank(job.local * s.threads + t, s.procs * s.threads)?;
+    }
+    let comms = join_ranks(job, t, knobs)?;
+    bench_thread(&comms, args, opts.clone(), knobs, s)
 }
 
-fn bench_rank(
-    comm: &Communicator,
+/// Joins the `-g` ranks of thread `t` to the job's communicator, on their GPUs for GPU ranks;
+/// all at once, since each join waits for every rank.
+fn join_ranks(job: &Job, t: usize, knobs: &Arc<Config>) -> rnccl::Result<Vec<Communicator>> {
+    let n = job.shape.nranks();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..job.shape.gpus)
+            .map(|g| {
+                let rank = job.shape.rank(job.proc, t, g);
+                let mut config = CommConfig::with_knobs(knobs.clone());
+                if let Backend::Gpu(ngpus) = job.backend {
+                    config = config.device(job.shape.device(job.local, t, g, ngpus));
+                }
+                s.spawn(move || Communicator::init_rank(n, &job.id, rank, config))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(rnccl::Error::Internal(
+                        "a rank's init thread panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
+/// Runs the benchmark on this thread's ranks; the thread that drives rank 0 prints.
+fn bench_thread(
+    comms: &[Communicator],
     args: &Args,
     mut opts: BenchOptions,
     knobs: &Config,
+    shape: Shape,
 ) -> anyhow::Result<ExitCode> {
-    let n = comm.nranks();
+    let n = shape.nranks();
     if opts.roots.is_empty() {
         opts.roots = (0..n).collect();
     }
@@ -192,22 +283,27 @@ fn bench_rank(
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
         .as_secs();
-    let devices = device_lines(comm)?;
-    let lead = comm.rank() == 0;
+    let places = gather_places(comms)?;
+    let devices: Vec<String> = places.iter().map(report::place_line).collect();
+    let lead_comm = comms.iter().find(|c| c.rank() == 0);
     let test = opts.coll.test_name();
     let text = args.format == Format::Text;
     let (min_bytes, max_bytes) = args.byte_range();
     let params = format!(
-        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: 0 unalign: 0",
+        "# nThread {} nGpus {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {} unalign: 0",
+        shape.threads,
+        shape.gpus,
         min_bytes,
         max_bytes,
         args.step_label(),
         opts.warmup,
         opts.iters,
         opts.agg,
-        u8::from(opts.check > 0)
+        u8::from(opts.check > 0),
+        opts.graph_launches
     );
-    // Only the lead rank prints; ranks as threads share one stdout, so never hold its lock.
+    // Only the thread of rank 0 prints; threads share one stdout, so never hold its lock.
+    let lead = lead_comm.is_some();
     let mut out = std::io::stdout();
     if lead && text {
         write!(out, "{}", report::header(&test, &params, &devices))?;
@@ -237,7 +333,7 @@ fn bench_rank(
         .expect("template"),
     );
     bar.set_message(test.clone());
-    let rows = run_rank(comm, &opts, |r: &BenchRow| {
+    let rows = run_ranks(comms, &opts, |r: &BenchRow| {
         if lead && text {
             bar.suspend(|| {
                 let _ = writeln!(out, "{}", report::row(r));
@@ -247,9 +343,9 @@ fn bench_rank(
         bar.inc(1);
     })?;
     bar.finish_and_clear();
-    if !lead {
+    let Some(comm) = lead_comm else {
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     let (wrong, avg_bw) = report::summary(&rows);
     let min_bw = knobs.float("NCCL_TESTS_MIN_BW")?;
     if text {
@@ -260,13 +356,17 @@ fn bench_rank(
             argv: std::env::args().collect(),
             start,
             config: json!({
-                "nthreads": 1, "ngpus": 1,
+                "nthreads": shape.threads, "ngpus": shape.gpus,
                 "minimum_bytes": opts.sizes.first(), "maximum_bytes": opts.sizes.last(),
                 "step": args.step_label(),
                 "warmup_iters": opts.warmup, "iterations": opts.iters, "aggregated_iterations": opts.agg,
-                "validation": opts.check, "graph": 0, "average": format!("{:?}", opts.average),
+                "validation": opts.check, "graph": opts.graph_launches, "average": format!("{:?}", opts.average),
             }),
-            devices: devices.iter().map(|d| json!({ "line": d })).collect(),
+            devices: places
+                .iter()
+                .zip(&devices)
+                .map(|(p, line)| json::device(p, line))
+                .collect(),
             rows: &rows,
             test: test.clone(),
             wrong,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use rnccl::bench::{BenchRow, Measure};
+use rnccl::bench::{BenchRow, Measure, RankPlace};
 
 /// nccl-tests' `getFloatStr`: the value in `width` columns with 2, then 1, then 0 decimals,
 /// then in exponent form.
@@ -85,7 +85,8 @@ pub fn header(test: &str, params: &str, devices: &[String]) -> String {
     s
 }
 
-/// One device line (`#  Rank  0 Group  0 Pid  12345 on   hostname device  0 [cpu] …`).
+/// One device line (`#  Rank  0 Group  0 Pid  12345 on   hostname device  0 [0000:19:00] …`,
+/// nccl-tests' `#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s`).
 pub fn device_line(
     rank: usize,
     pid: u32,
@@ -98,6 +99,29 @@ pub fn device_line(
         "#  Rank {rank:>2} Group {:>2} Pid {pid:>6} on {host:>10} device {device:>2} [{bus}] {name}",
         0
     )
+}
+
+/// The device line of a rank: its GPU's PCI address and name, or `[cpu]` and the CPU model.
+pub fn place_line(p: &RankPlace) -> String {
+    let bus = p
+        .bus_id
+        .as_deref()
+        .map_or_else(|| "cpu".to_string(), pci_label);
+    device_line(p.rank, p.pid, &p.host, p.device, &bus, &p.name)
+}
+
+/// nccl-tests' PCI address of a GPU, `%04x:%02x:%02x` (domain, bus, device), from the driver's
+/// bus id (`0000:19:00.0`, or with NVML's 8-digit domain); an id of another form as it is.
+pub fn pci_label(bus_id: &str) -> String {
+    let parts: Vec<&str> = bus_id.split([':', '.']).collect();
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    match parts.as_slice() {
+        [d, b, dev, ..] => match (hex(d), hex(b), hex(dev)) {
+            (Some(d), Some(b), Some(dev)) => format!("{d:04x}:{b:02x}:{dev:02x}"),
+            _ => bus_id.to_string(),
+        },
+        _ => bus_id.to_string(),
+    }
 }
 
 fn side(m: &Measure) -> String {
@@ -211,6 +235,33 @@ mod tests {
         assert_eq!(c_g(0.0), "0");
         assert_eq!(c_g(2.5), "2.5");
         assert_eq!(c_g(1234567.0), "1.23457e+06");
+    }
+
+    #[test]
+    fn gpu_device_lines_follow_nccl_tests() {
+        let p = RankPlace {
+            rank: 3,
+            pid: 812,
+            host: "node7".into(),
+            device: 3,
+            bus_id: Some("0000:9B:00.0".into()),
+            name: "NVIDIA H200".into(),
+        };
+        assert_eq!(
+            place_line(&p),
+            "#  Rank  3 Group  0 Pid    812 on      node7 device  3 [0000:9b:00] NVIDIA H200"
+        );
+        assert_eq!(pci_label("00000001:19:1f.0"), "0001:19:1f");
+        assert_eq!(pci_label("weird"), "weird");
+        let cpu = RankPlace {
+            bus_id: None,
+            name: "AMD EPYC (host memory)".into(),
+            ..p
+        };
+        assert_eq!(
+            place_line(&cpu),
+            "#  Rank  3 Group  0 Pid    812 on      node7 device  3 [cpu] AMD EPYC (host memory)"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! One process per local rank: this command re-runs itself once per rank with the same
-//! arguments, telling each child its rank and the unique id through the environment. Rank 0's
-//! standard output is the table, forwarded by this process when it is not a terminal (so when
-//! the reader goes away, as in `rnccl bench | head`, every rank is stopped quietly); every
-//! child's standard error passes through.
+//! One process per `-t × -g` local ranks: this command re-runs itself once per process with
+//! the same arguments, telling each child its process index, the number of processes, whether
+//! the ranks run on GPUs, and the unique id through the environment. Process 0 (which holds rank
+//! 0) writes the table on its standard output, forwarded by this process when it is not a
+//! terminal (so when the reader goes away, as in `rnccl bench | head`, every rank is stopped
+//! quietly); every child's standard error passes through.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read, Write};
@@ -16,17 +17,20 @@ use rnccl::UniqueId;
 use rnccl::config::Config;
 
 const ENV_ID: &str = "RNCCL_BENCH_ID";
-const ENV_RANK: &str = "RNCCL_BENCH_RANK";
-const ENV_NRANKS: &str = "RNCCL_BENCH_NRANKS";
+const ENV_PROC: &str = "RNCCL_BENCH_PROC";
+const ENV_NPROCS: &str = "RNCCL_BENCH_NPROCS";
+const ENV_GPU: &str = "RNCCL_BENCH_GPU";
 
 /// What a child learns from its parent.
 pub struct ChildEnv {
     /// The communicator's unique id.
     pub id: UniqueId,
-    /// This child's rank.
-    pub rank: usize,
-    /// Number of ranks.
-    pub nranks: usize,
+    /// This child's process index.
+    pub proc: usize,
+    /// Number of processes.
+    pub nprocs: usize,
+    /// Whether the ranks run on GPUs (the parent decided, and said why not when not).
+    pub gpu: bool,
 }
 
 impl ChildEnv {
@@ -34,38 +38,47 @@ impl ChildEnv {
     ///
     /// Errors: malformed variables.
     pub fn from_env(env: &BTreeMap<String, String>) -> anyhow::Result<Option<ChildEnv>> {
-        let (Some(id), Some(rank), Some(n)) =
-            (env.get(ENV_ID), env.get(ENV_RANK), env.get(ENV_NRANKS))
+        let (Some(id), Some(proc), Some(n)) =
+            (env.get(ENV_ID), env.get(ENV_PROC), env.get(ENV_NPROCS))
         else {
             return Ok(None);
         };
         Ok(Some(ChildEnv {
             id: id.parse()?,
-            rank: rank.parse()?,
-            nranks: n.parse()?,
+            proc: proc.parse()?,
+            nprocs: n.parse()?,
+            gpu: env.get(ENV_GPU).is_some_and(|v| v == "1"),
         }))
     }
 }
 
-/// Starts `nranks` children and waits for them. Every rank that fails or dies (rank 0 included)
-/// is reported on standard error with its exit status or signal; when one fails, the others get
-/// a grace period to report their own view of the failure, then are killed.
-pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Result<ExitCode> {
+/// Starts `nprocs` children (with GPU ranks when `gpu`) and waits for them. Every process that
+/// fails or dies (process 0 included) is reported on standard error as `label(process)` says
+/// (`rank 3`, `process 1 (ranks 4-7)`) with its exit status or signal; when one fails, the
+/// others get a grace period to report their own view of the failure, then are killed.
+pub fn run_children(
+    nprocs: usize,
+    id: &UniqueId,
+    gpu: bool,
+    knobs: &Config,
+    label: impl Fn(usize) -> String,
+) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()
         .map_err(|e| anyhow::anyhow!("cannot find the rnccl executable to start ranks: {e}"))?;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     // A terminal never goes away under us, and rank 0 then keeps drawing its progress bar
     // around its own rows; only a pipe or file is forwarded.
     let forwarded = !std::io::stdout().is_terminal();
-    let mut children: Vec<(usize, Child)> = Vec::with_capacity(nranks);
-    for rank in 0..nranks {
+    let mut children: Vec<(usize, Child)> = Vec::with_capacity(nprocs);
+    for proc in 0..nprocs {
         let child = Command::new(&exe)
             .args(&argv)
             .env(ENV_ID, id.to_string())
-            .env(ENV_RANK, rank.to_string())
-            .env(ENV_NRANKS, nranks.to_string())
+            .env(ENV_PROC, proc.to_string())
+            .env(ENV_NPROCS, nprocs.to_string())
+            .env(ENV_GPU, if gpu { "1" } else { "0" })
             .stdin(Stdio::null())
-            .stdout(match rank {
+            .stdout(match proc {
                 0 if forwarded => Stdio::piped(),
                 0 => Stdio::inherit(),
                 _ => Stdio::null(),
@@ -73,13 +86,13 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
             .stderr(Stdio::inherit())
             .spawn();
         match child {
-            Ok(c) => children.push((rank, c)),
+            Ok(c) => children.push((proc, c)),
             Err(e) => {
                 for (_, c) in &mut children {
                     let _ = c.kill();
                     let _ = c.wait();
                 }
-                anyhow::bail!("starting rank {rank} ({}): {e}", exe.display());
+                anyhow::bail!("starting {} ({}): {e}", label(proc), exe.display());
             }
         }
     }
@@ -108,19 +121,20 @@ pub fn run_children(nranks: usize, id: &UniqueId, knobs: &Config) -> anyhow::Res
                 Ok(Some(status)) => {
                     let (rank, _) = children.swap_remove(i);
                     if !status.success() {
-                        eprintln!("rnccl bench: {}", describe(rank, status));
+                        eprintln!("rnccl bench: {}", describe(&label(rank), status));
                         failures.push((rank, status));
                         failed_at.get_or_insert_with(Instant::now);
                     }
                 }
                 Ok(None) => i += 1,
-                Err(e) => anyhow::bail!("waiting for rank {}: {e}", children[i].0),
+                Err(e) => anyhow::bail!("waiting for {}: {e}", label(children[i].0)),
             }
         }
         if failed_at.is_some_and(|t| t.elapsed() > grace) {
             for (rank, c) in &mut children {
                 eprintln!(
-                    "rnccl bench: stopping rank {rank} ({grace:?} after another rank failed)"
+                    "rnccl bench: stopping {} ({grace:?} after another rank failed)",
+                    label(*rank)
                 );
                 let _ = c.kill();
                 let _ = c.wait();
@@ -159,9 +173,9 @@ fn forward_table(mut from: ChildStdout, gone: &AtomicBool) {
     }
 }
 
-/// How rank `rank` ended, in words: `rank 0 was killed by signal 9 (SIGKILL)`, `rank 1 failed
-/// (exit status 1)`.
-fn describe(rank: usize, status: ExitStatus) -> String {
+/// How the process `who` (`rank 0`, `process 1 (ranks 4-7)`) ended, in words: `rank 0 was
+/// killed by signal 9 (SIGKILL)`, `rank 1 failed (exit status 1)`.
+fn describe(who: &str, status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (_, Some(sig)) => {
             let name = nix::sys::signal::Signal::try_from(sig)
@@ -171,9 +185,9 @@ fn describe(rank: usize, status: ExitStatus) -> String {
             } else {
                 ""
             };
-            format!("rank {rank} was killed by signal {sig} ({name}{core})")
+            format!("{who} was killed by signal {sig} ({name}{core})")
         }
-        (Some(code), None) => format!("rank {rank} failed (exit status {code})"),
-        (None, None) => format!("rank {rank} failed ({status})"),
+        (Some(code), None) => format!("{who} failed (exit status {code})"),
+        (None, None) => format!("{who} failed ({status})"),
     }
 }

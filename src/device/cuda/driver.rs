@@ -81,16 +81,12 @@ fn load() -> std::result::Result<Cuda, String> {
     check(r, || "cuInit".into()).map_err(|e| e.to_string())?;
     let mut version = 0;
     // SAFETY: writes one int.
-    check(unsafe { sys::cuDriverGetVersion(&mut version) }, || {
-        "cuDriverGetVersion".into()
-    })
-    .map_err(|e| e.to_string())?;
+    let r = unsafe { sys::cuDriverGetVersion(&mut version) };
+    check(r, || "cuDriverGetVersion".into()).map_err(|e| e.to_string())?;
     let mut count = 0;
     // SAFETY: writes one int.
-    check(unsafe { sys::cuDeviceGetCount(&mut count) }, || {
-        "cuDeviceGetCount".into()
-    })
-    .map_err(|e| e.to_string())?;
+    let r = unsafe { sys::cuDeviceGetCount(&mut count) };
+    check(r, || "cuDeviceGetCount".into()).map_err(|e| e.to_string())?;
     if count == 0 {
         return Err("the NVIDIA driver sees no GPU (check CUDA_VISIBLE_DEVICES)".into());
     }
@@ -107,7 +103,8 @@ fn load() -> std::result::Result<Cuda, String> {
 fn attribute(dev: sys::CUdevice, a: sys::CUdevice_attribute, ordinal: usize) -> Result<u32> {
     let mut v = 0;
     // SAFETY: writes one int for a valid device handle.
-    check(unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) }, || {
+    let r = unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) };
+    check(r, || {
         format!("cuDeviceGetAttribute({a:?}) on GPU {ordinal}")
     })?;
     Ok(v.max(0) as u32)
@@ -116,22 +113,16 @@ fn attribute(dev: sys::CUdevice, a: sys::CUdevice_attribute, ordinal: usize) -> 
 fn describe(ordinal: usize) -> Result<DeviceInfo> {
     let mut dev = 0;
     // SAFETY: writes one device handle; the ordinal is below cuDeviceGetCount.
-    check(
-        unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) },
-        || format!("cuDeviceGet({ordinal})"),
-    )?;
+    let r = unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) };
+    check(r, || format!("cuDeviceGet({ordinal})"))?;
     let mut name = [0 as c_char; 256];
     // SAFETY: the driver writes a NUL-terminated string of at most `len` bytes.
-    check(
-        unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, dev) },
-        || format!("cuDeviceGetName on GPU {ordinal}"),
-    )?;
+    let r = unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, dev) };
+    check(r, || format!("cuDeviceGetName on GPU {ordinal}"))?;
     let mut bus = [0 as c_char; 64];
     // SAFETY: as above.
-    check(
-        unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) },
-        || format!("cuDeviceGetPCIBusId on GPU {ordinal}"),
-    )?;
+    let r = unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) };
+    check(r, || format!("cuDeviceGetPCIBusId on GPU {ordinal}"))?;
     use sys::CUdevice_attribute as A;
     Ok(DeviceInfo {
         ordinal,

@@ -23,7 +23,8 @@ pub(crate) fn export(mem: &DeviceAlloc) -> Result<Vec<u8>> {
         reserved: [0; HANDLE_BYTES],
     };
     // SAFETY: `mem` is a live cuMemAlloc allocation; the driver writes the 64-byte handle.
-    check(unsafe { sys::cuIpcGetMemHandle(&mut h, mem.ptr()) }, || {
+    let r = unsafe { sys::cuIpcGetMemHandle(&mut h, mem.ptr()) };
+    check(r, || {
         "exporting a GPU FIFO for another process (cuIpcGetMemHandle)".into()
     })?;
     Ok(h.reserved.iter().map(|&c| c as u8).collect())
@@ -57,10 +58,10 @@ impl Imported {
         let mut ptr = 0;
         let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
         // SAFETY: the context is current; the driver writes one device pointer.
-        check(
-            unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) },
-            || format!("mapping a peer process's GPU FIFO on GPU {gpu} (cuIpcOpenMemHandle)"),
-        )?;
+        let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) };
+        check(r, || {
+            format!("mapping a peer process's GPU FIFO on GPU {gpu} (cuIpcOpenMemHandle)")
+        })?;
         Ok(Imported {
             ctx: ctx.clone(),
             ptr,

@@ -14,6 +14,7 @@ use crate::error::Result;
 pub(crate) struct DeviceAlloc {
     ctx: Arc<CudaContext>,
     ptr: sys::CUdeviceptr,
+    bytes: usize,
 }
 
 impl DeviceAlloc {
@@ -30,6 +31,7 @@ impl DeviceAlloc {
         let a = DeviceAlloc {
             ctx: ctx.clone(),
             ptr,
+            bytes,
         };
         // SAFETY: the range was just allocated with this length.
         check(unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes.max(1)) }, what)?;
@@ -39,6 +41,11 @@ impl DeviceAlloc {
     /// The device address of the first byte.
     pub(crate) fn ptr(&self) -> u64 {
         self.ptr
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -82,10 +89,8 @@ impl PinnedHost {
         let mut p = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
         // SAFETY: the context is current; the driver writes one pointer.
-        check(
-            unsafe { sys::cuMemHostAlloc(&mut p, bytes.max(1), flags) },
-            what,
-        )?;
+        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes.max(1), flags) };
+        check(r, what)?;
         let h = PinnedHost {
             ctx: ctx.clone(),
             ptr: p.cast(),
@@ -94,10 +99,8 @@ impl PinnedHost {
         unsafe { std::ptr::write_bytes(h.ptr, 0, bytes.max(1)) };
         let mut dev = 0;
         // SAFETY: `p` is a DEVICEMAP allocation of this context.
-        check(
-            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, p, 0) },
-            what,
-        )?;
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, p, 0) };
+        check(r, what)?;
         if dev != p as u64 {
             return Err(crate::Error::Cuda(format!(
                 "GPU {}: mapped host memory has a different device address; rnccl needs unified \

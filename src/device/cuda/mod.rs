@@ -2,12 +2,14 @@
 //! their primary contexts, device memory, and the kernels of `kernels/*.cu` compiled by NVRTC.
 //! Nothing here is reached on a host without libcuda: [`probe`] says so in one line first.
 
+mod check;
 pub(crate) mod compile;
 mod driver;
 pub(crate) mod ipc;
 mod memory;
 mod module;
 
+pub(crate) use check::Checker;
 pub use driver::DeviceInfo;
 pub(crate) use driver::{check, context, cuda_error, probe};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};

@@ -44,7 +44,8 @@ impl Interp {
         dtype: DataType,
         cache_dir: Option<&std::path::Path>,
     ) -> Result<Arc<Interp>> {
-        static LOADED: OnceLock<Mutex<HashMap<(usize, DataType), Arc<Interp>>>> = OnceLock::new();
+        type Loaded = Mutex<HashMap<(usize, DataType), Arc<Interp>>>;
+        static LOADED: OnceLock<Loaded> = OnceLock::new();
         let map = LOADED.get_or_init(Default::default);
         let key = (ctx.ordinal(), dtype);
         if let Some(i) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
@@ -70,10 +71,10 @@ impl Interp {
             .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
         let mut module = std::ptr::null_mut();
         // SAFETY: `image` is a complete CUBIN (the driver copies it); the context is current.
-        check(
-            unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) },
-            || format!("loading the {} interpreter on GPU {gpu}", dtype),
-        )?;
+        let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+        check(r, || {
+            format!("loading the {} interpreter on GPU {gpu}", dtype)
+        })?;
         let mut interp = Interp {
             ctx: ctx.clone(),
             module,
@@ -84,20 +85,17 @@ impl Interp {
             let cname = CString::new(name.clone())
                 .map_err(|_| Error::Internal(format!("kernel name {name:?}")))?;
             // SAFETY: the module is loaded in the current context; the driver writes a handle.
-            check(
-                unsafe { sys::cuModuleGetFunction(&mut interp.funcs[i], module, cname.as_ptr()) },
-                || format!("finding kernel {name} on GPU {gpu}"),
-            )?;
+            let r =
+                unsafe { sys::cuModuleGetFunction(&mut interp.funcs[i], module, cname.as_ptr()) };
+            check(r, || format!("finding kernel {name} on GPU {gpu}"))?;
             // Load the function now (CUDA loads lazily by default): a lazy load at the first
             // launch may wait for the kernels already running, which on a GPU shared by two
             // ranks include the peer's kernel waiting for this one.
             let mut regs = 0;
             let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS;
             // SAFETY: a valid function handle of the current context; writes one int.
-            check(
-                unsafe { sys::cuFuncGetAttribute(&mut regs, attr, interp.funcs[i]) },
-                || format!("loading kernel {name} on GPU {gpu}"),
-            )?;
+            let r = unsafe { sys::cuFuncGetAttribute(&mut regs, attr, interp.funcs[i]) };
+            check(r, || format!("loading kernel {name} on GPU {gpu}"))?;
         }
         Ok(interp)
     }

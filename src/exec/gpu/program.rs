@@ -174,9 +174,9 @@ const COPY_SPLIT_ALIGN: usize = 4096;
 /// Spreads every lane that is one local copy (a one-rank collective, a rank's own block of
 /// AlltoAll or Gather) over up to [`COPY_SPLIT_MAX`] lanes, so a large copy runs on many
 /// blocks. Pieces are independent: no connection, disjoint ranges.
-fn split_copies<'a>(
-    lanes: Vec<(LaneKey, Vec<(&'a DevBuffers, Step)>)>,
-) -> Vec<(LaneKey, Vec<(&'a DevBuffers, Step)>)> {
+type Lanes<'a> = Vec<(LaneKey, Vec<(&'a DevBuffers, Step)>)>;
+
+fn split_copies(lanes: Lanes<'_>) -> Lanes<'_> {
     let mut out = Vec::with_capacity(lanes.len());
     for (key, steps) in lanes {
         let [(bufs, step)] = steps[..] else {
@@ -277,7 +277,7 @@ pub(crate) fn encode(
             .ok_or_else(|| Error::Internal(format!("a step uses {key:?}, which the plan lacks")))
     };
     // Lanes by key, in order of first appearance; each a list of (part, step).
-    let mut lanes: Vec<(LaneKey, Vec<(&DevBuffers, Step)>)> = Vec::new();
+    let mut lanes: Lanes<'_> = Vec::new();
     for p in parts {
         for (key, steps) in &p.plan.lanes {
             let at = match lanes.iter().position(|(k, _)| k == key) {

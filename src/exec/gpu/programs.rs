@@ -46,10 +46,8 @@ unsafe impl Send for Programs {}
 pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool> {
     let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     // SAFETY: writes one status for a stream the caller vouches for.
-    check(
-        unsafe { sys::cuStreamIsCapturing(stream, &mut status) },
-        || "cuStreamIsCapturing".into(),
-    )?;
+    let r = unsafe { sys::cuStreamIsCapturing(stream, &mut status) };
+    check(r, || "cuStreamIsCapturing".into())?;
     Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
@@ -90,9 +88,8 @@ impl Programs {
             let mut done = std::ptr::null_mut();
             let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
             // SAFETY: the context is current; the driver writes one event handle.
-            check(unsafe { sys::cuEventCreate(&mut done, flags) }, || {
-                format!("creating an event on GPU {gpu}")
-            })?;
+            let r = unsafe { sys::cuEventCreate(&mut done, flags) };
+            check(r, || format!("creating an event on GPU {gpu}"))?;
             let e = Entry {
                 region,
                 done,
@@ -111,7 +108,8 @@ impl Programs {
             e.captured = true;
         } else {
             // SAFETY: the event and the stream live in the current context.
-            check(unsafe { sys::cuEventRecord(e.done, stream) }, || {
+            let r = unsafe { sys::cuEventRecord(e.done, stream) };
+            check(r, || {
                 format!("recording a program's completion on GPU {gpu}")
             })?;
         }

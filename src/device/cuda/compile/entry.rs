@@ -38,6 +38,11 @@ pub(crate) fn interp_kernel(dtype: DataType, combine: Combine) -> String {
     format!("rnccl_interp_{}_{op}", type_name(dtype))
 }
 
+/// The result check of `kernels/check.cu` for `dtype`: `rnccl_check_<type>`.
+pub(crate) fn check_kernel(dtype: DataType) -> String {
+    format!("rnccl_check_{}", type_name(dtype))
+}
+
 /// The kernels `program` (a `*.cu` file name of `kernels/`) exports, or `None` for a program
 /// this list does not know yet (add it here when adding a program to `kernels/`).
 #[cfg(test)]
@@ -49,6 +54,7 @@ pub(crate) fn entry_points(program: &str) -> Option<Vec<String>> {
                 .flat_map(|&d| COMBINES.iter().map(move |&c| interp_kernel(d, c)))
                 .collect(),
         ),
+        "check.cu" => Some(DataType::ALL.iter().map(|&d| check_kernel(d)).collect()),
         _ => None,
     }
 }
@@ -75,6 +81,12 @@ mod tests {
             let def = format!("RNCCL_DTYPE == {}", t as u32);
             assert!(src.contains(&def), "interp.cu lacks `{def}`");
         }
+        let check = include_str!("../../../../kernels/check.cu");
+        for t in DataType::ALL {
+            let want = format!("RNCCL_CHECK_TYPE({}, ", type_name(t));
+            assert!(check.contains(&want), "check.cu lacks `{want}`");
+        }
+        assert_eq!(check_kernel(DataType::Bfloat16), "rnccl_check_bf16");
         let all = entry_points("interp.cu").unwrap();
         assert_eq!(all.len(), DataType::ALL.len() * COMBINES.len());
         let mut unique = all.clone();

@@ -32,6 +32,7 @@ macro_rules! kernel_file {
 /// Every file of `kernels/`, sorted by name. A test checks this against the directory, so a
 /// file added there and forgotten here fails the build's tests.
 pub(crate) const SOURCES: &[Source] = &[
+    kernel_file!("check.cu"),
     kernel_file!("interp.cu"),
     kernel_file!("program.cuh"),
     kernel_file!("reduce.cuh"),

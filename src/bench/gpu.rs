@@ -1,0 +1,368 @@
+//! GPU ranks of the benchmark: device buffers allocated once for the largest point, inputs
+//! generated on the host and uploaded, operations launched on the rank's own stream with NCCL's
+//! stream semantics (a group returns before the data moves; timing ends when the streams are
+//! done), the timed iterations captured into CUDA graphs for `-G`, and the result check on the
+//! device (`kernels/check.cu`). Every device call is ordered on the rank's stream, so nothing
+//! here waits for the GPU but [`GpuRank::sync`] and the end of a check.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaGraph, CudaStream, sys};
+
+use super::data::{self, DataSpec};
+use super::gpu_check::DeviceCheck;
+use super::ranks::{Region, input_region, is_sendrecv, output_region};
+use super::{BenchOptions, Counts, grouped};
+use crate::coll::{CollArgs, Func};
+use crate::comm::{Communicator, Group, group_start};
+use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error};
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+
+/// One rank on a GPU, with device buffers sized for the largest point.
+pub(super) struct GpuRank<'c> {
+    comm: &'c Communicator,
+    /// The GPU's ordinal, for messages.
+    gpu: usize,
+    stream: Arc<CudaStream>,
+    send: DeviceAlloc,
+    recv: DeviceAlloc,
+    /// Bytes of `send` and `recv` (and of the check's expected output).
+    bytes: usize,
+    /// The result check (`-c`).
+    check: Option<DeviceCheck>,
+    /// Host memory where inputs and expected outputs are generated before their upload.
+    staging: Vec<u8>,
+}
+
+/// Adds what to do to an out-of-memory error of the benchmark buffers.
+fn buffers_error(e: Error) -> Error {
+    match e {
+        Error::Cuda(m) => Error::Cuda(format!(
+            "{m} (benchmark buffers: lower the largest size, -e/--maxbytes)"
+        )),
+        e => e,
+    }
+}
+
+impl<'c> GpuRank<'c> {
+    /// A stream on `comm`'s GPU, send and receive buffers of `bytes` bytes there and, when
+    /// `opts.check` is on, the check kernels and their buffers. Every kernel the run launches
+    /// is loaded here (compiled on first use): the engine's interpreter for each data type of
+    /// `opts` (and bytes, for Send/Recv) as well as the check. Loading a module waits for the
+    /// kernels running on its GPU, and those of ranks driven by other threads wait for this
+    /// rank: nothing may be loaded once the ranks launch.
+    ///
+    /// Errors: [`Error::InvalidUsage`] for a communicator without a GPU; [`Error::Cuda`] when
+    /// the stream, the memory or the kernels cannot be had.
+    pub(super) fn new(
+        comm: &'c Communicator,
+        bytes: usize,
+        opts: &BenchOptions,
+    ) -> Result<GpuRank<'c>> {
+        let (Some(ctx), Some(info)) = (comm.gpu_context(), comm.gpu_info()) else {
+            return Err(Error::invalid_usage(format!(
+                "rank {} has no GPU: create GPU ranks with CommConfig::device or \
+                 Communicator::init_all_devices",
+                comm.rank()
+            )));
+        };
+        let gpu = info.ordinal;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| cuda_error(e, format!("creating a stream on GPU {gpu}")))?;
+        for dtype in opts.dtypes.iter().chain([&DataType::Uint8]) {
+            Interp::get(ctx, info.arch(), *dtype, comm.gpu_kernel_cache())?;
+        }
+        let alloc = |b: usize| DeviceAlloc::zeroed(ctx, b).map_err(buffers_error);
+        let check = if opts.check > 0 {
+            Some(DeviceCheck::new(
+                ctx,
+                info.arch(),
+                bytes,
+                comm.gpu_kernel_cache(),
+            )?)
+        } else {
+            None
+        };
+        Ok(GpuRank {
+            comm,
+            gpu,
+            stream,
+            send: alloc(bytes)?,
+            recv: alloc(bytes)?,
+            bytes,
+            check,
+            staging: Vec::new(),
+        })
+    }
+
+    /// Makes this rank's GPU current in the calling thread, which may drive ranks of other
+    /// GPUs too: raw driver calls act on the current context.
+    ///
+    /// Errors: [`Error::Cuda`] when the context cannot be bound.
+    fn bind(&self) -> Result<()> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| cuda_error(e, format!("binding GPU {}", self.gpu)))
+    }
+
+    /// The device address of `len` bytes at `off` in the receive (`in_recv`) or send buffer.
+    ///
+    /// Errors: [`Error::Internal`] when the range does not fit the buffer.
+    fn at(&self, in_recv: bool, off: usize, len: usize) -> Result<u64> {
+        if off.checked_add(len).is_none_or(|end| end > self.bytes) {
+            return Err(Error::Internal(format!(
+                "{len} bytes at {off} exceed the {}-byte benchmark buffer",
+                self.bytes
+            )));
+        }
+        let base = if in_recv { &self.recv } else { &self.send };
+        Ok(base.ptr() + off as u64)
+    }
+
+    /// Writes this rank's input for `spec` (in the send buffer, or at its in-place position):
+    /// generated on the host, copied on the stream.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for an in-place layout nccl.h does not define or
+    /// host memory that cannot be had; [`Error::Cuda`] when the copy fails.
+    pub(super) fn fill(&mut self, args: &CollArgs, spec: &DataSpec, c: &Counts) -> Result<()> {
+        let (rank, n) = (self.comm.rank(), self.comm.nranks());
+        let Region { in_recv, off, len } = input_region(args, c, rank, n)?;
+        let dst = self.at(in_recv, off, len)?;
+        let host = staging(&mut self.staging, len)?;
+        data::fill_input(spec, rank, host, len / args.dtype.size());
+        upload(&self.stream, self.gpu, dst, host)
+    }
+
+    /// Queues `agg` operations of this rank into `g`, on this rank's stream: one operation,
+    /// or for sendrecv a Send to the next rank and a Recv from the previous one. An in-place
+    /// sendrecv sends a copy of the buffer taken on the stream first, so that what arrives
+    /// never overwrites what is still to be sent (as the host engine snapshots it).
+    ///
+    /// Errors: argument errors of the group; [`Error::Cuda`] when the copy fails.
+    pub(super) fn push(&self, g: &mut Group<'c>, args: &CollArgs, agg: usize) -> Result<()> {
+        let (rank, n) = (self.comm.rank(), self.comm.nranks());
+        let s = self.stream.cu_stream();
+        let (send, recv) = (self.send.ptr(), self.recv.ptr());
+        if !is_sendrecv(args) {
+            for _ in 0..agg {
+                // SAFETY: both buffers are this rank's device memory on its GPU, sized for
+                // the largest point (so for every operation's input and output), alive until
+                // the rank is dropped, which waits for the stream first; only operations
+                // ordered on this stream touch them.
+                unsafe { g.push_device(self.comm, *args, send, recv, s)? };
+            }
+            return Ok(());
+        }
+        let bytes = args.count * args.dtype.size();
+        if args.in_place && bytes > 0 {
+            self.at(false, 0, bytes)?;
+            self.bind()?;
+            // SAFETY: `bytes` fit both buffers (checked just above); the copy is ordered on
+            // the stream before the operations that read the send buffer and write the
+            // receive buffer.
+            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(send, recv, bytes, s) };
+            check(r, || {
+                format!("copying an in-place sendrecv's input on GPU {}", self.gpu)
+            })?;
+        }
+        let send_args = CollArgs {
+            root: (rank + 1) % n,
+            in_place: false,
+            ..*args
+        };
+        let recv_args = CollArgs {
+            func: Func::Recv,
+            root: (rank + n - 1) % n,
+            in_place: false,
+            ..*args
+        };
+        for _ in 0..agg {
+            // SAFETY: as above: this rank's buffers, alive and only used on this stream.
+            unsafe {
+                g.push_device(self.comm, send_args, send, 0, s)?;
+                g.push_device(self.comm, recv_args, 0, recv, s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for everything queued on this rank's stream, then asks the communicator whether
+    /// its kernels reported a failure.
+    ///
+    /// Errors: [`Error::Cuda`] when the stream fails; the communicator's asynchronous error
+    /// ([`Error::Timeout`] naming the peer a kernel waited for, [`Error::Aborted`]…).
+    pub(super) fn sync(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| cuda_error(e, format!("waiting for GPU {}'s stream", self.gpu)))?;
+        self.comm.async_error()
+    }
+
+    /// Wrong output elements of this rank for `spec`, counted on the device against the
+    /// expected output generated here; waits for the stream.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for an in-place layout nccl.h does not define;
+    /// [`Error::Internal`] when the check was not set up; [`Error::Cuda`] when a copy or the
+    /// kernel fails; the communicator's asynchronous error.
+    pub(super) fn check(&mut self, args: &CollArgs, spec: &DataSpec, c: &Counts) -> Result<u64> {
+        let (rank, n) = (self.comm.rank(), self.comm.nranks());
+        let (off, len) = output_region(args, c, rank, n)?;
+        let count = len / args.dtype.size();
+        let out = self.at(true, off, len)?;
+        let Some(k) = &self.check else {
+            return Err(Error::Internal("the device check was not set up".into()));
+        };
+        let want = staging(&mut self.staging, len)?;
+        if !data::expected_output(spec, rank, want, count) {
+            return Ok(0);
+        }
+        let tol = data::tolerance(args.dtype, n);
+        // SAFETY: `out` holds `count` elements of the output (range checked by `at`) in this
+        // rank's receive buffer, which only this rank's stream writes.
+        let wrong = unsafe { k.count(&self.stream, self.gpu, args.dtype, out, want, count, tol)? };
+        self.sync()?;
+        Ok(wrong)
+    }
+}
+
+impl Drop for GpuRank<'_> {
+    fn drop(&mut self) {
+        // Kernels may still use the buffers (after an error): let the stream finish first.
+        let _ = self.stream.synchronize();
+    }
+}
+
+/// `staging` grown to at least `len` bytes, its first `len` bytes.
+///
+/// Errors: [`Error::InvalidArgument`] when the host memory cannot be had.
+fn staging(staging: &mut Vec<u8>, len: usize) -> Result<&mut [u8]> {
+    if staging.len() < len {
+        staging
+            .try_reserve_exact(len - staging.len())
+            .map_err(|_| {
+                Error::invalid_arg(format!(
+                    "cannot allocate {len} bytes of host memory for the benchmark's data: lower \
+                     the largest size"
+                ))
+            })?;
+        staging.resize(len, 0);
+    }
+    Ok(&mut staging[..len])
+}
+
+/// Copies `src` to device address `dst` on `stream` (of GPU `gpu`).
+///
+/// Errors: [`Error::Cuda`] when the copy cannot be queued.
+pub(super) fn upload(stream: &CudaStream, gpu: usize, dst: u64, src: &[u8]) -> Result<()> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    stream
+        .context()
+        .bind_to_thread()
+        .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
+    // SAFETY: callers take `dst` from `GpuRank::at` or a buffer they checked to hold `src`,
+    // so `src.len()` bytes fit there; the stream is live. A copy from pageable memory has read
+    // `src` by the time the call returns, and is ordered on the stream before later kernels.
+    let r = unsafe {
+        sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.cu_stream())
+    };
+    check(r, || format!("copying {} bytes to GPU {gpu}", src.len()))
+}
+
+/// Queues `agg` operations of every rank of `ranks` as one group (nccl-tests `-m`), which
+/// launches them on the ranks' streams and returns before they run.
+///
+/// Errors: argument and launch errors of the group.
+pub(super) fn launch<'c>(ranks: &[GpuRank<'c>], args: &CollArgs, agg: usize) -> Result<()> {
+    let mut g = group_start();
+    for r in ranks {
+        r.push(&mut g, args, agg)?;
+    }
+    g.end()
+}
+
+/// Seconds per operation of `opts.iters` iterations of `opts.agg` operations, launched back to
+/// back and timed until every stream of `ranks` is done; with graph launches (`-G N`) the
+/// iterations are captured into one graph per stream, the ranks meet, and the graphs are
+/// launched N times.
+///
+/// Errors: launch, capture and stream errors; the communicators' asynchronous errors.
+pub(super) fn time(
+    comms: &[Communicator],
+    ranks: &[GpuRank<'_>],
+    args: &CollArgs,
+    opts: &BenchOptions,
+) -> Result<f64> {
+    let ops = (opts.iters.max(1) * opts.agg.max(1)) as f64;
+    if opts.graph_launches == 0 {
+        let start = Instant::now();
+        for _ in 0..opts.iters {
+            launch(ranks, args, opts.agg)?;
+        }
+        ranks.iter().try_for_each(GpuRank::sync)?;
+        return Ok(start.elapsed().as_secs_f64() / ops);
+    }
+    let graphs = capture(ranks, args, opts.iters, opts.agg)?;
+    grouped::barrier(comms)?;
+    let start = Instant::now();
+    for _ in 0..opts.graph_launches {
+        for (g, r) in graphs.iter().zip(ranks) {
+            g.launch()
+                .map_err(|e| cuda_error(e, format!("launching a CUDA graph on GPU {}", r.gpu)))?;
+        }
+    }
+    ranks.iter().try_for_each(GpuRank::sync)?;
+    Ok(start.elapsed().as_secs_f64() / (ops * opts.graph_launches as f64))
+}
+
+/// Captures `iters` iterations of `agg` operations into one CUDA graph per rank's stream
+/// (relaxed capture, so neither other threads nor the engine's allocations are disturbed).
+/// Every capture begun is ended, also after an error.
+///
+/// Errors: [`Error::Cuda`] when a capture cannot begin, end or be instantiated; launch errors.
+fn capture(
+    ranks: &[GpuRank<'_>],
+    args: &CollArgs,
+    iters: usize,
+    agg: usize,
+) -> Result<Vec<CudaGraph>> {
+    let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    let mut begun = 0;
+    let mut result = Ok(());
+    for r in ranks {
+        if let Err(e) = r.stream.begin_capture(mode) {
+            result = Err(cuda_error(
+                e,
+                format!("capturing a CUDA graph on GPU {}", r.gpu),
+            ));
+            break;
+        }
+        begun += 1;
+    }
+    if result.is_ok() {
+        result = (0..iters).try_for_each(|_| launch(ranks, args, agg));
+    }
+    let mut graphs = Vec::with_capacity(begun);
+    for r in &ranks[..begun] {
+        let what = || format!("ending a CUDA graph capture on GPU {}", r.gpu);
+        match r.stream.end_capture(sys::CUgraphInstantiate_flags(0)) {
+            Ok(Some(g)) => graphs.push(g),
+            Ok(None) => {
+                if result.is_ok() {
+                    result = Err(Error::Cuda(format!("{}: the capture is empty", what())));
+                }
+            }
+            Err(e) => {
+                if result.is_ok() {
+                    result = Err(cuda_error(e, what()));
+                }
+            }
+        }
+    }
+    result.map(|()| graphs)
+}
