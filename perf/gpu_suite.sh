@@ -28,16 +28,18 @@ run() { # name, command...
   if "$@" >"$out/$name.log" 2>&1; then status[$name]="ok $((SECONDS - t0))s"; else status[$name]="FAILED($?) $((SECONDS - t0))s"; fi
   tail -5 "$out/$name.log"
 }
-tests=$(ls .devbin/gpu_collectives-* 2>/dev/null | head -1)
-if [ -n "$tests" ]; then
-  run gpu_tests "$tests" --test-threads=1
-  grep -E "^test |panicked|expected|Error" "$out/gpu_tests.log" | head -40
-fi
 if [ -x .devbin/rnccl ]; then
   run bench_first_start .devbin/rnccl bench all_reduce -b 8 -e 8 -n 1 -w 0
   run bench_allreduce .devbin/rnccl bench all_reduce -b 8 -e 256M -f 4 -n 20 -w 5
-  run bench_allreduce_cached .devbin/rnccl bench all_reduce -b 8 -e 8 -n 1 -w 0
+  # Two ranks as processes (one GPU per process; on a one-GPU host both share GPU 0).
+  run bench_processes .devbin/rnccl bench all_reduce --ranks 2 -b 8 -e 16M -f 8 -n 5 -w 2
+  run bench_graph .devbin/rnccl bench all_gather --threads --ranks 2 -G 2 -b 1K -e 4M -f 16 -n 5 -w 2
   cat "$out/bench_allreduce.log"
+fi
+tests=$(ls .devbin/gpu_collectives-* 2>/dev/null | head -1)
+if [ -n "$tests" ]; then
+  run gpu_tests timeout "${GPU_TESTS_LIMIT:-900}" "$tests" --test-threads=1
+  grep -E "^test |panicked|rank [0-9]:" "$out/gpu_tests.log" | cut -c1-300 | head -40
 fi
 echo "== summary =="
 for k in "${!status[@]}"; do printf '%-24s %s\n' "$k" "${status[$k]}"; done | sort
