@@ -573,7 +573,12 @@ fn child_comm(role: &str, timeout: Duration) -> Option<Communicator> {
         var("RNCCL_GPU_TEST_DEVICE"),
     );
     let id = rnccl::UniqueId::from_comm_id(&std::env::var("NCCL_COMM_ID").unwrap()).unwrap();
-    Some(Communicator::init_rank(n, &id, r, config(timeout, &[]).device(d)).expect("init"))
+    let knobs: &[(&str, &str)] = if role.ends_with("_shm") {
+        &[("NCCL_P2P_DISABLE", "1")]
+    } else {
+        &[]
+    };
+    Some(Communicator::init_rank(n, &id, r, config(timeout, knobs).device(d)).expect("init"))
 }
 
 fn shm_names() -> Vec<String> {
@@ -587,24 +592,27 @@ fn shm_names() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The matrix with one process per rank: FIFOs shared through CUDA IPC handles.
-#[test]
-fn every_collective_on_two_gpu_processes() {
-    if let Some(c) = child_comm("matrix", Duration::from_secs(60)) {
+/// The matrix with one process per rank on `role`'s transport.
+fn process_matrix(test: &str, role: &str, counts: &[usize]) {
+    if let Some(c) = child_comm(role, Duration::from_secs(60)) {
         let s = stream(c.gpu_ordinal().unwrap());
-        rank_matrix(&c, &s, &[0, 1, 7, 1021, 65_537, 1_000_003]).unwrap_or_else(|e| panic!("{e}"));
+        rank_matrix(&c, &s, counts).unwrap_or_else(|e| panic!("{e}"));
+        if role.ends_with("_shm") {
+            let links = c.traffic();
+            assert!(
+                links
+                    .iter()
+                    .all(|l| l.transport == rnccl::stats::Path::GpuHost),
+                "{links:?}"
+            );
+        }
         return;
     }
     let Some(devs) = devices(2) else { return };
     let before = shm_names();
-    for (r, (out, done)) in on_processes(
-        "every_collective_on_two_gpu_processes",
-        "matrix",
-        &devs,
-        Duration::from_secs(500),
-    )
-    .into_iter()
-    .enumerate()
+    for (r, (out, done)) in on_processes(test, role, &devs, Duration::from_secs(500))
+        .into_iter()
+        .enumerate()
     {
         assert!(
             done && out.status.success(),
@@ -614,6 +622,27 @@ fn every_collective_on_two_gpu_processes() {
         );
     }
     assert_eq!(shm_names(), before, "left in /dev/shm");
+}
+
+/// One process per rank: FIFOs in GPU memory shared through CUDA IPC handles.
+#[test]
+fn every_collective_on_two_gpu_processes() {
+    process_matrix(
+        "every_collective_on_two_gpu_processes",
+        "matrix",
+        &[0, 1, 7, 1021, 65_537, 1_000_003],
+    );
+}
+
+/// One process per rank with NCCL_P2P_DISABLE=1: FIFOs in shared host memory both processes
+/// register with their driver (NCCL's SHM transport).
+#[test]
+fn every_collective_on_two_gpu_processes_through_host_memory() {
+    process_matrix(
+        "every_collective_on_two_gpu_processes_through_host_memory",
+        "matrix_shm",
+        &[0, 1, 1021, 65_537],
+    );
 }
 
 /// A rank process killed in the middle of a collective: the other's kernel gives up within

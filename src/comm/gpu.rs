@@ -158,6 +158,7 @@ impl GpuComm {
             net: s.net,
             comm_tag: s.comm_tag,
             net_rank: s.net_rank,
+            rank: s.rank,
             ctx: &ctx,
             slot_bytes: s.slot_bytes,
             p2p_disable: s.p2p_disable,

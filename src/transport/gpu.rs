@@ -13,7 +13,10 @@
 //! rank connecting its neighbours at the same time cannot deadlock. An address is only
 //! meaningful inside its process, so each message also carries a CUDA IPC handle of the
 //! device memory it names: a peer in another process maps the memory through it
-//! ([`crate::device::cuda::ipc`]). Host-staged FIFOs are same-process only for now.
+//! ([`crate::device::cuda::ipc`]). A host-staged FIFO between processes is a POSIX
+//! shared-memory segment both register with their driver
+//! ([`crate::device::cuda::host_shared`]), with `head` in the same segment; its name is
+//! unlinked as soon as the sender has mapped it.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -22,38 +25,35 @@ use cudarc::driver::{CudaContext, sys};
 
 use crate::bootstrap::{BootstrapNet, Deadline, tags};
 use crate::conn::{ConnKey, NSLOTS};
+use crate::device::cuda::host_shared::HostShared;
 use crate::device::cuda::ipc::{self, Imported};
 use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error};
 use crate::error::{Error, Result};
 use crate::exec::gpu::program::DevConn;
 
-/// Bytes before the sizes array (tail on its own 128-byte line).
-const SIZES_OFF: usize = 128;
-/// Bytes before the slots (sizes on their own lines; 256-byte aligned slots).
-const SLOTS_OFF: usize = 256;
+/// Byte offset of `head` when it lives in the FIFO's shared segment (its own 128-byte line).
+const HEAD_OFF: usize = 128;
+/// Bytes before the sizes array (tail and head on their own 128-byte lines).
+const SIZES_OFF: usize = 256;
+/// Bytes before the slots (sizes on their own lines; 512-byte aligned slots).
+const SLOTS_OFF: usize = 512;
 
-/// Memory a FIFO lives in.
-#[derive(Debug)]
+/// Memory a FIFO (or a `head`) lives in.
 enum FifoMem {
-    /// The receiver's GPU memory.
+    /// GPU memory.
     Device(DeviceAlloc),
-    /// Pinned host memory mapped into both GPUs.
+    /// Pinned host memory mapped into every GPU of this process.
     Host(PinnedHost),
+    /// Shared memory registered by this process and by the peer's.
+    Shared(HostShared),
 }
 
 impl FifoMem {
-    fn new(ctx: &Arc<CudaContext>, bytes: usize, host: bool) -> Result<FifoMem> {
-        Ok(if host {
-            FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?)
-        } else {
-            FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?)
-        })
-    }
-
     fn addr(&self) -> u64 {
         match self {
             FifoMem::Device(d) => d.ptr(),
             FifoMem::Host(h) => h.ptr() as u64,
+            FifoMem::Shared(s) => s.dev_ptr(),
         }
     }
 
@@ -61,32 +61,55 @@ impl FifoMem {
     fn handle(&self) -> Result<Option<Vec<u8>>> {
         match self {
             FifoMem::Device(d) => ipc::export(d).map(Some),
-            FifoMem::Host(_) => Ok(None),
+            FifoMem::Host(_) | FifoMem::Shared(_) => Ok(None),
         }
+    }
+
+    /// The shared segment's name, for the peer to open.
+    fn shm_name(&self) -> Option<String> {
+        match self {
+            FifoMem::Shared(s) => Some(s.name().to_string()),
+            _ => None,
+        }
+    }
+
+    /// Whether the memory is on the host (the FIFO is staged through it).
+    fn on_host(&self) -> bool {
+        !matches!(self, FifoMem::Device(_))
     }
 }
 
-/// The far end's memory as this process reaches it: its own address (same process), or a
-/// mapping of its IPC handle (another process), held for the connection's life.
-fn far_memory(
+/// The far end's memory mapped into this process, held for the connection's life.
+enum Far {
+    /// Another process's GPU memory, through its IPC handle (unmapped on drop).
+    Ipc { _mapping: Imported },
+    /// Another process's shared segment, registered here (unregistered on drop).
+    Shm { _segment: HostShared },
+}
+
+/// The far end's device memory as this process reaches it: its own address (same process), or
+/// a mapping of its IPC handle (another process).
+///
+/// Errors: [`Error::Remote`] when a peer in another process sent no handle; as
+/// [`Imported::open`].
+fn far_device(
     ctx: &Arc<CudaContext>,
     same_process: bool,
     addr: u64,
     handle: Option<&[u8]>,
     what: impl FnOnce() -> String,
-) -> Result<(u64, Option<Imported>)> {
+) -> Result<(u64, Option<Far>)> {
     if same_process {
         return Ok((addr, None));
     }
     let Some(h) = handle else {
-        return Err(Error::invalid_usage(format!(
-            "{}: GPU FIFOs staged through host memory (NCCL_P2P_DISABLE=1) need every rank in \
-             one process for now; unset NCCL_P2P_DISABLE or drive the GPUs from one process",
+        return Err(Error::Remote(format!(
+            "{} sent GPU memory without an IPC handle from another process",
             what()
         )));
     };
     let m = Imported::open(ctx, h)?;
-    Ok((m.ptr(), Some(m)))
+    Ok((m.ptr(), Some(Far::Ipc { _mapping: m })))
 }
 
 /// What every end keeps: its counts in device memory and their host-mapped copy.
@@ -118,15 +141,15 @@ impl Counts {
 /// Where a connection's FIFO is, as the receiver offers it.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Offer {
-    /// The receiver's process (addresses are only valid there).
-    pid: u32,
     /// The FIFO's CUDA IPC handle, for a sender in another process (device memory only).
     handle: Option<Vec<u8>>,
+    /// The FIFO's shared segment, for a sender in another process (host staging only).
+    shm: Option<String>,
     /// The receiver's GPU.
     gpu: u32,
     /// Whether the FIFO is in pinned host memory.
     host: bool,
-    /// The FIFO's base: tail at +0, sizes at +128, slots at +256.
+    /// The FIFO's base: tail at +0, (head at +128,) sizes at +256, slots at +512.
     base: u64,
     /// Bytes per slot.
     slot_bytes: u64,
@@ -135,8 +158,8 @@ struct Offer {
 /// The sender's reply: where the receiver frees slots.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Ack {
-    /// The sender's process.
-    pid: u32,
+    /// `head` is in the FIFO's shared segment (at +128), not in the sender's memory.
+    head_in_fifo: bool,
     /// `head`'s CUDA IPC handle, for a receiver in another process (device memory only).
     handle: Option<Vec<u8>>,
     /// The sender's GPU.
@@ -146,28 +169,30 @@ struct Ack {
 }
 
 /// The receiving end of a GPU connection.
-#[derive(Debug)]
 pub(crate) struct GpuRecv {
     key: ConnKey,
     fifo: FifoMem,
     counts: Counts,
-    /// The sender's `head` (its memory).
+    /// The sender's `head` (its memory, or the FIFO's shared segment).
     head: u64,
     /// The sender's memory mapped into this process, when it lives in another.
-    _far: Option<Imported>,
+    _far: Option<Far>,
 }
 
 /// The sending end of a GPU connection.
-#[derive(Debug)]
 pub(crate) struct GpuSend {
     key: ConnKey,
-    /// `head`, written by the receiver.
-    head: FifoMem,
+    /// `head`, written by the receiver (None: in the FIFO's shared segment).
+    _head_mem: Option<FifoMem>,
+    /// `head`'s address.
+    head: u64,
+    /// Whether the FIFO is staged through host memory.
+    host: bool,
     counts: Counts,
     /// The receiver's FIFO base.
     base: u64,
     /// The receiver's memory mapped into this process, when it lives in another.
-    _far: Option<Imported>,
+    _far: Option<Far>,
 }
 
 impl GpuRecv {
@@ -193,7 +218,7 @@ impl GpuRecv {
 
     /// Whether the FIFO is staged through host memory.
     pub(crate) fn through_host(&self) -> bool {
-        matches!(self.fifo, FifoMem::Host(_))
+        self.fifo.on_host()
     }
 }
 
@@ -204,7 +229,7 @@ impl GpuSend {
             fifo: self.base + SLOTS_OFF as u64,
             sizes: self.base + SIZES_OFF as u64,
             tail: self.base,
-            head: self.head.addr(),
+            head: self.head,
             step: self.counts.state.ptr(),
             bytes: self.counts.mirror.ptr() as u64,
             peer: self.key.peer as u32,
@@ -214,7 +239,7 @@ impl GpuSend {
 
     /// Whether the FIFO is staged through host memory.
     pub(crate) fn through_host(&self) -> bool {
-        matches!(self.head, FifoMem::Host(_))
+        self.host
     }
 
     /// (slots, bytes) sent so far.
@@ -231,6 +256,8 @@ pub(crate) struct GpuEndpoints<'a> {
     pub comm_tag: u64,
     /// Communicator rank → bootstrap rank.
     pub net_rank: &'a [usize],
+    /// This rank.
+    pub rank: usize,
     /// This rank's GPU context.
     pub ctx: &'a Arc<CudaContext>,
     /// Bytes per FIFO slot.
@@ -246,6 +273,16 @@ pub(crate) struct GpuEndpoints<'a> {
 impl GpuEndpoints<'_> {
     fn describe(&self, rank: usize) -> String {
         self.net.describe(self.net_rank[rank])
+    }
+
+    /// Whether `rank` lives in this process (addresses are shared).
+    fn same_process(&self, rank: usize) -> bool {
+        let peers = self.net.peers();
+        let (me, p) = (
+            &peers[self.net_rank[self.rank]],
+            &peers[self.net_rank[rank]],
+        );
+        me.host_hash == p.host_hash && me.pid_ns == p.pid_ns && me.pid == p.pid
     }
 
     fn send<T: serde::Serialize>(&self, key: &ConnKey, tag: u64, body: &T) -> Result<()> {
@@ -318,13 +355,22 @@ fn reach(ctx: &Arc<CudaContext>, peer: usize) -> Result<bool> {
     Ok(true)
 }
 
+/// The error for GPUs of one process that cannot store into each other's memory.
+fn no_peer_access(ctx: &Arc<CudaContext>, peer_gpu: u32, peer: &str) -> Error {
+    Error::invalid_usage(format!(
+        "GPU {} cannot reach GPU {peer_gpu} of {peer} (no peer access); set NCCL_P2P_DISABLE=1 \
+         on every rank to stage through host memory",
+        ctx.ordinal()
+    ))
+}
+
 /// Connects this rank's `sends` and `recvs` (keys named from this rank's side); every peer
 /// must connect the mirror keys at about the same time.
 ///
-/// Errors: [`Error::InvalidUsage`] for a host-staged FIFO with a peer in another process;
-/// [`Error::Timeout`] /
-/// [`Error::Aborted`] naming the peer that did not answer; [`Error::Cuda`] for allocation
-/// failures.
+/// Errors: [`Error::InvalidUsage`] for GPUs of one process without peer access;
+/// [`Error::Timeout`] / [`Error::Aborted`] naming the peer that did not answer;
+/// [`Error::Cuda`] for allocation, IPC or registration failures; [`Error::System`] when
+/// `/dev/shm` refuses a segment.
 pub(crate) fn connect(
     ep: &GpuEndpoints<'_>,
     sends: &[ConnKey],
@@ -332,28 +378,32 @@ pub(crate) fn connect(
 ) -> Result<(Vec<GpuSend>, Vec<GpuRecv>)> {
     let ctx = ep.ctx;
     let bytes = SLOTS_OFF + NSLOTS * ep.slot_bytes;
-    let pid = std::process::id();
-    // Phase 1: every receiving end offers its FIFO. Device memory first; the sender falls
-    // back to a host FIFO by asking again when it cannot reach it (see phase 2).
+    // Phase 1: every receiving end offers its FIFO: in its GPU's memory, or staged through
+    // host memory (NCCL_P2P_DISABLE): pinned memory for a sender of this process, a shared
+    // segment for one of another.
     let mut pending = Vec::with_capacity(recvs.len());
     for key in recvs {
-        let fifo = FifoMem::new(ctx, bytes, ep.p2p_disable)?;
+        let fifo = match (ep.p2p_disable, ep.same_process(key.peer)) {
+            (false, _) => FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?),
+            (true, true) => FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?),
+            (true, false) => FifoMem::Shared(HostShared::create(ctx, bytes)?),
+        };
         let offer = Offer {
-            pid,
             handle: fifo.handle()?,
+            shm: fifo.shm_name(),
             gpu: ctx.ordinal() as u32,
-            host: ep.p2p_disable,
+            host: fifo.on_host(),
             base: fifo.addr(),
             slot_bytes: ep.slot_bytes as u64,
         };
         ep.send(key, tags::gpu_offer(key), &offer)?;
         pending.push((*key, fifo));
     }
-    // Phase 2: every sending end checks the offer, allocates head and replies.
+    // Phase 2: every sending end maps the offered FIFO, places head and replies.
     let mut made_sends = Vec::with_capacity(sends.len());
     for key in sends {
         let offer: Offer = ep.recv(key, tags::gpu_offer(key), "offer its GPU FIFO")?;
-        let same = offer.pid == pid;
+        let same = ep.same_process(key.peer);
         if offer.slot_bytes != ep.slot_bytes as u64 {
             return Err(Error::Remote(format!(
                 "{} offered {}-byte slots where this rank uses {}: the ranks disagree on \
@@ -366,51 +416,74 @@ pub(crate) fn connect(
         // Another process's ordinals may differ (CUDA_VISIBLE_DEVICES): there the driver checks
         // reachability when it maps the handle.
         if same && !offer.host && !reach(ctx, offer.gpu as usize)? {
-            return Err(Error::invalid_usage(format!(
-                "GPU {} cannot reach GPU {} of {} (no peer access); set NCCL_P2P_DISABLE=1 on \
-                 every rank to stage through host memory",
-                ctx.ordinal(),
-                offer.gpu,
-                ep.describe(key.peer)
-            )));
+            return Err(no_peer_access(ctx, offer.gpu, &ep.describe(key.peer)));
         }
-        let (base, far) = far_memory(ctx, same, offer.base, offer.handle.as_deref(), || {
-            ep.describe(key.peer)
-        })?;
-        let head = FifoMem::new(ctx, 128, offer.host)?;
+        let (base, far, head_mem, head) = match (&offer.shm, offer.host) {
+            (Some(name), _) => {
+                let seg = HostShared::open(ctx, name)?;
+                let base = seg.dev_ptr();
+                (
+                    base,
+                    Some(Far::Shm { _segment: seg }),
+                    None,
+                    base + HEAD_OFF as u64,
+                )
+            }
+            (None, true) => {
+                let h = FifoMem::Host(PinnedHost::zeroed(ctx, 128)?);
+                let a = h.addr();
+                (offer.base, None, Some(h), a)
+            }
+            (None, false) => {
+                let (base, far) =
+                    far_device(ctx, same, offer.base, offer.handle.as_deref(), || {
+                        ep.describe(key.peer)
+                    })?;
+                let h = FifoMem::Device(DeviceAlloc::zeroed(ctx, 128)?);
+                let a = h.addr();
+                (base, far, Some(h), a)
+            }
+        };
         let ack = Ack {
-            pid,
-            handle: head.handle()?,
+            head_in_fifo: head_mem.is_none(),
+            handle: match &head_mem {
+                Some(h) => h.handle()?,
+                None => None,
+            },
             gpu: ctx.ordinal() as u32,
-            head: head.addr(),
+            head,
         };
         ep.send(key, tags::gpu_ack(key), &ack)?;
         made_sends.push(GpuSend {
             key: *key,
+            _head_mem: head_mem,
             head,
+            host: offer.host,
             counts: Counts::new(ctx)?,
             base,
             _far: far,
         });
     }
-    // Phase 3: every receiving end learns where to free slots.
+    // Phase 3: every receiving end learns where to free slots; a shared segment's name goes
+    // once its sender has mapped it.
     let mut made_recvs = Vec::with_capacity(recvs.len());
-    for (key, fifo) in pending {
+    for (key, mut fifo) in pending {
         let ack: Ack = ep.recv(&key, tags::gpu_ack(&key), "attach to its GPU FIFO")?;
-        let same = ack.pid == pid;
-        // The receiver stores into the sender's head, so its GPU must reach the sender's.
-        if same && matches!(fifo, FifoMem::Device(_)) && !reach(ctx, ack.gpu as usize)? {
-            return Err(Error::invalid_usage(format!(
-                "GPU {} cannot reach GPU {} of {} (no peer access); set NCCL_P2P_DISABLE=1 on \
-                 every rank to stage through host memory",
-                ctx.ordinal(),
-                ack.gpu,
+        let same = ep.same_process(key.peer);
+        let (head, far) = if ack.head_in_fifo {
+            (fifo.addr() + HEAD_OFF as u64, None)
+        } else {
+            // The receiver stores into the sender's head, so its GPU must reach the sender's.
+            if same && !fifo.on_host() && !reach(ctx, ack.gpu as usize)? {
+                return Err(no_peer_access(ctx, ack.gpu, &ep.describe(key.peer)));
+            }
+            far_device(ctx, same, ack.head, ack.handle.as_deref(), || {
                 ep.describe(key.peer)
-            )));
+            })?
+        };
+        if let FifoMem::Shared(s) = &mut fifo {
+            s.unlink();
         }
-        let (head, far) = far_memory(ctx, same, ack.head, ack.handle.as_deref(), || {
-            ep.describe(key.peer)
-        })?;
         made_recvs.push(GpuRecv {
             key,
             fifo,

@@ -13,12 +13,14 @@ const RNCCL: KnobSpec = KnobSpec {
 
 #[rustfmt::skip]
 pub(super) const KNOBS: &[KnobSpec] = &[
-    KnobSpec { name: "RNCCL_BENCH_ID", ty: T::Text, category: C::Dangerous, related: &["RNCCL_BENCH_RANK", "RNCCL_BENCH_NRANKS"], source: "rnccl: cli/src/bench/spawn.rs",
-        description: "Set by `rnccl bench` for the rank processes it starts: the communicator's unique id (rnccl:<magic>@<host>:<port>). With RNCCL_BENCH_RANK and RNCCL_BENCH_NRANKS it makes the process join that job as one rank; never set it by hand.", ..RNCCL },
-    KnobSpec { name: "RNCCL_BENCH_NRANKS", ty: T::Int, auto: "set by rnccl bench", category: C::Dangerous, range: Some((1, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_RANK"], source: "rnccl: cli/src/bench/spawn.rs",
-        description: "Set by `rnccl bench` for the rank processes it starts: the number of ranks. Never set it by hand.", ..RNCCL },
-    KnobSpec { name: "RNCCL_BENCH_RANK", ty: T::Int, auto: "set by rnccl bench", category: C::Dangerous, range: Some((0, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_NRANKS"], source: "rnccl: cli/src/bench/spawn.rs",
-        description: "Set by `rnccl bench` for the rank processes it starts: this process's rank. Never set it by hand.", ..RNCCL },
+    KnobSpec { name: "RNCCL_BENCH_GPU", ty: T::Bool, auto: "set by rnccl bench", category: C::Dangerous, related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_PROC", "RNCCL_BENCH_NPROCS"], source: "rnccl: cli/src/bench/spawn.rs",
+        description: "Set by `rnccl bench` for the rank processes it starts: 1 when the ranks run on GPUs (the parent found them), 0 for CPU ranks. Never set it by hand.", ..RNCCL },
+    KnobSpec { name: "RNCCL_BENCH_ID", ty: T::Text, category: C::Dangerous, related: &["RNCCL_BENCH_PROC", "RNCCL_BENCH_NPROCS", "RNCCL_BENCH_GPU"], source: "rnccl: cli/src/bench/spawn.rs",
+        description: "Set by `rnccl bench` for the rank processes it starts: the communicator's unique id (rnccl:<magic>@<host>:<port>). With RNCCL_BENCH_PROC and RNCCL_BENCH_NPROCS it makes the process join that job with its ranks (-t threads × -g GPUs each); never set it by hand.", ..RNCCL },
+    KnobSpec { name: "RNCCL_BENCH_NPROCS", ty: T::Int, auto: "set by rnccl bench", category: C::Dangerous, range: Some((1, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_PROC"], source: "rnccl: cli/src/bench/spawn.rs",
+        description: "Set by `rnccl bench` for the rank processes it starts: the number of processes. Never set it by hand.", ..RNCCL },
+    KnobSpec { name: "RNCCL_BENCH_PROC", ty: T::Int, auto: "set by rnccl bench", category: C::Dangerous, range: Some((0, i64::MAX)), related: &["RNCCL_BENCH_ID", "RNCCL_BENCH_NPROCS"], source: "rnccl: cli/src/bench/spawn.rs",
+        description: "Set by `rnccl bench` for the rank processes it starts: this process's index (its ranks follow from -t and -g). Never set it by hand.", ..RNCCL },
     KnobSpec { name: "RNCCL_CONFIG", ty: T::File, related: &["NCCL_CONF_FILE", "RNCCL_SYSTEM_CONF"], source: "rnccl: src/config/load.rs",
         description: "YAML config file with typed knob values and per-host sections (see docs/config.md); the --config option overrides it. Read from the environment only. Its values rank below the environment and above the conf files.", ..RNCCL },
     KnobSpec { name: "RNCCL_KERNEL_CACHE", ty: T::OutputFile, auto: "$XDG_CACHE_HOME/rnccl/kernels, else $HOME/.cache/rnccl/kernels", source: "rnccl: src/device/cuda/compile/cache.rs",

@@ -5,6 +5,7 @@
 mod check;
 pub(crate) mod compile;
 mod driver;
+pub(crate) mod host_shared;
 pub(crate) mod ipc;
 mod memory;
 mod module;

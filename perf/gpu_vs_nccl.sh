@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# rnccl against NCCL on the GPUs of one host, interleaved in one run: for every round and every
+# collective, nccl-tests (built here against the NCCL of PyTorch's nvidia-nccl-cu13 wheel) then
+# `rnccl bench` with the same flags, one process driving every GPU (-g). Prints, per collective
+# and size, the median over rounds of rnccl ÷ NCCL: busbw ratios (higher is better) for sizes of
+# 1 MiB and more, time ratios (lower is better) below. Then the same for all_reduce with
+# NCCL_P2P_DISABLE=1 (host shared memory).
+#
+#   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
+#   there: perf/gpu_vs_nccl.sh            (carry .devbin and .nccl-tests)
+#
+# Knobs: ROUNDS (3), GPUS (all), COLLS, MINBYTES/MAXBYTES for the bandwidth sweep.
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = --prepare ]; then
+  src=${2:?usage: perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>}
+  rm -rf .nccl-tests && mkdir .nccl-tests
+  if [ -d "$src/.git" ] || git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+    git -C "$src" archive HEAD | tar -x -C .nccl-tests
+  else
+    cp -r "$src"/. .nccl-tests/
+  fi
+  excl="$(git rev-parse --git-common-dir)/info/exclude"
+  grep -qx "/.nccl-tests/" "$excl" 2>/dev/null || echo "/.nccl-tests/" >>"$excl"
+  echo "prepared .nccl-tests (carry it with .devbin)"
+  exit 0
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-gpu-vs-nccl-out}
+mkdir -p "$out"
+rounds=${ROUNDS:-3}
+gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
+colls=${COLLS:-"all_reduce all_gather reduce_scatter broadcast alltoall sendrecv"}
+minb=${MINBYTES:-1M}
+maxb=${MAXBYTES:-8G}
+for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
+  [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+# NCCL from the wheel, as PyTorch loads it; nccl-tests wants lib/libnccl.so and include/nccl.h.
+wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')
+home=/tmp/nccl-home
+mkdir -p $home/lib && ln -sf "$wheel/include" $home/include
+for f in "$wheel"/lib/libnccl.so*; do ln -sf "$f" $home/lib/; done
+[ -e $home/lib/libnccl.so ] || ln -sf "$wheel/lib/libnccl.so.2" $home/lib/libnccl.so
+export LD_LIBRARY_PATH="$home/lib:$LD_LIBRARY_PATH"
+if ! make -C .nccl-tests/src -j"$(nproc)" NCCL_HOME=$home CUDA_HOME=/usr/local/cuda >"$out/nccl-tests-build.log" 2>&1; then
+  tail -20 "$out/nccl-tests-build.log"; exit 1
+fi
+nccl_version=$(python3 -c 'import nvidia.nccl, importlib.metadata as m; print(m.version("nvidia-nccl-cu13"))' 2>/dev/null)
+echo "NCCL $nccl_version (nvidia-nccl-cu13), nccl-tests $(git -C .nccl-tests log -1 --format=%h 2>/dev/null || echo src), $gpus GPUs, $rounds rounds"
+common="-g $gpus -n 20 -w 5 -c 0"
+for r in $(seq 1 "$rounds"); do
+  for c in $colls; do
+    for range in "-b 8 -e 512K -f 4" "-b $minb -e $maxb -f 4"; do
+      tag=$(echo "$range" | tr -d ' -')
+      .nccl-tests/build/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
+      .devbin/rnccl bench "$c" $common $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
+    done
+  done
+  for tag in shm; do
+    NCCL_P2P_DISABLE=1 .nccl-tests/build/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
+    NCCL_P2P_DISABLE=1 .devbin/rnccl bench all_reduce $common -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1
+  done
+done
+python3 - "$out" <<'EOF'
+import glob, os, re, statistics, sys
+out = sys.argv[1]
+def table(path):
+    rows = {}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
+            rows[int(f[0])] = (float(f[5]), float(f[7]))  # out-of-place time (us), busbw
+    return rows
+ratios = {}
+for p in glob.glob(os.path.join(out, "rnccl.*.log")):
+    q = p.replace("/rnccl.", "/nccl.")
+    if not os.path.exists(q):
+        continue
+    coll = os.path.basename(p).split(".")[1]
+    a, b = table(p), table(q)
+    for size in sorted(set(a) & set(b)):
+        (ta, ba), (tb, bb) = a[size], b[size]
+        if size >= 1 << 20 and bb > 0:
+            ratios.setdefault((coll, size, "busbw"), []).append(ba / bb)
+        elif size < 1 << 20 and tb > 0:
+            ratios.setdefault((coll, size, "time"), []).append(ta / tb)
+print(f"{'collective':<18}{'size':>12}  {'rnccl/NCCL':>10}  measure (median of rounds)")
+for (coll, size, kind), v in sorted(ratios.items()):
+    print(f"{coll:<18}{size:>12}  {statistics.median(v):>10.3f}  {kind}{'' if kind == 'busbw' else ' (lower is better)'}")
+EOF
