@@ -229,11 +229,35 @@ fn run_one<T: GElem>(
         "{f:?} {} {op} count={count} in_place={in_place} n={n} rank={r}",
         T::DTYPE
     );
-    let mut b = prepare(c, s, &k, in_place);
+    let mut b = prepare(c, s, &k, in_place && f != Func::Send);
     let err = |e: rnccl::Error| format!("{what}: {e}");
     {
         let mut g = rnccl::group_start();
-        if f == Func::Send {
+        if f == Func::Send && in_place {
+            // nccl-tests' in-place sendrecv: send the buffer and receive into it in one group
+            // (the C ABI's raw pointers allow what borrows forbid).
+            if count > 0 {
+                b.recv = upload(s, &k.input);
+                let p = {
+                    use cudarc::driver::DevicePtr;
+                    let (p, _guard) = b.recv.device_ptr(s);
+                    p
+                };
+                let mut send = k.args;
+                send.root = (r + 1) % n;
+                let recv = CollArgs {
+                    func: Func::Recv,
+                    root: (r + n - 1) % n,
+                    ..k.args
+                };
+                // SAFETY: `b.recv` holds `count` elements on this rank's GPU and outlives the
+                // synchronisation below; the stream is this rank's.
+                unsafe {
+                    g.push_device(c, send, p, 0, s.cu_stream()).map_err(err)?;
+                    g.push_device(c, recv, 0, p, s.cu_stream()).map_err(err)?;
+                }
+            }
+        } else if f == Func::Send {
             // A ring exchange in one group (one fused kernel): send to the next rank, receive
             // from the previous one (itself on one rank).
             if count > 0 {
@@ -282,9 +306,6 @@ fn rank_matrix(c: &Communicator, s: &Arc<CudaStream>, counts: &[usize]) -> Resul
             };
             for op in ops {
                 for in_place in [false, true] {
-                    if f == Func::Send && in_place {
-                        continue;
-                    }
                     for &count in counts {
                         seed += 1;
                         run_dt(c, s, dt, f, op, in_place, count, seed)?;

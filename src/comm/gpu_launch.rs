@@ -68,30 +68,58 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
         return Err(Error::Aborted("the communicator was aborted".into()));
     }
     let n = core.nranks;
+    let plans = ops
+        .iter()
+        .map(|q| st.plans.get(core, &q.args))
+        .collect::<Result<Vec<_>>>()?;
+    // Scratch for the group: each operation's plan scratch, and a snapshot of every input a
+    // kernel of the group overwrites before reading it all (in-place AlltoAll; a Send from a
+    // buffer a Recv of the group fills), each in its own 256-byte aligned piece.
+    let snapshot = |q: &Queued<'_>| {
+        (q.args.in_place && q.args.func == Func::AllToAll)
+            || (q.args.func == Func::Send
+                && ops
+                    .iter()
+                    .any(|r| r.args.func == Func::Recv && overlaps(q.input, r.output)))
+    };
+    let piece = |b: usize| b.next_multiple_of(256);
+    let total: usize = ops
+        .iter()
+        .zip(&plans)
+        .map(|(q, p)| piece(p.scratch_bytes) + if snapshot(q) { piece(q.input.len) } else { 0 })
+        .sum();
+    let mut next = match total {
+        0 => 0,
+        t => st.gpu_scratch(&gpu.ctx, t, ops[0].stream)?,
+    };
+    let mut take = |b: usize| {
+        let at = next;
+        next += piece(b) as u64;
+        at
+    };
     let mut launches: Vec<Launch> = Vec::new();
     let mut p2p: Option<usize> = None;
-    for q in ops {
+    for (q, plan) in ops.iter().zip(plans) {
         let a = q.args;
-        let plan = st.plans.get(core, &a)?;
         st.ops += 1;
         if plan.lanes.is_empty() {
             continue;
         }
         let mut input = (q.input.ptr as u64, q.input.len);
-        if a.in_place && a.func == Func::AllToAll {
-            // The plan writes blocks of the buffer other ranks still read from: read them
-            // from a copy taken on the stream first.
-            let copy = st.gpu_scratch(&gpu.ctx, q.input.len, q.stream)?;
+        if snapshot(q) {
+            // The group writes memory this input occupies before it has all been read: read
+            // it from a copy taken on the stream first.
+            let copy = take(q.input.len);
             // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's
-            // contract for the input; the scratch was just sized), and the copy is ordered on
-            // the operation's stream before its kernel.
+            // contract for the input; the scratch piece was sized for it), and the copy is
+            // ordered on the operation's stream before its kernel.
             let r = unsafe { sys::cuMemcpyDtoDAsync_v2(copy, input.0, input.1, q.stream) };
-            check(r, || "copying an in-place AlltoAll's input".into())?;
+            check(r, || format!("copying the input of {}", a.func.nccl_name()))?;
             input.0 = copy;
         }
         let scratch = match plan.scratch_bytes {
             0 => (0, 0),
-            b => (st.gpu_scratch(&gpu.ctx, b, q.stream)?, b),
+            b => (take(b), b),
         };
         let bufs = DevBuffers {
             input,
@@ -153,6 +181,12 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// Whether two regions share a byte.
+fn overlaps(a: crate::device::Region, b: crate::device::Region) -> bool {
+    let (a0, b0) = (a.ptr as usize, b.ptr as usize);
+    a.len > 0 && b.len > 0 && a0 < b0 + b.len && b0 < a0 + a.len
 }
 
 /// Device scratch of a communicator: one allocation, replaced by a larger one when needed;
