@@ -98,17 +98,6 @@ impl<'c> GpuRank<'c> {
         })
     }
 
-    /// Makes this rank's GPU current in the calling thread, which may drive ranks of other
-    /// GPUs too: raw driver calls act on the current context.
-    ///
-    /// Errors: [`Error::Cuda`] when the context cannot be bound.
-    fn bind(&self) -> Result<()> {
-        self.stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| cuda_error(e, format!("binding GPU {}", self.gpu)))
-    }
-
     /// The device address of `len` bytes at `off` in the receive (`in_recv`) or send buffer.
     ///
     /// Errors: [`Error::Internal`] when the range does not fit the buffer.
@@ -138,11 +127,11 @@ impl<'c> GpuRank<'c> {
     }
 
     /// Queues `agg` operations of this rank into `g`, on this rank's stream: one operation,
-    /// or for sendrecv a Send to the next rank and a Recv from the previous one. An in-place
-    /// sendrecv sends a copy of the buffer taken on the stream first, so that what arrives
-    /// never overwrites what is still to be sent (as the host engine snapshots it).
+    /// or for sendrecv a Send to the next rank and a Recv from the previous one — in place, both
+    /// on the receive buffer (nccl-tests' in-place sendrecv; the engine snapshots the Send's
+    /// input, as it does for host buffers).
     ///
-    /// Errors: argument errors of the group; [`Error::Cuda`] when the copy fails.
+    /// Errors: argument errors of the group.
     pub(super) fn push(&self, g: &mut Group<'c>, args: &CollArgs, agg: usize) -> Result<()> {
         let (rank, n) = (self.comm.rank(), self.comm.nranks());
         let s = self.stream.cu_stream();
@@ -157,18 +146,7 @@ impl<'c> GpuRank<'c> {
             }
             return Ok(());
         }
-        let bytes = args.count * args.dtype.size();
-        if args.in_place && bytes > 0 {
-            self.at(false, 0, bytes)?;
-            self.bind()?;
-            // SAFETY: `bytes` fit both buffers (checked just above); the copy is ordered on
-            // the stream before the operations that read the send buffer and write the
-            // receive buffer.
-            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(send, recv, bytes, s) };
-            check(r, || {
-                format!("copying an in-place sendrecv's input on GPU {}", self.gpu)
-            })?;
-        }
+        let input = if args.in_place { recv } else { send };
         let send_args = CollArgs {
             root: (rank + 1) % n,
             in_place: false,
@@ -183,7 +161,7 @@ impl<'c> GpuRank<'c> {
         for _ in 0..agg {
             // SAFETY: as above: this rank's buffers, alive and only used on this stream.
             unsafe {
-                g.push_device(self.comm, send_args, send, 0, s)?;
+                g.push_device(self.comm, send_args, input, 0, s)?;
                 g.push_device(self.comm, recv_args, 0, recv, s)?;
             }
         }
