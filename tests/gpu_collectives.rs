@@ -348,20 +348,22 @@ fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
 /// Counts: empty, one element, primes, not multiples of nranks, several FIFO slots.
 const COUNTS: [usize; 6] = [0, 1, 7, 1021, 65_537, 1_000_003];
 
-#[test]
-fn every_collective_on_one_gpu_rank() {
-    let Some(devs) = devices(1) else { return };
+/// The matrix on `n` GPU ranks as threads of this process.
+fn threads_matrix(n: usize) {
+    let Some(devs) = devices(n) else { return };
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     matrix(comms, &COUNTS);
 }
 
 #[test]
+fn every_collective_on_one_gpu_rank() {
+    threads_matrix(1);
+}
+
+#[test]
 fn every_collective_on_two_gpu_ranks() {
-    let Some(devs) = devices(2) else { return };
-    let comms =
-        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
-    matrix(comms, &COUNTS);
+    threads_matrix(2);
 }
 
 #[test]

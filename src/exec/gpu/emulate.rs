@@ -17,7 +17,8 @@ pub(crate) use sync::{Waiting, report_field, word, word32};
 
 use std::sync::atomic::Ordering;
 
-use decode::{ConnDesc, Decoded, KernelOp, StepDesc};
+use super::program::DevConn;
+use decode::{Decoded, KernelOp, StepDesc};
 use sync::{report, wait_at_least};
 
 use super::program::{NO_CONN, Status};
@@ -96,7 +97,7 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
-    fn conn(&self, ix: u16) -> &ConnDesc {
+    fn conn(&self, ix: u16) -> &DevConn {
         &self.p.conns[usize::from(ix)]
     }
 
@@ -273,7 +274,7 @@ impl Block<'_> {
     ///
     /// # Safety
     /// As [`run`].
-    unsafe fn post_send(&mut self, c: &ConnDesc, n: u64) {
+    unsafe fn post_send(&mut self, c: &DevConn, n: u64) {
         // SAFETY: the connection's flags are live ([`run`]).
         unsafe {
             word(c.sizes + 8 * (self.sstep % SLOTS)).store(n, Ordering::Relaxed);
@@ -289,7 +290,7 @@ impl Block<'_> {
     ///
     /// # Safety
     /// As [`run`].
-    unsafe fn free_recv(&mut self, c: &ConnDesc, n: u64) {
+    unsafe fn free_recv(&mut self, c: &DevConn, n: u64) {
         // SAFETY: the connection's flags are live ([`run`]).
         unsafe {
             word(c.head).store(self.rstep + 1, Ordering::Release);
@@ -327,6 +328,6 @@ impl Block<'_> {
 }
 
 /// The address of slot `step % NSLOTS` of `c`'s FIFO (`slot_of`).
-fn slot_of(c: &ConnDesc, step: u64, slot_bytes: u64) -> u64 {
+fn slot_of(c: &DevConn, step: u64, slot_bytes: u64) -> u64 {
     c.fifo + (step % SLOTS) * slot_bytes
 }

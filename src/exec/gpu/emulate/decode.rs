@@ -8,6 +8,7 @@ use super::super::program::{
     CONN_BYTES, LANE_BYTES, NO_CONN, PROGRAM_BYTES, STEP_BYTES, STEP_POST, STEP_PRE,
 };
 use crate::error::{Error, Result};
+use crate::exec::gpu::program::DevConn;
 
 /// `struct Program`: the header.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,27 +54,6 @@ pub(crate) struct LaneDesc {
     pub nsteps: u32,
     /// The lane's channel (for error reports).
     pub channel: u32,
-}
-
-/// `struct Conn`: one end of a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ConnDesc {
-    /// The FIFO's slots.
-    pub fifo: u64,
-    /// `u64[NSLOTS]` slot sizes.
-    pub sizes: u64,
-    /// `u64*` slots posted.
-    pub tail: u64,
-    /// `u64*` slots freed.
-    pub head: u64,
-    /// `u64[2]` this end's persistent slot and byte counts.
-    pub step: u64,
-    /// `u64*` copy of the byte count.
-    pub bytes: u64,
-    /// The rank at the other end.
-    pub peer: u32,
-    /// The channel.
-    pub channel: u16,
 }
 
 /// What a step does (`enum StepOp`).
@@ -162,7 +142,7 @@ pub(crate) struct Decoded {
     /// The lanes.
     pub lanes: Vec<LaneDesc>,
     /// The connection ends.
-    pub conns: Vec<ConnDesc>,
+    pub conns: Vec<DevConn>,
     /// The steps of every lane.
     pub steps: Vec<StepDesc>,
 }
@@ -280,9 +260,9 @@ fn lane(r: &mut Reader<'_>, nsteps: u32) -> Result<LaneDesc> {
     Ok(l)
 }
 
-fn conn(r: &mut Reader<'_>) -> Result<ConnDesc> {
+fn conn(r: &mut Reader<'_>) -> Result<DevConn> {
     let start = r.at;
-    let c = ConnDesc {
+    let c = DevConn {
         fifo: r.u64()?,
         sizes: r.u64()?,
         tail: r.u64()?,

@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::decode::{ConnDesc, Header};
+use super::decode::Header;
+use crate::exec::gpu::program::DevConn;
 
 use super::super::program::Status;
 
@@ -103,7 +104,7 @@ pub(crate) unsafe fn report(
     h: &Header,
     code: Status,
     lane: u32,
-    c: &ConnDesc,
+    c: &DevConn,
     step: u64,
     waiting: Waiting,
 ) {
