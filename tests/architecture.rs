@@ -53,6 +53,8 @@ fn one_definition_per_concept() {
         ("const NSLOTS", "conn.rs"),
         ("struct ChannelBounds ", "graph/comm.rs"),
         ("struct ReduceSpec ", "device/spec.rs"),
+        ("struct DevConn ", "exec/gpu/program.rs"),
+        ("fn interp_kernel(", "device/cuda/compile/entry.rs"),
     ] {
         assert_eq!(
             files_with(def),
@@ -99,6 +101,29 @@ fn counters_are_shareable_across_threads() {
     for (p, text) in sources() {
         if p.components().any(|c| c.as_os_str() == "stats") {
             assert!(!text.contains("RefCell"), "{} holds a RefCell", p.display());
+        }
+    }
+}
+
+/// NVLink multicast objects (NVLS) can take a shared host's GPUs out of service: no source of
+/// the library or its kernels may create or use them.
+#[test]
+fn nothing_creates_nvlink_multicast_objects() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut texts = sources();
+    for e in std::fs::read_dir(root.join("kernels")).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        texts.push((p, text));
+    }
+    assert!(texts.iter().any(|(p, _)| p.ends_with("interp.cu")));
+    for (p, text) in texts {
+        for needle in ["cuMulticast", "multimem.", "CU_MEM_HANDLE_TYPE_FABRIC"] {
+            assert!(
+                !text.contains(needle),
+                "{} mentions {needle}: rnccl never uses NVLink multicast",
+                p.display()
+            );
         }
     }
 }
