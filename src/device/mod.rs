@@ -1,6 +1,8 @@
-//! Backends: the data movers and reducers the executor calls, behind one trait ([`Backend`]),
-//! chosen by the kind of memory an operation's buffers live in ([`MemKind`]). The CPU backend
-//! works on host memory; a CUDA backend runs the same plans with device kernels.
+//! Backends: where an operation's data is moved and reduced, chosen by the kind of memory its
+//! buffers live in ([`MemKind`]). The CPU backend (`cpu`) is what the host executor calls slot
+//! by slot, behind one trait ([`Backend`]). The CUDA backend (`cuda`) is not driven that way:
+//! its kernels run whole plans on the caller's stream (see `exec::gpu`), so it provides the
+//! driver, memory and compiled kernels instead.
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;
