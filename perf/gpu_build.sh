@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Builds what perf/gpu_suite.sh runs on a device machine: the release `rnccl` binary and the GPU
-# test binary, stripped, into .devbin/ (ignored by git; carried with the device tool's `carry`).
+# test binaries, stripped, into .devbin/ (ignored by git; carried with the device tool's `carry`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p rnccl-cli
-bin=$(cargo test --release --no-run --test gpu_collectives --message-format=json 2>/dev/null \
+bins=$(cargo test --release --no-run --test gpu_collectives --test gpu_faults --message-format=json 2>/dev/null \
   | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "gpu_collectives" in m["target"]["name"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"].startswith("gpu_"):
         print(m["executable"])')
 rm -rf .devbin && mkdir -p .devbin
 cp target/release/rnccl .devbin/rnccl
-cp "$bin" ".devbin/$(basename "$bin")"
+for b in $bins; do cp "$b" ".devbin/$(basename "$b")"; done
 strip .devbin/*
 excl="$(git rev-parse --git-common-dir)/info/exclude"; grep -qx "/.devbin/" "$excl" 2>/dev/null || echo "/.devbin/" >>"$excl"
 ls -la .devbin

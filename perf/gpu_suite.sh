@@ -36,10 +36,11 @@ if [ -x .devbin/rnccl ]; then
   run bench_graph .devbin/rnccl bench all_gather --threads --ranks 2 -G 2 -b 1K -e 4M -f 16 -n 5 -w 2
   cat "$out/bench_allreduce.log"
 fi
-tests=$(ls .devbin/gpu_collectives-* 2>/dev/null | head -1)
-if [ -n "$tests" ]; then
-  run gpu_tests timeout "${GPU_TESTS_LIMIT:-900}" "$tests" --test-threads=1
-  grep -E "^test |panicked|rank [0-9]:" "$out/gpu_tests.log" | cut -c1-300 | head -40
-fi
+for t in .devbin/gpu_collectives-* .devbin/gpu_faults-*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t" | cut -d- -f1)
+  run "$name" timeout "${GPU_TESTS_LIMIT:-900}" "$t" --test-threads=1
+  grep -E "^test |panicked|rank [0-9]:" "$out/$name.log" | cut -c1-300 | head -40
+done
 echo "== summary =="
 for k in "${!status[@]}"; do printf '%-24s %s\n' "$k" "${status[$k]}"; done | sort

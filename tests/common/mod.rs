@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod gpu;
 pub(crate) mod netns;
 pub(crate) mod procs;
 
