@@ -5,21 +5,9 @@
 
 mod common;
 
-use common::{TElem, all_ok, compare, input, on_threads, ops_for, reduce_at};
+use common::{FUNCS, TElem, all_ok, compare, input, on_threads, ops_for, reduce_at};
 use rnccl::Func;
 use rnccl::{Communicator, DataType, RedOp};
-
-const FUNCS: [Func; 9] = [
-    Func::AllReduce,
-    Func::Broadcast,
-    Func::Reduce,
-    Func::AllGather,
-    Func::ReduceScatter,
-    Func::AllToAll,
-    Func::Gather,
-    Func::Scatter,
-    Func::Send,
-];
 
 /// Runs one case on this rank and checks its output.
 fn run_case<T: TElem>(

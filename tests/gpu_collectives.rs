@@ -93,40 +93,22 @@ fn large_collectives() {
     let Some(devs) = devices(2) else { return };
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(120), &[])).expect("init");
-    let streams = streams_for(&comms);
-    let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = comms
-            .into_iter()
-            .zip(streams)
-            .map(|(c, s)| {
-                sc.spawn(move || {
-                    let count = (256 << 20) / 4 + 3;
-                    for f in [
-                        Func::AllReduce,
-                        Func::AllGather,
-                        Func::ReduceScatter,
-                        Func::Broadcast,
-                    ] {
-                        let n = c.nranks();
-                        let cnt = if f == Func::AllReduce || f == Func::Broadcast {
-                            count
-                        } else {
-                            count / n
-                        };
-                        run_one::<f32>(&c, &s, f, RedOp::Sum, false, cnt, 77)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("rank thread panicked".into()))
-            })
-            .collect()
+    on_gpu_threads(comms, |c, s| {
+        let count = (256 << 20) / 4 + 3;
+        for f in [
+            Func::AllReduce,
+            Func::AllGather,
+            Func::ReduceScatter,
+            Func::Broadcast,
+        ] {
+            let cnt = match f {
+                Func::AllReduce | Func::Broadcast => count,
+                _ => count / c.nranks(),
+            };
+            run_one::<f32>(c, s, f, RedOp::Sum, false, cnt, 77)?;
+        }
+        Ok(())
     });
-    common::all_ok(results);
 }
 
 /// The matrix with one process per rank on `role`'s transport.

@@ -9,23 +9,11 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use rnccl::config::{Config, Source};
 use rnccl::{CollArgs, CommConfig, Communicator, DataType, Func, RedOp};
 
-use super::{TElem, compare, input, ops_for, reduce_at};
+use super::{FUNCS, TElem, compare, input, ops_for, reduce_at};
 
 /// A test element that can live on the GPU.
 pub(crate) trait GElem: TElem + DeviceRepr {}
 impl<T: TElem + DeviceRepr> GElem for T {}
-
-pub(crate) const FUNCS: [Func; 9] = [
-    Func::AllReduce,
-    Func::Broadcast,
-    Func::Reduce,
-    Func::AllGather,
-    Func::ReduceScatter,
-    Func::AllToAll,
-    Func::Gather,
-    Func::Scatter,
-    Func::Send,
-];
 
 /// The devices to put `n` ranks on, or `None` (after saying why) on a host without GPUs.
 pub(crate) fn devices(n: usize) -> Option<Vec<usize>> {
@@ -329,14 +317,19 @@ pub(crate) fn streams_for(comms: &[Communicator]) -> Vec<Arc<CudaStream>> {
         .collect()
 }
 
-/// [`rank_matrix`] on every rank of `comms` (ranks as threads).
-pub(crate) fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
+/// Runs `f` on every rank of `comms`, each in its own thread with its own stream (made before
+/// any rank launches), and asserts that every rank succeeded.
+pub(crate) fn on_gpu_threads<F>(comms: Vec<Communicator>, f: F)
+where
+    F: Fn(&Communicator, &Arc<CudaStream>) -> Result<(), String> + Sync,
+{
     let streams = streams_for(&comms);
     let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
+        let f = &f;
         let hs: Vec<_> = comms
             .into_iter()
             .zip(streams)
-            .map(|(c, s)| sc.spawn(move || rank_matrix(&c, &s, counts)))
+            .map(|(c, s)| sc.spawn(move || f(&c, &s)))
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -346,6 +339,11 @@ pub(crate) fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
             .collect()
     });
     super::all_ok(results);
+}
+
+/// [`rank_matrix`] on every rank of `comms` (ranks as threads).
+pub(crate) fn matrix(comms: Vec<Communicator>, counts: &[usize]) {
+    on_gpu_threads(comms, |c, s| rank_matrix(c, s, counts));
 }
 
 /// What a child process of [`on_processes`] is asked to do.

@@ -182,6 +182,19 @@ macro_rules! with_type {
     };
 }
 
+/// Every collective, and Send (run as a ring exchange with a Recv): what the matrices cover.
+pub(crate) const FUNCS: [rnccl::Func; 9] = [
+    rnccl::Func::AllReduce,
+    rnccl::Func::Broadcast,
+    rnccl::Func::Reduce,
+    rnccl::Func::AllGather,
+    rnccl::Func::ReduceScatter,
+    rnccl::Func::AllToAll,
+    rnccl::Func::Gather,
+    rnccl::Func::Scatter,
+    rnccl::Func::Send,
+];
+
 /// Every reduction the engine supports, with test scalars for PreMulSum.
 pub(crate) fn ops_for(dt: DataType) -> Vec<RedOp> {
     let scalar = if dt.is_float() {

@@ -7,18 +7,6 @@ use crate::coll::{Algo, CollArgs, Func};
 use crate::dtype::DataType;
 use crate::redop::{RedOp, Scalar};
 
-/// The collectives (point-to-point has its own tests).
-const FUNCS: [Func; 8] = [
-    Func::AllReduce,
-    Func::Broadcast,
-    Func::Reduce,
-    Func::AllGather,
-    Func::ReduceScatter,
-    Func::AllToAll,
-    Func::Gather,
-    Func::Scatter,
-];
-
 /// The algorithms `func` has plans for.
 fn algos(func: Func) -> &'static [Algo] {
     match func {
@@ -47,7 +35,7 @@ const COUNTS: [usize; 4] = [0, 1, 13, 1009];
 fn every_function_size_and_layout() {
     for n in 1..=4 {
         for nch in [1, 2] {
-            for func in FUNCS {
+            for func in Func::ALL.into_iter().filter(|f| !f.p2p()) {
                 for &algo in algos(func) {
                     for count in COUNTS {
                         for in_place in [false, true] {
@@ -113,7 +101,7 @@ fn every_reduction_and_data_type() {
 #[test]
 fn every_data_type_moves() {
     for dtype in DataType::ALL {
-        for func in FUNCS {
+        for func in Func::ALL.into_iter().filter(|f| !f.p2p()) {
             for &algo in algos(func) {
                 let a = args(func, 1009, dtype, RedOp::Sum, 1);
                 check(Case {
