@@ -27,6 +27,9 @@ enum Kind {
     GpuOffer = 7,
     /// A GPU sending end's reply: where the receiver frees slots.
     GpuAck = 8,
+    /// A GPU receiving end's offer to a peer on another host: its data listener and token
+    /// ([`crate::transport::gpu_net`]).
+    GpuNetOffer = 9,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -55,6 +58,11 @@ pub(crate) fn gpu_offer(key: &ConnKey) -> u64 {
 /// The GPU sending end's reply for connection `key`.
 pub(crate) fn gpu_ack(key: &ConnKey) -> u64 {
     tag(Kind::GpuAck, conn(key))
+}
+
+/// The offer of GPU connection `key` to a peer on another host.
+pub(crate) fn gpu_net_offer(key: &ConnKey) -> u64 {
+    tag(Kind::GpuNetOffer, conn(key))
 }
 
 /// Rank 0's channel layout.
@@ -94,6 +102,7 @@ mod tests {
             assert!(all.insert(conn_ack(k)));
             assert!(all.insert(gpu_offer(k)));
             assert!(all.insert(gpu_ack(k)));
+            assert!(all.insert(gpu_net_offer(k)));
         }
         assert!(all.insert(layout()));
         assert!(all.insert(failure_notice()));

@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
 use crate::stats::{Direction, LinkSnapshot, Path};
 use crate::transport::gpu::{GpuEndpoints, GpuRecv, GpuSend, connect};
+use crate::transport::gpu_net::proxy::{Proxy, ProxyControl};
+use crate::transport::tcp::listener::DataListener;
 
 /// Byte offset of the kernel's report in the control block (its own cache line).
 const REPORT_OFF: usize = 64;
@@ -50,6 +52,9 @@ pub(crate) struct GpuComm {
     pub programs: std::sync::Mutex<crate::exec::gpu::Programs>,
     /// This communicator's place in the per-GPU count of the process.
     _sharing: Sharing,
+    /// The proxy thread carrying the connections to other hosts (None: every peer is on
+    /// this host). Stopped in `drop` before the FIFOs it reads and writes are freed.
+    proxy: Option<Proxy>,
 }
 
 /// GPU communicators of this process per device ordinal (see [`GpuComm::new`]).
@@ -114,8 +119,12 @@ pub(crate) struct GpuSetup<'a> {
     pub p2p_disable: bool,
     /// Bound on connecting and on every kernel wait.
     pub timeout: Duration,
-    /// Raised to interrupt connecting.
-    pub abort: &'a AtomicBool,
+    /// Raised to interrupt connecting, and to stop the proxy thread.
+    pub abort: &'a Arc<AtomicBool>,
+    /// This rank's TCP data listener (peers on other hosts connect to it).
+    pub listener: &'a DataListener,
+    /// Data sockets per connection to another host.
+    pub sockets: usize,
     /// The communicator's knobs (`RNCCL_KERNEL_CACHE`).
     pub knobs: &'a crate::config::Config,
 }
@@ -160,13 +169,16 @@ impl GpuComm {
             net_rank: s.net_rank,
             rank: s.rank,
             ctx: &ctx,
+            listener: s.listener,
+            sockets: s.sockets,
             slot_bytes: s.slot_bytes,
             p2p_disable: s.p2p_disable,
             deadline: Deadline::after(s.timeout),
             abort: s.abort,
         };
         let sharing = Sharing::join(s.ordinal);
-        let (sends, recvs) = connect(&ep, &send_keys, &recv_keys)?;
+        let made = connect(&ep, &send_keys, &recv_keys)?;
+        let (sends, recvs) = (made.sends, made.recvs);
         // Ranks sharing a GPU in one process (a test set-up; NCCL refuses it): a kernel module
         // loaded while the other rank's kernel waits for this one would wait for that kernel
         // (module loads serialise the GPU), so every data type's kernels are loaded now.
@@ -184,21 +196,42 @@ impl GpuComm {
             info.bus_id,
             cuda.driver_version,
             sends.len() + recvs.len(),
-            if recvs.iter().any(GpuRecv::through_host) { " via host memory" } else { " via P2P" }
+            if !made.net.is_empty() {
+                " via NET/Socket (host-staged) and local FIFOs"
+            } else if recvs.iter().any(GpuRecv::through_host) {
+                " via host memory"
+            } else {
+                " via P2P"
+            }
         );
+        let proxy = if made.net.is_empty() {
+            None
+        } else {
+            let ctl = ProxyControl {
+                comm_abort: s.abort.clone(),
+                kernel_abort: control.ptr() as u64,
+                stall_timeout: s.timeout,
+                rank: s.rank,
+            };
+            // SAFETY: the FIFOs are owned by `sends` and `recvs` and the abort flag by
+            // `control`, all moved into the GpuComm built below, whose Drop stops the proxy
+            // before they are freed; nothing fallible remains between here and that move.
+            Some(unsafe { Proxy::start(made.net, ctl) }?)
+        };
         Ok(GpuComm {
             ctx,
             info,
             control,
             claim,
-            sends: send_keys.into_iter().zip(sends).collect(),
-            recvs: recv_keys.into_iter().zip(recvs).collect(),
+            sends: sends.into_iter().map(|e| (e.key(), e)).collect(),
+            recvs: recvs.into_iter().map(|e| (e.key(), e)).collect(),
             timeout: s.timeout,
             rank: s.rank,
             slot_bytes: s.slot_bytes,
             kernel_cache,
             programs,
             _sharing: sharing,
+            proxy,
         })
     }
 
@@ -251,8 +284,12 @@ impl GpuComm {
     ///
     /// Errors: [`Error::Timeout`] naming the peer and channel a kernel waited for,
     /// [`Error::Aborted`] after an abort, [`Error::Remote`] when a peer sent a slot of the
-    /// wrong size.
+    /// wrong size; the proxy thread's error, naming the peer and channel, when a connection to
+    /// another host failed (it comes first: it is why the kernels stopped).
     pub(crate) fn async_error(&self, describe: impl Fn(usize) -> String) -> Result<()> {
+        if let Some(e) = self.proxy.as_ref().and_then(Proxy::failure) {
+            return Err(e);
+        }
         let r = self.control.ptr().wrapping_add(REPORT_OFF).cast::<u32>();
         // SAFETY: the report is 32 bytes at REPORT_OFF inside the control block, 4-byte
         // aligned; the kernel writes `code` last, after a system fence, so a nonzero code
@@ -270,13 +307,24 @@ impl GpuComm {
             )
         };
         let what = if waiting == 2 { "a free slot" } else { "data" };
+        let gone = self
+            .proxy
+            .as_ref()
+            .is_some_and(|p| p.closed_without_goodbye(peer as usize));
         let peer = describe(peer as usize);
+        let note = if gone {
+            format!(
+                "; {peer} closed its network connection without a goodbye (its process exited                  or was killed)"
+            )
+        } else {
+            String::new()
+        };
         match Status::from_code(code) {
             None => Ok(()),
             Some(Status::Timeout) => Err(Error::Timeout {
                 what: format!(
                     "in a GPU kernel (GPU {}, lane {lane}, channel {channel}) waiting for {what} \
-                     (slot {step})",
+                     (slot {step}){note}",
                     self.info.ordinal
                 ),
                 waited_for: peer,
@@ -296,23 +344,23 @@ impl GpuComm {
     /// Every connection end's traffic so far, as the kernels published it.
     pub(crate) fn traffic(&self) -> Vec<LinkSnapshot> {
         let snap =
-            |key: &ConnKey, direction, host: bool, (slots, bytes): (u64, u64)| LinkSnapshot {
+            |key: &ConnKey, direction, transport: Path, (slots, bytes): (u64, u64)| LinkSnapshot {
                 peer: key.peer,
                 channel: key.channel,
                 index: key.index,
                 direction,
-                transport: if host { Path::GpuHost } else { Path::GpuP2p },
+                transport,
                 bytes,
                 slots,
             };
         let mut v: Vec<LinkSnapshot> = self
             .sends
             .iter()
-            .map(|(k, s)| snap(k, Direction::Send, s.through_host(), s.counts()))
+            .map(|(k, s)| snap(k, Direction::Send, s.path(), s.counts()))
             .chain(
                 self.recvs
                     .iter()
-                    .map(|(k, r)| snap(k, Direction::Recv, r.through_host(), r.counts())),
+                    .map(|(k, r)| snap(k, Direction::Recv, r.path(), r.counts())),
             )
             .collect();
         v.sort_by_key(|l| (l.peer, l.channel, l.index, l.direction as u8));
@@ -327,6 +375,11 @@ impl Drop for GpuComm {
         if self.ctx.bind_to_thread().is_ok() {
             // SAFETY: the context is current.
             let _ = unsafe { sys::cuCtxSynchronize() };
+        }
+        // The kernels are done with the FIFOs; the proxy goes before them (it says goodbye to
+        // the peers on other hosts, which then know this rank left on purpose).
+        if let Some(p) = &mut self.proxy {
+            p.stop();
         }
     }
 }

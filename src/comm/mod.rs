@@ -87,6 +87,8 @@ impl Core {
             p2p_disable: self.params.p2p_disable,
             timeout: self.timeout,
             abort: &self.abort,
+            listener: &self.listener,
+            sockets: self.params.sockets,
             knobs: &self.knobs,
         })?;
         self.gpu = Some(Arc::new(g));

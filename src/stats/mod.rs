@@ -67,6 +67,8 @@ pub enum Path {
     GpuP2p,
     /// A GPU FIFO in pinned host memory (`NCCL_P2P_DISABLE=1`, or no peer access).
     GpuHost,
+    /// GPU FIFOs in pinned host memory on two hosts, carried over TCP by the proxy thread.
+    GpuNet,
 }
 
 impl From<TransportKind> for Path {

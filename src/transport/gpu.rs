@@ -17,6 +17,11 @@
 //! shared-memory segment both register with their driver
 //! ([`crate::device::cuda::host_shared`]), with `head` in the same segment; its name is
 //! unlinked as soon as the sender has mapped it.
+//!
+//! A peer on another host (a different `host_hash`: `NCCL_HOSTID`, or host name and boot id)
+//! is reached over the network instead ([`super::gpu_net`]): each end keeps a FIFO of the same
+//! layout in its own pinned host memory, and the communicator's proxy thread carries the slots
+//! between them over TCP.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -30,13 +35,17 @@ use crate::device::cuda::ipc::{self, Imported};
 use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error};
 use crate::error::{Error, Result};
 use crate::exec::gpu::program::DevConn;
+use crate::stats::Path;
+use crate::transport::gpu_net::NetJob;
+use crate::transport::gpu_net::proxy::{NetConn, Side};
+use crate::transport::tcp::listener::DataListener;
 
 /// Byte offset of `head` when it lives in the FIFO's shared segment (its own 128-byte line).
-const HEAD_OFF: usize = 128;
+pub(super) const HEAD_OFF: usize = 128;
 /// Bytes before the sizes array (tail and head on their own 128-byte lines).
-const SIZES_OFF: usize = 256;
+pub(super) const SIZES_OFF: usize = 256;
 /// Bytes before the slots (sizes on their own lines; 512-byte aligned slots).
-const SLOTS_OFF: usize = 512;
+pub(super) const SLOTS_OFF: usize = 512;
 
 /// Memory a FIFO (or a `head`) lives in.
 enum FifoMem {
@@ -177,6 +186,8 @@ pub(crate) struct GpuRecv {
     head: u64,
     /// The sender's memory mapped into this process, when it lives in another.
     _far: Option<Far>,
+    /// The sender is on another host: the proxy fills this FIFO from a socket.
+    net: bool,
 }
 
 /// The sending end of a GPU connection.
@@ -193,6 +204,17 @@ pub(crate) struct GpuSend {
     base: u64,
     /// The receiver's memory mapped into this process, when it lives in another.
     _far: Option<Far>,
+    /// The receiver is on another host: the FIFO is this rank's, drained by the proxy.
+    net: bool,
+}
+
+/// How a connection end's bytes move, for its live counters.
+fn path(net: bool, host: bool) -> Path {
+    match (net, host) {
+        (true, _) => Path::GpuNet,
+        (false, true) => Path::GpuHost,
+        (false, false) => Path::GpuP2p,
+    }
 }
 
 impl GpuRecv {
@@ -220,6 +242,16 @@ impl GpuRecv {
     pub(crate) fn through_host(&self) -> bool {
         self.fifo.on_host()
     }
+
+    /// The connection, named from this rank's side.
+    pub(crate) fn key(&self) -> ConnKey {
+        self.key
+    }
+
+    /// How the bytes move.
+    pub(crate) fn path(&self) -> Path {
+        path(self.net, self.through_host())
+    }
 }
 
 impl GpuSend {
@@ -237,9 +269,14 @@ impl GpuSend {
         }
     }
 
-    /// Whether the FIFO is staged through host memory.
-    pub(crate) fn through_host(&self) -> bool {
-        self.host
+    /// The connection, named from this rank's side.
+    pub(crate) fn key(&self) -> ConnKey {
+        self.key
+    }
+
+    /// How the bytes move.
+    pub(crate) fn path(&self) -> Path {
+        path(self.net, self.host)
     }
 
     /// (slots, bytes) sent so far.
@@ -260,6 +297,11 @@ pub(crate) struct GpuEndpoints<'a> {
     pub rank: usize,
     /// This rank's GPU context.
     pub ctx: &'a Arc<CudaContext>,
+    /// This rank's TCP data listener (connections to other hosts).
+    pub listener: &'a DataListener,
+    /// Data sockets per connection to another host
+    /// (`NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD`).
+    pub sockets: usize,
     /// Bytes per FIFO slot.
     pub slot_bytes: usize,
     /// NCCL_P2P_DISABLE: stage every FIFO through host memory.
@@ -271,8 +313,15 @@ pub(crate) struct GpuEndpoints<'a> {
 }
 
 impl GpuEndpoints<'_> {
-    fn describe(&self, rank: usize) -> String {
+    /// "rank 3 (host b, pid 812)" for a communicator rank.
+    pub(super) fn describe(&self, rank: usize) -> String {
         self.net.describe(self.net_rank[rank])
+    }
+
+    /// Whether `rank` runs on another host (its FIFOs are reached over the network).
+    fn other_host(&self, rank: usize) -> bool {
+        let peers = self.net.peers();
+        peers[self.net_rank[self.rank]].host_hash != peers[self.net_rank[rank]].host_hash
     }
 
     /// Whether `rank` lives in this process (addresses are shared).
@@ -285,7 +334,13 @@ impl GpuEndpoints<'_> {
         me.host_hash == p.host_hash && me.pid_ns == p.pid_ns && me.pid == p.pid
     }
 
-    fn send<T: serde::Serialize>(&self, key: &ConnKey, tag: u64, body: &T) -> Result<()> {
+    /// Sends `body` to `key`'s peer under `tag`.
+    pub(super) fn send<T: serde::Serialize>(
+        &self,
+        key: &ConnKey,
+        tag: u64,
+        body: &T,
+    ) -> Result<()> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| Error::Internal(format!("encoding a GPU connection message: {e}")))?;
         self.net.send(
@@ -297,7 +352,8 @@ impl GpuEndpoints<'_> {
         )
     }
 
-    fn recv<T: serde::de::DeserializeOwned>(
+    /// Waits for `key`'s peer's message under `tag` (`what` it was to do, for messages).
+    pub(super) fn recv<T: serde::de::DeserializeOwned>(
         &self,
         key: &ConnKey,
         tag: u64,
@@ -364,25 +420,45 @@ fn no_peer_access(ctx: &Arc<CudaContext>, peer_gpu: u32, peer: &str) -> Error {
     ))
 }
 
+/// What [`connect`] made: the ends the kernels use, and the connections to other hosts the
+/// communicator's proxy thread must drive ([`crate::transport::gpu_net::proxy::Proxy`]).
+pub(crate) struct Connected {
+    /// Sending ends (each knows its key).
+    pub sends: Vec<GpuSend>,
+    /// Receiving ends (each knows its key).
+    pub recvs: Vec<GpuRecv>,
+    /// The ends to peers on other hosts, as the proxy sees them (their FIFOs are owned by
+    /// `sends` and `recvs`, which must outlive the proxy).
+    pub net: Vec<NetConn>,
+}
+
 /// Connects this rank's `sends` and `recvs` (keys named from this rank's side); every peer
-/// must connect the mirror keys at about the same time.
+/// must connect the mirror keys at about the same time. Peers on other hosts are connected
+/// over TCP ([`crate::transport::gpu_net`]); the others through memory both GPUs reach.
 ///
 /// Errors: [`Error::InvalidUsage`] for GPUs of one process without peer access;
 /// [`Error::Timeout`] / [`Error::Aborted`] naming the peer that did not answer;
 /// [`Error::Cuda`] for allocation, IPC or registration failures; [`Error::System`] when
-/// `/dev/shm` refuses a segment.
+/// `/dev/shm` refuses a segment or a data socket fails; [`Error::Remote`] when a peer on
+/// another host cannot be reached.
 pub(crate) fn connect(
     ep: &GpuEndpoints<'_>,
     sends: &[ConnKey],
     recvs: &[ConnKey],
-) -> Result<(Vec<GpuSend>, Vec<GpuRecv>)> {
+) -> Result<Connected> {
     let ctx = ep.ctx;
     let bytes = SLOTS_OFF + NSLOTS * ep.slot_bytes;
+    let (net_sends, sends): (Vec<ConnKey>, Vec<ConnKey>) =
+        sends.iter().partition(|k| ep.other_host(k.peer));
+    let (net_recvs, recvs): (Vec<ConnKey>, Vec<ConnKey>) =
+        recvs.iter().partition(|k| ep.other_host(k.peer));
     // Phase 1: every receiving end offers its FIFO: in its GPU's memory, or staged through
     // host memory (NCCL_P2P_DISABLE): pinned memory for a sender of this process, a shared
-    // segment for one of another.
+    // segment for one of another; for a sender on another host, a FIFO in pinned memory and
+    // this rank's data listener.
+    let net_job = NetJob::offer(ep, &net_recvs)?;
     let mut pending = Vec::with_capacity(recvs.len());
-    for key in recvs {
+    for key in &recvs {
         let fifo = match (ep.p2p_disable, ep.same_process(key.peer)) {
             (false, _) => FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?),
             (true, true) => FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?),
@@ -400,8 +476,8 @@ pub(crate) fn connect(
         pending.push((*key, fifo));
     }
     // Phase 2: every sending end maps the offered FIFO, places head and replies.
-    let mut made_sends = Vec::with_capacity(sends.len());
-    for key in sends {
+    let mut made_sends = Vec::with_capacity(sends.len() + net_sends.len());
+    for key in &sends {
         let offer: Offer = ep.recv(key, tags::gpu_offer(key), "offer its GPU FIFO")?;
         let same = ep.same_process(key.peer);
         if offer.slot_bytes != ep.slot_bytes as u64 {
@@ -462,11 +538,27 @@ pub(crate) fn connect(
             counts: Counts::new(ctx)?,
             base,
             _far: far,
+            net: false,
+        });
+    }
+    let mut net = Vec::new();
+    for mut end in net_job.attach(ep, &net_sends)? {
+        net.push(end.proxy_conn(Side::Send, ep.slot_bytes, ep.describe(end.key.peer)));
+        let base = end.fifo.ptr() as u64;
+        made_sends.push(GpuSend {
+            key: end.key,
+            _head_mem: Some(FifoMem::Host(end.fifo)),
+            head: base + HEAD_OFF as u64,
+            host: true,
+            counts: Counts::new(ctx)?,
+            base,
+            _far: None,
+            net: true,
         });
     }
     // Phase 3: every receiving end learns where to free slots; a shared segment's name goes
     // once its sender has mapped it.
-    let mut made_recvs = Vec::with_capacity(recvs.len());
+    let mut made_recvs = Vec::with_capacity(recvs.len() + net_recvs.len());
     for (key, mut fifo) in pending {
         let ack: Ack = ep.recv(&key, tags::gpu_ack(&key), "attach to its GPU FIFO")?;
         let same = ep.same_process(key.peer);
@@ -490,7 +582,24 @@ pub(crate) fn connect(
             counts: Counts::new(ctx)?,
             head,
             _far: far,
+            net: false,
         });
     }
-    Ok((made_sends, made_recvs))
+    for mut end in net_job.finish(ep)? {
+        net.push(end.proxy_conn(Side::Recv, ep.slot_bytes, ep.describe(end.key.peer)));
+        let fifo = FifoMem::Host(end.fifo);
+        made_recvs.push(GpuRecv {
+            key: end.key,
+            head: fifo.addr() + HEAD_OFF as u64,
+            fifo,
+            counts: Counts::new(ctx)?,
+            _far: None,
+            net: true,
+        });
+    }
+    Ok(Connected {
+        sends: made_sends,
+        recvs: made_recvs,
+        net,
+    })
 }
