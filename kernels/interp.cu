@@ -5,7 +5,8 @@
 // internals §5.3). Every wait polls the communicator's abort flag and gives up after the
 // program's timeout, reporting which lane, peer and slot it waited for.
 //
-// One kernel per (data type, reduction): rnccl_interp_<type>_<op>.
+// One kernel per (data type, reduction): rnccl_interp_<type>_<op>, and beside it the one-shot
+// LL all-reduce of ll.cuh, rnccl_ll_allreduce_<type>_<op>.
 
 #include "reduce.cuh"
 #include "program.cuh"
@@ -227,21 +228,68 @@ __device__ __forceinline__ char* slot_of(const Conn& c, u64 step, u64 slot_bytes
   return (char*)c.fifo + (step % RNCCL_NSLOTS) * slot_bytes;
 }
 
+// Shared-memory bytes a block caches its connections and steps in (see `load`).
+#define RNCCL_CACHE_BYTES 12288
+
+// Copies `bytes` (a multiple of 8) from `src` to `dst` with every thread of the block.
+__device__ __forceinline__ void copy_words(void* dst, const void* src, u64 bytes) {
+  const u64* s = (const u64*)src;
+  u64* d = (u64*)dst;
+  for (u64 i = threadIdx.x; i < bytes / 8; i += blockDim.x) d[i] = s[i];
+}
+
+// The program lives in host memory the GPU reads over PCIe (about a microsecond a read), and
+// the loops below read a connection's addresses for every slot: each block first copies the
+// header, every connection and its own lane's steps into shared memory with all its threads
+// at once (a few reads in flight per thread instead of one dependent read at a time), and
+// reads from there. What does not fit stays where it is.
+struct Cached {
+  const Program* P;
+  const Conn* conns;
+  const Step* steps;  // this lane's first step
+  Lane lane;
+};
+
+__device__ Cached load(const Program* G, Program* hdr, char* cache) {
+  const char* base = (const char*)G;
+  copy_words(hdr, G, sizeof(Program));
+  __syncthreads();
+  const Lane lane = ((const Lane*)(base + hdr->lanes))[blockIdx.x];
+  const u64 cb = (u64)hdr->nconns * sizeof(Conn), sb = (u64)lane.nsteps * sizeof(Step);
+  const Conn* conns = (const Conn*)(base + hdr->conns);
+  const Step* steps = (const Step*)(base + hdr->steps) + lane.first;
+  u64 used = 0;
+  if (cb <= RNCCL_CACHE_BYTES) {
+    copy_words(cache, conns, cb);
+    conns = (const Conn*)cache;
+    used = cb;
+  }
+  if (used + sb <= RNCCL_CACHE_BYTES) {
+    copy_words(cache + used, steps, sb);
+    steps = (const Step*)(cache + used);
+  }
+  __syncthreads();
+  return Cached{hdr, conns, steps, lane};
+}
+
 template <typename T, int OP>
-__device__ void run(const Program* P) {
+__device__ void run(const Program* G) {
   __shared__ BlockState bs;
+  __shared__ Program hdr;
+  __shared__ __align__(16) char cache[RNCCL_CACHE_BYTES];
   const u32 tid = threadIdx.x;
   const u32 lane_ix = blockIdx.x;
-  const char* base = (const char*)P;
-  const Lane lane = ((const Lane*)(base + P->lanes))[lane_ix];
-  const Conn* conns = (const Conn*)(base + P->conns);
-  const Step* steps = (const Step*)(base + P->steps);
+  const Cached cached = load(G, &hdr, cache);
+  const Program* P = cached.P;
+  const Lane lane = cached.lane;
+  const Conn* conns = cached.conns;
+  const Step* steps = cached.steps;
   const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
   const u64 slot = P->slot_bytes;
 
   for (u32 i = 0; i < lane.nsteps; i++) {
     if (tid == 0) {
-      bs.st = steps[lane.first + i];
+      bs.st = steps[i];
       bs.status = ST_OK;
       if (bs.st.send != RNCCL_NO_CONN) {
         const u64* c = (const u64*)conns[bs.st.send].step;
@@ -350,11 +398,14 @@ __device__ void run(const Program* P) {
 
 }  // namespace rnccl
 
+#include "ll.cuh"
+
 #define RNCCL_INTERP(NAME, T, OP)                                                \
   extern "C" __global__ void __launch_bounds__(512) rnccl_interp_##NAME(        \
       const rnccl::Program* p) {                                                \
     rnccl::run<T, OP>(p);                                                       \
-  }
+  }                                                                             \
+  RNCCL_LL(NAME, T, OP)
 
 #define RNCCL_INTERP_TYPE(TN, T)                    \
   RNCCL_INTERP(TN##_sum, T, rnccl::SUM)             \

@@ -53,7 +53,9 @@ fn every_collective_staged_through_host_memory() {
 }
 
 /// One thread drives both ranks: each group holds one operation per rank (NCCL's
-/// ncclCommInitAll usage), so nothing may block between the two launches.
+/// ncclCommInitAll usage), so nothing may block between the two launches, and every driver
+/// call of a launch (LL kernels, input snapshots of in-place AllToAll) must run in its own
+/// GPU's context, not the one the thread last used.
 #[test]
 fn one_thread_drives_both_ranks_in_one_group() {
     let Some(devs) = devices(2) else { return };
@@ -64,18 +66,29 @@ fn one_thread_drives_both_ranks_in_one_group() {
         .map(|c| stream(c.gpu_ordinal().unwrap()))
         .collect();
     let n = comms.len();
-    for (seed, count) in [(3u64, 1usize), (4, 4099), (5, 3_000_017)] {
+    let runs = [
+        (Func::AllReduce, false, 3u64, 1usize),
+        (Func::AllReduce, false, 4, 4099),
+        (Func::AllReduce, false, 5, 3_000_017),
+        (Func::AllToAll, true, 6, 1001),
+        (Func::AllToAll, false, 7, 65_537),
+    ];
+    for (f, in_place, seed, count) in runs {
         let cases: Vec<Case<f32>> = (0..n)
-            .map(|r| case(Func::AllReduce, RedOp::Sum, r, n, count, seed))
+            .map(|r| case(f, RedOp::Sum, r, n, count, seed))
             .collect();
         let mut bufs: Vec<Bufs<f32>> = (0..n)
-            .map(|r| prepare(&comms[r], &streams[r], &cases[r], false))
+            .map(|r| prepare(&comms[r], &streams[r], &cases[r], in_place))
             .collect();
         {
             let mut g = rnccl::group_start();
             for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(&streams) {
                 let a = cases[c.rank()].args;
-                g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
+                if in_place {
+                    g.push_cuda_in_place(c, a, &mut b.recv, s).expect("queue");
+                } else {
+                    g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
+                }
             }
             g.end().expect("group");
         }

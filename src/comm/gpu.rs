@@ -19,6 +19,7 @@ use crate::coll::Rings;
 use crate::conn::ConnKey;
 use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
 use crate::error::{Error, Result};
+use crate::exec::gpu::ll::{LL_MAX_RANKS, LlOp};
 use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
 use crate::stats::{Direction, LinkSnapshot, Path};
 use crate::transport::gpu::{GpuEndpoints, GpuRecv, GpuSend, connect};
@@ -48,6 +49,9 @@ pub(crate) struct GpuComm {
     slot_bytes: usize,
     /// Where compiled kernels are kept (`RNCCL_KERNEL_CACHE`; None: not on disk).
     pub kernel_cache: Option<std::path::PathBuf>,
+    /// The one-shot LL all-reduce's areas, when every rank is on this host and there are
+    /// at most [`LL_MAX_RANKS`].
+    ll: Option<LlPeers>,
     /// Device programs launched so far (the thread driving the communicator locks it).
     pub programs: std::sync::Mutex<crate::exec::gpu::Programs>,
     /// This communicator's place in the per-GPU count of the process.
@@ -55,6 +59,17 @@ pub(crate) struct GpuComm {
     /// The proxy thread carrying the connections to other hosts (None: every peer is on
     /// this host). Stopped in `drop` before the FIFOs it reads and writes are freed.
     proxy: Option<Proxy>,
+}
+
+/// Where a rank's one-shot LL all-reduce stores and finds lines (`kernels/ll.cuh`), per rank
+/// (0 for itself), and its epoch in device memory.
+struct LlPeers {
+    /// `u32[2]`: last epoch used, blocks finished.
+    state: DeviceAlloc,
+    /// Per rank, its LL area for this rank's lines.
+    out: Vec<u64>,
+    /// Per rank, this rank's LL area for its lines.
+    inp: Vec<u64>,
 }
 
 /// GPU communicators of this process per device ordinal (see [`GpuComm::new`]).
@@ -147,6 +162,40 @@ fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey
     (sends, recvs)
 }
 
+/// The LL areas of a communicator whose ranks are all on this host (2 to [`LL_MAX_RANKS`]):
+/// each point-to-point connection carries one after its FIFO. `None` otherwise: the one-shot
+/// kernel stores straight into peers' memory, which ranks on other hosts do not share.
+///
+/// Errors: [`Error::Cuda`] when the epoch's memory cannot be allocated.
+fn ll_peers(
+    s: &GpuSetup<'_>,
+    ctx: &Arc<CudaContext>,
+    sends: &FxHashMap<ConnKey, GpuSend>,
+    recvs: &FxHashMap<ConnKey, GpuRecv>,
+) -> Result<Option<LlPeers>> {
+    let n = s.net_rank.len();
+    let peers = s.net.peers();
+    let host = peers[s.net_rank[s.rank]].host_hash;
+    if !(2..=LL_MAX_RANKS).contains(&n) || s.net_rank.iter().any(|&b| peers[b].host_hash != host) {
+        return Ok(None);
+    }
+    let (mut out, mut inp) = (vec![0; n], vec![0; n]);
+    for r in (0..n).filter(|&r| r != s.rank) {
+        let key = ConnKey::p2p(r);
+        let send = sends.get(&key).and_then(|e| e.ll_area(s.slot_bytes));
+        let recv = recvs.get(&key).and_then(|e| e.ll_area(s.slot_bytes));
+        match (send, recv) {
+            (Some(o), Some(i)) => (out[r], inp[r]) = (o, i),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(LlPeers {
+        state: DeviceAlloc::zeroed(ctx, 8)?,
+        out,
+        inp,
+    }))
+}
+
 impl GpuComm {
     /// Binds the communicator to GPU `s.ordinal` and connects it to its peers (every peer must
     /// do the same at about the same time).
@@ -204,6 +253,9 @@ impl GpuComm {
                 " via P2P"
             }
         );
+        let sends: FxHashMap<ConnKey, GpuSend> = sends.into_iter().map(|e| (e.key(), e)).collect();
+        let recvs: FxHashMap<ConnKey, GpuRecv> = recvs.into_iter().map(|e| (e.key(), e)).collect();
+        let ll = ll_peers(&s, &ctx, &sends, &recvs)?;
         let proxy = if made.net.is_empty() {
             None
         } else {
@@ -223,8 +275,9 @@ impl GpuComm {
             info,
             control,
             claim,
-            sends: sends.into_iter().map(|e| (e.key(), e)).collect(),
-            recvs: recvs.into_iter().map(|e| (e.key(), e)).collect(),
+            sends,
+            recvs,
+            ll,
             timeout: s.timeout,
             rank: s.rank,
             slot_bytes: s.slot_bytes,
@@ -246,6 +299,19 @@ impl GpuComm {
             rank: self.rank as u32,
             slot_bytes: self.slot_bytes as u64,
         }
+    }
+
+    /// The one-shot LL all-reduce of `bytes` bytes per rank from `src` into `dst` (device
+    /// addresses), when this communicator has LL areas with every peer.
+    pub(crate) fn ll_op(&self, src: u64, dst: u64, bytes: usize) -> Option<LlOp> {
+        self.ll.as_ref().map(|l| LlOp {
+            src,
+            dst,
+            bytes,
+            state: l.state.ptr(),
+            out: l.out.clone(),
+            inp: l.inp.clone(),
+        })
     }
 
     /// The connection ends a program of `parts` uses, in [`conn_order`].

@@ -8,20 +8,29 @@ use cudarc::driver::sys;
 
 use super::Communicator;
 use super::group::Queued;
+use super::plans::gpu_ll;
 use crate::coll::{Func, Plan};
 use crate::device::ReduceSpec;
-use crate::device::cuda::{Interp, check};
+use crate::device::cuda::{Interp, THREADS, check, cuda_error};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
+use crate::exec::gpu::ll::{self, LlOp};
 use crate::exec::gpu::program::{DevBuffers, Part, encode};
 use crate::redop::RedOp;
 
-/// One kernel to launch: its parts (an operation's plan and buffers each), the reduction and
-/// the stream.
+/// One kernel to launch: its work, the reduction and the stream.
 struct Launch {
-    parts: Vec<(std::sync::Arc<Plan>, DevBuffers)>,
+    work: Work,
     spec: ReduceSpec,
     stream: sys::CUstream,
+}
+
+/// What a kernel runs.
+enum Work {
+    /// The step interpreter over its parts (an operation's plan and buffers each).
+    Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
+    /// The one-shot LL all-reduce.
+    Ll(LlOp),
 }
 
 /// Launches every operation of `ops` (all on GPU memory).
@@ -63,6 +72,11 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
              a new one"
         )));
     }
+    // One thread may drive several GPUs (ncclCommInitAll): every driver call below (scratch,
+    // input snapshots, LL launches) belongs to this communicator's context.
+    gpu.ctx
+        .bind_to_thread()
+        .map_err(|e| cuda_error(e, format!("binding GPU {}", gpu.info.ordinal)))?;
     gpu.async_error(|r| core.describe(r))?;
     if core.abort.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::Aborted("the communicator was aborted".into()));
@@ -129,20 +143,22 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
         if a.func.p2p() {
             // Send/Recv only move bytes: one byte-wise kernel for all of them.
             let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, n));
-            match p2p {
-                Some(i) => {
-                    if launches[i].stream != q.stream {
+            match p2p.map(|i| &mut launches[i]) {
+                Some(l) => {
+                    if l.stream != q.stream {
                         return Err(Error::invalid_usage(
                             "the Send/Recv operations of one group on one communicator must \
                              share a stream",
                         ));
                     }
-                    launches[i].parts.push((plan, bufs));
+                    if let Work::Program(parts) = &mut l.work {
+                        parts.push((plan, bufs));
+                    }
                 }
                 None => {
                     p2p = Some(launches.len());
                     launches.push(Launch {
-                        parts: vec![(plan, bufs)],
+                        work: Work::Program(vec![(plan, bufs)]),
                         spec,
                         stream: q.stream,
                     });
@@ -150,21 +166,20 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
             }
             continue;
         }
+        let ll = gpu_ll(core, a.func, input.1)
+            .then(|| gpu.ll_op(input.0, bufs.output.0, input.1))
+            .flatten();
         launches.push(Launch {
-            parts: vec![(plan, bufs)],
+            work: match ll {
+                Some(op) => Work::Ll(op),
+                None => Work::Program(vec![(plan, bufs)]),
+            },
             spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
             stream: q.stream,
         });
     }
     let ctl = gpu.control();
     for l in launches {
-        let parts: Vec<Part<'_>> = l
-            .parts
-            .iter()
-            .map(|(plan, bufs)| Part { plan, bufs: *bufs })
-            .collect();
-        let conns = gpu.conns_of(&parts)?;
-        let (program, nlanes) = encode(&parts, &conns, &l.spec, &ctl)?;
         let interp = Interp::get(
             &gpu.ctx,
             gpu.info.arch(),
@@ -172,6 +187,24 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
             gpu.kernel_cache.as_deref(),
         )?;
         let combine = l.spec.combine;
+        let parts = match &l.work {
+            Work::Program(parts) => parts,
+            Work::Ll(op) => {
+                let mut args = ll::encode(op, &l.spec, &ctl)?;
+                let blocks = ll::blocks(op.bytes, THREADS as usize);
+                // SAFETY: the arguments name this communicator's LL areas and epoch (alive as
+                // long as it is) and the caller's buffers (valid until the stream runs the
+                // kernel, the contract of Group::push_device); the stream is the caller's.
+                unsafe { interp.launch_ll(combine, blocks, l.stream, &mut args)? };
+                continue;
+            }
+        };
+        let parts: Vec<Part<'_>> = parts
+            .iter()
+            .map(|(plan, bufs)| Part { plan, bufs: *bufs })
+            .collect();
+        let conns = gpu.conns_of(&parts)?;
+        let (program, nlanes) = encode(&parts, &conns, &l.spec, &ctl)?;
         let mut programs = gpu.programs.lock().unwrap_or_else(|p| p.into_inner());
         programs.run(program, l.stream, |addr| {
             // SAFETY: the program was encoded from this communicator's connections (alive as

@@ -33,20 +33,27 @@ pub(crate) struct Layout {
     pub slot_bytes: usize,
     /// `NCCL_ALGO` as rank 0 has it.
     pub algo: Option<String>,
+    /// `NCCL_PROTO` as rank 0 has it (every rank must pick the same protocol).
+    pub proto: Option<String>,
     /// Where the ring order came from ("rank order", "topology").
     pub source: String,
 }
 
-/// Slot bytes from `NCCL_BUFFSIZE` (bytes per connection; auto: [`CPU_DEFAULT_BUFFSIZE`] on one
-/// host, [`NET_DEFAULT_BUFFSIZE`] across hosts): an eighth of it, rounded down to 64 bytes. The
-/// knob's range ([`BUFFSIZE_MIN`] to [`BUFFSIZE_MAX`]) is the registry's, so the engine and
-/// `env-explain` refuse the same values.
+/// Slot bytes from `NCCL_BUFFSIZE` (bytes per connection; auto: NCCL's 4 MiB
+/// ([`NET_DEFAULT_BUFFSIZE`]) for GPU ranks or across hosts, [`CPU_DEFAULT_BUFFSIZE`] for CPU
+/// ranks on one host): an eighth of it, rounded down to 64 bytes. The knob's range
+/// ([`BUFFSIZE_MIN`] to [`BUFFSIZE_MAX`]) is the registry's, so the engine and `env-explain`
+/// refuse the same values.
+///
+/// GPU ranks take NCCL's default because every slot costs the kernel a block-wide barrier and
+/// a system-scope fence before the flag store: a 64 KiB slot spends a third of its time there
+/// on NVLink, a 512 KiB one a few percent.
 ///
 /// Errors: [`Error::InvalidUsage`] for a value outside the knob's range.
-pub(crate) fn slot_bytes(cfg: &Config, hosts: usize) -> Result<usize> {
+pub(crate) fn slot_bytes(cfg: &Config, hosts: usize, gpu: bool) -> Result<usize> {
     let buff = match cfg.int("NCCL_BUFFSIZE")? {
         b if b >= 0 => usize::try_from(b).unwrap_or(usize::MAX),
-        _ if hosts > 1 => NET_DEFAULT_BUFFSIZE,
+        _ if hosts > 1 || gpu => NET_DEFAULT_BUFFSIZE,
         _ => CPU_DEFAULT_BUFFSIZE,
     };
     check_slot_bytes((buff / NSLOTS) / 64 * 64)
@@ -69,21 +76,27 @@ pub(crate) fn check_slot_bytes(slot: usize) -> Result<usize> {
     Ok(slot)
 }
 
-/// Rank 0's decision for a communicator over `peers`: channel count and ring order from NCCL's
-/// search on the topology (`NCCL_TOPO_FILE`, or GPUs detected on this host) when it describes as
-/// many GPUs per node as there are ranks per host; rank order on [`CPU_DEFAULT_CHANNELS`]
-/// channels otherwise.
+/// Rank 0's decision for a communicator over `peers` (GPU ranks when `gpu`): channel count and
+/// ring order from NCCL's search on the topology (`NCCL_TOPO_FILE`, or GPUs detected on this
+/// host) when it describes as many GPUs per node as there are ranks per host; rank order on
+/// [`CPU_DEFAULT_CHANNELS`] channels otherwise.
 ///
 /// Errors: bad knob values, or an `NCCL_TOPO_FILE` that cannot be read.
-pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
+pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo], gpu: bool) -> Result<Layout> {
     let nranks = peers.len();
-    let slot_bytes = slot_bytes(cfg, ranks_by_host(peers).len())?;
+    let slot_bytes = slot_bytes(cfg, ranks_by_host(peers).len(), gpu)?;
     let algo = cfg.string("NCCL_ALGO").map(str::to_string);
-    if let Some((rings, source)) = topology_rings(cfg, peers)? {
+    let proto = cfg.string("NCCL_PROTO").map(str::to_string);
+    if let Some((mut rings, source)) = topology_rings(cfg, peers)? {
+        let bounds = ChannelBounds::from_config(cfg).map_err(|e| Error::from(*e))?;
+        if gpu && bounds == ChannelBounds::default() {
+            rings = gpu_rings(rings);
+        }
         return Ok(Layout {
             rings,
             slot_bytes,
             algo,
+            proto,
             source,
         });
     }
@@ -93,8 +106,24 @@ pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo]) -> Result<Layout> {
         rings: vec![(0..nranks).collect(); nch],
         slot_bytes,
         algo,
+        proto,
         source: "rank order".into(),
     })
+}
+
+/// Copies of NCCL's channels GPU ranks run when no channel knob is set. rnccl's step
+/// interpreter moves less per thread block than NCCL's Simple primitives, so it needs more
+/// blocks in flight to fill NVLink: on 2×H200 (NCCL's 24 channels), busbw at 4 GB went from
+/// 314 to 334 GB/s (all_reduce), 267 to 326 (all_gather) and 315 to 358 (broadcast) with 48
+/// channels instead of 24, and 32 channels fell in between (perf/gpu_sweep.sh, 2026-11-23).
+const GPU_CHANNEL_COPIES: usize = 2;
+
+/// NCCL's channels for GPU ranks: each ring [`GPU_CHANNEL_COPIES`] times, at most
+/// [`crate::conn::MAX_CHANNELS`] in all (the order of NCCL's own duplication: all of them, then
+/// all again).
+fn gpu_rings(rings: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
+    let n = (rings.len() * GPU_CHANNEL_COPIES).min(crate::conn::MAX_CHANNELS.max(rings.len()));
+    rings.iter().cycle().take(n).cloned().collect()
 }
 
 /// Ranks grouped by host, hosts ordered by their lowest rank, ranks in rank order.
@@ -254,15 +283,37 @@ mod tests {
     }
 
     #[test]
+    fn gpu_ranks_run_each_ring_twice_up_to_the_channel_limit() {
+        let ring = |i: usize| vec![i % 2, 1 - i % 2];
+        let rings: Vec<Vec<usize>> = (0..24).map(ring).collect();
+        let got = gpu_rings(rings.clone());
+        assert_eq!(got.len(), 48);
+        assert_eq!(&got[..24], &rings[..]);
+        assert_eq!(&got[24..], &rings[..]);
+        let many: Vec<Vec<usize>> = (0..40).map(ring).collect();
+        assert_eq!(gpu_rings(many).len(), crate::conn::MAX_CHANNELS);
+    }
+
+    #[test]
     fn buffsize_sets_slots() {
-        assert_eq!(slot_bytes(&cfg(&[]), 1).unwrap(), 64 << 10);
-        assert_eq!(slot_bytes(&cfg(&[]), 2).unwrap(), 512 << 10);
+        assert_eq!(slot_bytes(&cfg(&[]), 1, false).unwrap(), 64 << 10);
+        assert_eq!(slot_bytes(&cfg(&[]), 2, false).unwrap(), 512 << 10);
         assert_eq!(
-            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "4194304")]), 1).unwrap(),
+            slot_bytes(&cfg(&[]), 1, true).unwrap(),
+            512 << 10,
+            "GPU: NCCL's 4 MiB"
+        );
+        assert_eq!(
+            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "4194304")]), 1, false).unwrap(),
             512 << 10
         );
+        assert_eq!(
+            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1048576")]), 1, true).unwrap(),
+            128 << 10,
+            "the knob wins on GPUs too"
+        );
         for bad in ["100", "99999999999999"] {
-            let e = slot_bytes(&cfg(&[("NCCL_BUFFSIZE", bad)]), 1).unwrap_err();
+            let e = slot_bytes(&cfg(&[("NCCL_BUFFSIZE", bad)]), 1, false).unwrap_err();
             assert_eq!(e.code(), crate::ResultCode::InvalidUsage);
             let e = e.to_string();
             assert!(
@@ -270,7 +321,7 @@ mod tests {
                 "{e}"
             );
         }
-        assert!(slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1073741824")]), 1).is_ok());
+        assert!(slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1073741824")]), 1, true).is_ok());
         for bad in [0, 100, 1 << 30] {
             assert!(check_slot_bytes(bad).is_err(), "{bad}");
         }

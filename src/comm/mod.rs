@@ -29,7 +29,7 @@ use crate::bootstrap::unique_id::UniqueId;
 use crate::bootstrap::{BootstrapNet, Deadline, tags};
 use crate::coll::{Geometry, Rings};
 use crate::config::Config;
-use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
+use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
 use crate::error::{Error, Result};
 use crate::exec::{Connections, PeerView, WaitPolicy, spin_cores};
 use crate::graph::tuning::cpu::CpuTuneInput;
@@ -52,6 +52,8 @@ pub(crate) struct Core {
     pub params: TransportParams,
     /// `NCCL_ALGO` as rank 0 had it (for messages).
     pub algo_knob: Option<String>,
+    /// `NCCL_PROTO` (rank 0's), parsed: which protocols GPU kernels may use.
+    pub proto: Option<AlgoProtoList>,
     /// The tuning model that picks each operation's algorithm and channel count.
     pub tuning: Model,
     pub timeout: Duration,
@@ -328,12 +330,13 @@ impl Communicator {
         let (knobs, timeout) = config.resolve()?;
         let params = TransportParams::from_config(&knobs)?;
         // Fail fast on a bad NCCL_BUFFSIZE before meeting the other ranks.
-        layout::slot_bytes(&knobs, 1)?;
+        layout::slot_bytes(&knobs, 1, config.device.is_some())?;
         let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout)?;
         let tag = fnv1a(&id.magic.to_le_bytes());
         let net_rank: Vec<usize> = (0..nranks).collect();
         let deadline = Deadline::after(timeout);
-        let mine = (rank == 0).then(|| layout::decide(&knobs, net.peers()));
+        let mine =
+            (rank == 0).then(|| layout::decide(&knobs, net.peers(), config.device.is_some()));
         let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
         layout::dump_graph(&knobs, rank, net.peers())?;
         Communicator::assemble(
@@ -445,6 +448,12 @@ impl Communicator {
             })?),
             None => None,
         };
+        let proto = match &lay.proto {
+            Some(raw) => Some(AlgoProtoList::parse(raw, &PROTOCOLS).map_err(|e| {
+                Error::invalid_usage(format!("NCCL_PROTO={raw:?} (rank 0's value): {e}"))
+            })?),
+            None => None,
+        };
         let me = &net.peers()[net_rank[rank]];
         let local = net_rank
             .iter()
@@ -475,6 +484,7 @@ impl Communicator {
             geo,
             params,
             algo_knob: lay.algo,
+            proto,
             tuning,
             timeout,
             policy: WaitPolicy::new(local, cores, timeout),

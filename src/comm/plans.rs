@@ -8,9 +8,11 @@ use rustc_hash::FxHashMap;
 
 use super::Core;
 use crate::coll::{self, Algo, CollArgs, Func, Plan};
+use crate::config::syntax::PROTOCOLS;
 use crate::dtype::DataType;
 use crate::error::Error;
 use crate::error::Result;
+use crate::exec::gpu::ll::LL_AUTO_MAX_BYTES;
 use crate::redop::{RedOp, Scalar};
 
 /// Plans kept before the cache starts over.
@@ -153,4 +155,20 @@ fn gpu_choice(
         .div_ceil(GPU_CHANNEL_MIN_BYTES)
         .clamp(1, core.rings.nchannels());
     Ok((Algo::Ring, nch))
+}
+
+/// Whether a GPU all-reduce of `bytes` bytes per rank runs the one-shot LL kernel
+/// (`kernels/ll.cuh`) rather than the ring: when `NCCL_PROTO` allows LL for AllReduce and the
+/// size is at most [`LL_AUTO_MAX_BYTES`], or at any size when it leaves Simple out (rnccl's
+/// rings run Simple; LL128 is not implemented and runs as Simple).
+pub(crate) fn gpu_ll(core: &Core, func: Func, bytes: usize) -> bool {
+    if func != Func::AllReduce {
+        return false;
+    }
+    let allows = |p: &str| {
+        core.proto
+            .as_ref()
+            .is_none_or(|l| l.allows("AllReduce", p, &PROTOCOLS))
+    };
+    allows("LL") && (bytes <= LL_AUTO_MAX_BYTES || !allows("Simple"))
 }

@@ -97,6 +97,7 @@ impl Communicator {
             geo: core.geo,
             params: core.params,
             algo_knob: core.algo_knob.clone(),
+            proto: core.proto.clone(),
             tuning,
             timeout: core.timeout,
             policy: core.policy,

@@ -34,6 +34,7 @@ use crate::device::cuda::host_shared::HostShared;
 use crate::device::cuda::ipc::{self, Imported};
 use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error};
 use crate::error::{Error, Result};
+use crate::exec::gpu::ll::LL_AREA_BYTES;
 use crate::exec::gpu::program::DevConn;
 use crate::stats::Path;
 use crate::transport::gpu_net::NetJob;
@@ -46,6 +47,23 @@ pub(super) const HEAD_OFF: usize = 128;
 pub(super) const SIZES_OFF: usize = 256;
 /// Bytes before the slots (sizes on their own lines; 512-byte aligned slots).
 pub(super) const SLOTS_OFF: usize = 512;
+
+/// Bytes of the FIFO allocation of connection `key`: the flags, the slots and, on a
+/// point-to-point connection, the LL area after them (`kernels/ll.cuh`: the peer's lines of a
+/// one-shot LL all-reduce land there; collectives' connections do not need one).
+fn fifo_bytes(key: &ConnKey, slot_bytes: usize) -> usize {
+    SLOTS_OFF + NSLOTS * slot_bytes + if is_p2p(key) { LL_AREA_BYTES } else { 0 }
+}
+
+fn is_p2p(key: &ConnKey) -> bool {
+    key.index == ConnKey::p2p(key.peer).index
+}
+
+/// The LL area of connection `key` whose FIFO allocation starts at `base` (point-to-point
+/// connections have one).
+fn ll_area(key: &ConnKey, base: u64, slot_bytes: usize) -> Option<u64> {
+    is_p2p(key).then_some(base + (SLOTS_OFF + NSLOTS * slot_bytes) as u64)
+}
 
 /// Memory a FIFO (or a `head`) lives in.
 enum FifoMem {
@@ -233,6 +251,12 @@ impl GpuRecv {
         }
     }
 
+    /// This rank's LL area for the peer's lines (point-to-point connections on this host;
+    /// `slot_bytes` as connected). A network FIFO has none: the peer cannot store into it.
+    pub(crate) fn ll_area(&self, slot_bytes: usize) -> Option<u64> {
+        ll_area(&self.key, self.fifo.addr(), slot_bytes).filter(|_| !self.net)
+    }
+
     /// (slots, bytes) received so far.
     pub(crate) fn counts(&self) -> (u64, u64) {
         self.counts.read()
@@ -277,6 +301,12 @@ impl GpuSend {
     /// How the bytes move.
     pub(crate) fn path(&self) -> Path {
         path(self.net, self.host)
+    }
+
+    /// The peer's LL area for this rank's lines (point-to-point connections on this host;
+    /// `slot_bytes` as connected).
+    pub(crate) fn ll_area(&self, slot_bytes: usize) -> Option<u64> {
+        ll_area(&self.key, self.base, slot_bytes).filter(|_| !self.net)
     }
 
     /// (slots, bytes) sent so far.
@@ -447,7 +477,6 @@ pub(crate) fn connect(
     recvs: &[ConnKey],
 ) -> Result<Connected> {
     let ctx = ep.ctx;
-    let bytes = SLOTS_OFF + NSLOTS * ep.slot_bytes;
     let (net_sends, sends): (Vec<ConnKey>, Vec<ConnKey>) =
         sends.iter().partition(|k| ep.other_host(k.peer));
     let (net_recvs, recvs): (Vec<ConnKey>, Vec<ConnKey>) =
@@ -459,6 +488,7 @@ pub(crate) fn connect(
     let net_job = NetJob::offer(ep, &net_recvs)?;
     let mut pending = Vec::with_capacity(recvs.len());
     for key in &recvs {
+        let bytes = fifo_bytes(key, ep.slot_bytes);
         let fifo = match (ep.p2p_disable, ep.same_process(key.peer)) {
             (false, _) => FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?),
             (true, true) => FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, sys};
 
 use super::compile::cache::cubin;
-use super::compile::entry::{COMBINES, interp_kernel};
+use super::compile::entry::{COMBINES, interp_kernel, ll_kernel};
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
 use crate::dtype::DataType;
@@ -24,6 +24,8 @@ pub(crate) struct Interp {
     ctx: Arc<CudaContext>,
     module: sys::CUmodule,
     funcs: [sys::CUfunction; 4],
+    /// The one-shot LL all-reduce per reduction (kernels/ll.cuh).
+    ll: [sys::CUfunction; 4],
 }
 
 // SAFETY: module and function handles are plain driver handles, valid in any thread once the
@@ -79,23 +81,11 @@ impl Interp {
             ctx: ctx.clone(),
             module,
             funcs: [std::ptr::null_mut(); 4],
+            ll: [std::ptr::null_mut(); 4],
         };
         for (i, c) in COMBINES.into_iter().enumerate() {
-            let name = interp_kernel(dtype, c);
-            let cname = CString::new(name.clone())
-                .map_err(|_| Error::Internal(format!("kernel name {name:?}")))?;
-            // SAFETY: the module is loaded in the current context; the driver writes a handle.
-            let r =
-                unsafe { sys::cuModuleGetFunction(&mut interp.funcs[i], module, cname.as_ptr()) };
-            check(r, || format!("finding kernel {name} on GPU {gpu}"))?;
-            // Load the function now (CUDA loads lazily by default): a lazy load at the first
-            // launch may wait for the kernels already running, which on a GPU shared by two
-            // ranks include the peer's kernel waiting for this one.
-            let mut regs = 0;
-            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS;
-            // SAFETY: a valid function handle of the current context; writes one int.
-            let r = unsafe { sys::cuFuncGetAttribute(&mut regs, attr, interp.funcs[i]) };
-            check(r, || format!("loading kernel {name} on GPU {gpu}"))?;
+            interp.funcs[i] = function(module, &interp_kernel(dtype, c), gpu)?;
+            interp.ll[i] = function(module, &ll_kernel(dtype, c), gpu)?;
         }
         Ok(interp)
     }
@@ -140,6 +130,74 @@ impl Interp {
             || format!("launching {} blocks on GPU {}", lanes, self.ctx.ordinal()),
         )
     }
+
+    /// Launches the one-shot LL all-reduce for `combine` on `stream`: `blocks` blocks of
+    /// [`THREADS`] threads, given `args` (`struct LlArgs` of kernels/ll.cuh, copied into the
+    /// launch by the driver).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context (or null); `args` is a well-formed
+    /// `LlArgs` ([`crate::exec::gpu::ll::encode`]) whose addresses stay valid until the kernel
+    /// completes.
+    ///
+    /// Errors: [`Error::Internal`] for an argument block of the wrong size; [`Error::Cuda`]
+    /// when the launch fails.
+    pub(crate) unsafe fn launch_ll(
+        &self,
+        combine: Combine,
+        blocks: u32,
+        stream: sys::CUstream,
+        args: &mut [u8],
+    ) -> Result<()> {
+        if args.len() != crate::exec::gpu::ll::LL_ARGS_BYTES {
+            return Err(Error::Internal(format!(
+                "an LL argument block of {} bytes",
+                args.len()
+            )));
+        }
+        let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
+        let mut params = [args.as_mut_ptr().cast::<std::ffi::c_void>()];
+        // SAFETY: the function takes one `LlArgs` by value, whose bytes `params` points to
+        // (checked length); the caller vouches for the stream and the addresses inside.
+        check(
+            unsafe {
+                sys::cuLaunchKernel(
+                    self.ll[i],
+                    blocks.max(1),
+                    1,
+                    1,
+                    THREADS,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            || format!("launching the LL all-reduce on GPU {}", self.ctx.ordinal()),
+        )
+    }
+}
+
+/// Kernel `name` of `module` (loaded in the current context), loaded now.
+///
+/// Errors: [`Error::Cuda`] when the module lacks it or it cannot be loaded.
+fn function(module: sys::CUmodule, name: &str, gpu: usize) -> Result<sys::CUfunction> {
+    let cname = CString::new(name).map_err(|_| Error::Internal(format!("kernel name {name:?}")))?;
+    let mut f = std::ptr::null_mut();
+    // SAFETY: the module is loaded in the current context; the driver writes a handle.
+    let r = unsafe { sys::cuModuleGetFunction(&mut f, module, cname.as_ptr()) };
+    check(r, || format!("finding kernel {name} on GPU {gpu}"))?;
+    // Load the function now (CUDA loads lazily by default): a lazy load at the first launch may
+    // wait for the kernels already running, which on a GPU shared by two ranks include the
+    // peer's kernel waiting for this one.
+    let mut regs = 0;
+    let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS;
+    // SAFETY: a valid function handle of the current context; writes one int.
+    let r = unsafe { sys::cuFuncGetAttribute(&mut regs, attr, f) };
+    check(r, || format!("loading kernel {name} on GPU {gpu}"))?;
+    Ok(f)
 }
 
 impl Drop for Interp {

@@ -11,6 +11,7 @@
 //! alone. Only the waits block, and each gives up on abort or timeout.
 
 mod decode;
+pub(crate) mod ll;
 mod sync;
 
 pub(crate) use sync::{Waiting, report_field, word, word32};

@@ -6,6 +6,7 @@
 mod arena;
 #[cfg(test)]
 mod emulate;
+pub(crate) mod ll;
 pub(crate) mod program;
 mod programs;
 #[cfg(test)]

@@ -146,13 +146,14 @@ fn locs(op: &Op) -> (Option<Loc>, Option<Loc>) {
     }
 }
 
-struct Writer(Vec<u8>);
+/// Little-endian bytes of a kernel argument block, in the order the C struct lays them out.
+pub(super) struct Writer(pub(super) Vec<u8>);
 
 impl Writer {
-    fn u64(&mut self, v: u64) {
+    pub(super) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    fn u32(&mut self, v: u32) {
+    pub(super) fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
     fn u16(&mut self, v: u16) {
@@ -161,6 +162,35 @@ impl Writer {
     fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
+}
+
+/// Writes `struct Program` (kernels/program.cuh, [`PROGRAM_BYTES`]): the byte offsets of the
+/// lanes, connections and steps, the communicator's control fields, the reduction's scalars
+/// (identity when `spec` has none: the kernels may apply them unconditionally) and the counts
+/// of lanes, connections and steps.
+pub(super) fn header(
+    w: &mut Writer,
+    offsets: [usize; 3],
+    counts: [u32; 3],
+    spec: &ReduceSpec,
+    ctl: &Control,
+) {
+    for off in offsets {
+        w.u64(off as u64);
+    }
+    w.u64(ctl.slot_bytes);
+    w.u64(ctl.report);
+    w.u64(ctl.abort);
+    w.u64(ctl.claim);
+    w.u64(ctl.timeout_ns);
+    let pre = spec.pre.unwrap_or(crate::Scalar::Int(1));
+    w.0.extend_from_slice(&pre.as_f64().to_le_bytes());
+    w.u64(pre.as_i64() as u64);
+    w.u64(spec.post_div.unwrap_or(1));
+    for c in counts {
+        w.u32(c);
+    }
+    w.u32(ctl.rank);
 }
 
 /// Bytes a lane copies at least before [`split_copies`] spreads a local copy over more thread
@@ -300,23 +330,12 @@ pub(crate) fn encode(
     let too_many = |what| Error::Internal(format!("a program with too many {what} for the GPU"));
     let nlanes32 = u32::try_from(nlanes).map_err(|_| too_many("lanes"))?;
     let mut w = Writer(Vec::with_capacity(total));
-    // struct Program
-    w.u64(lanes_off as u64);
-    w.u64(conns_off as u64);
-    w.u64(steps_off as u64);
-    w.u64(ctl.slot_bytes);
-    w.u64(ctl.report);
-    w.u64(ctl.abort);
-    w.u64(ctl.claim);
-    w.u64(ctl.timeout_ns);
-    let pre = spec.pre.unwrap_or(crate::Scalar::Int(1));
-    w.0.extend_from_slice(&pre.as_f64().to_le_bytes());
-    w.u64(pre.as_i64() as u64);
-    w.u64(spec.post_div.unwrap_or(1));
-    w.u32(nlanes32);
-    w.u32(conns.len() as u32);
-    w.u32(u32::try_from(nsteps).map_err(|_| too_many("steps"))?);
-    w.u32(ctl.rank);
+    let counts = [
+        nlanes32,
+        conns.len() as u32,
+        u32::try_from(nsteps).map_err(|_| too_many("steps"))?,
+    ];
+    header(&mut w, [lanes_off, conns_off, steps_off], counts, spec, ctl);
     // struct Lane[]
     let mut first = 0u32;
     for (key, steps) in &lanes {

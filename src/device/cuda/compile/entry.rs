@@ -29,13 +29,26 @@ pub(crate) fn type_name(dtype: DataType) -> &'static str {
 /// `rnccl_interp_<type>_<op>`, with the type's [`type_name`] (`f32`, `bf16`...) and the
 /// operation as `sum`, `prod`, `max` or `min`.
 pub(crate) fn interp_kernel(dtype: DataType, combine: Combine) -> String {
-    let op = match combine {
+    format!("rnccl_interp_{}_{}", type_name(dtype), op_name(combine))
+}
+
+/// The one-shot LL all-reduce of `kernels/ll.cuh` (built into interp.cu's module) for `dtype`
+/// and `combine`: `rnccl_ll_allreduce_<type>_<op>`, named as [`interp_kernel`].
+pub(crate) fn ll_kernel(dtype: DataType, combine: Combine) -> String {
+    format!(
+        "rnccl_ll_allreduce_{}_{}",
+        type_name(dtype),
+        op_name(combine)
+    )
+}
+
+fn op_name(combine: Combine) -> &'static str {
+    match combine {
         Combine::Sum => "sum",
         Combine::Prod => "prod",
         Combine::Max => "max",
         Combine::Min => "min",
-    };
-    format!("rnccl_interp_{}_{op}", type_name(dtype))
+    }
 }
 
 /// The result check of `kernels/check.cu` for `dtype`: `rnccl_check_<type>`.
@@ -51,7 +64,11 @@ pub(crate) fn entry_points(program: &str) -> Option<Vec<String>> {
         "interp.cu" => Some(
             DataType::ALL
                 .iter()
-                .flat_map(|&d| COMBINES.iter().map(move |&c| interp_kernel(d, c)))
+                .flat_map(|&d| {
+                    COMBINES
+                        .iter()
+                        .flat_map(move |&c| [interp_kernel(d, c), ll_kernel(d, c)])
+                })
                 .collect(),
         ),
         "check.cu" => Some(DataType::ALL.iter().map(|&d| check_kernel(d)).collect()),
@@ -88,7 +105,7 @@ mod tests {
         }
         assert_eq!(check_kernel(DataType::Bfloat16), "rnccl_check_bf16");
         let all = entry_points("interp.cu").unwrap();
-        assert_eq!(all.len(), DataType::ALL.len() * COMBINES.len());
+        assert_eq!(all.len(), 2 * DataType::ALL.len() * COMBINES.len());
         let mut unique = all.clone();
         unique.sort();
         unique.dedup();

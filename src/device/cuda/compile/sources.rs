@@ -34,6 +34,7 @@ macro_rules! kernel_file {
 pub(crate) const SOURCES: &[Source] = &[
     kernel_file!("check.cu"),
     kernel_file!("interp.cu"),
+    kernel_file!("ll.cuh"),
     kernel_file!("program.cuh"),
     kernel_file!("reduce.cuh"),
 ];

@@ -217,7 +217,7 @@ fn fits(r: &Reader<'_>, start: usize, size: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn header(bytes: &[u8]) -> Result<Header> {
+pub(super) fn header(bytes: &[u8]) -> Result<Header> {
     let mut r = Reader { bytes, at: 0 };
     let h = Header {
         lanes: r.u64()?,

@@ -7,5 +7,6 @@ mod collectives;
 mod counters;
 mod fabric;
 mod failures;
+mod ll;
 mod p2p;
 mod reference;

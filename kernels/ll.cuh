@@ -1,0 +1,181 @@
+// All-reduce with NCCL's LL (low-latency) protocol, one-shot: every rank stores its whole
+// input into every peer's LL area as 16-byte lines {data, flag, data, flag} and reduces the
+// lines the peers stored into its own area, in rank order, so every rank computes the same
+// bits. A line is valid when both its flags equal the operation's epoch, so there is no
+// fence and no barrier: one NVLink store per 8 bytes, one local load to see it (NCCL
+// src/device/prims_ll.h; internals §5.3; the one-shot shape of vLLM's custom all-reduce and
+// TensorRT-LLM's Lamport kernels, gpu-backend.md §B.1).
+//
+// Areas hold two halves of `RNCCL_LL_HALF` bytes; an epoch's lines go to half `epoch & 1`. A
+// rank stores epoch e+2's line i only after reading epoch e+1's line i from the peer, which the
+// peer stored only after reading epoch e's line i: the same thread handles line i in every
+// chunk on both ranks, and kernels of one communicator run in stream order. Inputs larger
+// than a half's payload (`RNCCL_LL_HALF / 2`) go in chunks, one epoch each. The epoch lives in
+// device memory (`state[0]`, the last epoch used), advanced by the last block to finish, so
+// back-to-back kernels and CUDA-graph replays continue from it.
+//
+// Mirrored by src/exec/gpu/ll.rs (LlArgs layout and the constants); change both together.
+#pragma once
+
+namespace rnccl {
+
+// Bytes of one half of an LL area (per peer and direction).
+#define RNCCL_LL_HALF (1u << 20)
+// Most ranks of a one-shot LL all-reduce (the peers' addresses travel in the arguments).
+#define RNCCL_LL_MAX_RANKS 8
+
+struct LlArgs {
+  Program ctl;  // report, abort, claim, timeout, scalars and rank; no lanes
+  u64 src;      // input (device address)
+  u64 dst;      // output (device address; may equal src)
+  u64 bytes;    // bytes per rank
+  u64 state;    // u32[2] in device memory: last epoch used, blocks finished
+  u32 nranks;
+  u32 pad;
+  u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
+  u64 in[RNCCL_LL_MAX_RANKS];   // per rank: this rank's LL area for that rank's lines
+};
+static_assert(sizeof(LlArgs) == 272, "LlArgs layout");
+
+__device__ __forceinline__ void st_line(u64 addr, u64 v, u32 flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"((u32)v),
+               "r"(flag), "r"((u32)(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+// Waits for line `addr` to carry `flag` in both halves; returns its 8 data bytes, or sets
+// `status` (abort or timeout).
+__device__ __forceinline__ u64 ld_line(u64 addr, u32 flag, const Program* P, int& status) {
+  u32 a, f0, b, f1;
+  u64 start = 0;
+  u32 spins = 0;
+  for (;;) {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a), "=r"(f0), "=r"(b), "=r"(f1)
+                 : "l"(addr)
+                 : "memory");
+    if (f0 == flag && f1 == flag) return ((u64)b << 32) | a;
+    if (++spins < 1024) continue;
+    spins = 0;
+    if (ld_volatile32((const u32*)P->abort)) {
+      status = ST_ABORTED;
+      return 0;
+    }
+    u64 now = globaltimer();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > P->timeout_ns) {
+      status = ST_TIMEOUT;
+      return 0;
+    }
+  }
+}
+
+// 8 bytes of a buffer of `bytes` bytes starting at byte `at`, element by element (buffers are
+// only element-aligned); bytes past the end read as 0.
+template <typename T>
+__device__ __forceinline__ u64 ld_unit(u64 base, u64 at, u64 bytes) {
+  union {
+    u64 u;
+    T e[8 / sizeof(T)];
+  } v;
+  v.u = 0;
+  const T* p = (const T*)(base + at);
+#pragma unroll
+  for (int j = 0; j < (int)(8 / sizeof(T)); j++)
+    if (at + (j + 1) * sizeof(T) <= bytes) v.e[j] = p[j];
+  return v.u;
+}
+
+template <typename T>
+__device__ __forceinline__ void st_unit(u64 base, u64 at, u64 bytes, u64 u) {
+  union {
+    u64 u;
+    T e[8 / sizeof(T)];
+  } v;
+  v.u = u;
+  T* p = (T*)(base + at);
+#pragma unroll
+  for (int j = 0; j < (int)(8 / sizeof(T)); j++)
+    if (at + (j + 1) * sizeof(T) <= bytes) p[j] = v.e[j];
+}
+
+// acc ⊕ pre(x) element-wise over one 8-byte unit (first: pre(x) alone); `post` on the last.
+template <typename T, int OP>
+__device__ __forceinline__ u64 reduce_unit(u64 acc, u64 x, bool first, bool last,
+                                           const Scalars& s) {
+  typedef Reduce<T, OP> R;
+  union U {
+    u64 u;
+    T e[8 / sizeof(T)];
+  } a, b;
+  a.u = acc;
+  b.u = x;
+#pragma unroll
+  for (int j = 0; j < (int)(8 / sizeof(T)); j++)
+    a.e[j] = first ? R::transform(b.e[j], true, last, s) : R::combine(a.e[j], b.e[j], true, last, s);
+  return a.u;
+}
+
+template <typename T, int OP>
+__device__ void ll_allreduce(const LlArgs& a) {
+  __shared__ u32 epoch0;
+  const Program* P = &a.ctl;
+  const u32 tid = threadIdx.x;
+  if (tid == 0) epoch0 = ld_volatile32((const u32*)a.state);
+  __syncthreads();
+  const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
+  const u64 payload = RNCCL_LL_HALF / 2;
+  const u64 nchunks = a.bytes == 0 ? 0 : (a.bytes + payload - 1) / payload;
+  const u64 me = P->rank;
+  const u64 first = (u64)blockIdx.x * blockDim.x + tid, stride = (u64)blockDim.x * gridDim.x;
+  int status = ST_OK;
+  for (u64 c = 0; c < nchunks && status == ST_OK; c++) {
+    const u32 flag = epoch0 + 1 + (u32)c;
+    const u64 half = (flag & 1) * (u64)RNCCL_LL_HALF;
+    const u64 at0 = c * payload;
+    const u64 n = min(payload, a.bytes - at0);
+    const u64 lines = (n + 7) / 8;
+    for (u64 i = first; i < lines; i += stride) {
+      const u64 v = ld_unit<T>(a.src, at0 + i * 8, a.bytes);
+      for (u32 r = 0; r < a.nranks; r++)
+        if (r != me) st_line(a.out[r] + half + i * 16, v, flag);
+    }
+    for (u64 i = first; i < lines && status == ST_OK; i += stride) {
+      u64 acc = 0;
+      for (u32 r = 0; r < a.nranks; r++) {
+        u64 v;
+        if (r == me) {
+          v = ld_unit<T>(a.src, at0 + i * 8, a.bytes);
+        } else {
+          v = ld_line(a.in[r] + half + i * 16, flag, P, status);
+          if (status != ST_OK) {
+            Conn c = {};
+            c.peer = r;
+            report(P, status, blockIdx.x, c, flag, 1);
+            break;
+          }
+        }
+        acc = reduce_unit<T, OP>(acc, v, r == 0, r + 1 == a.nranks, sc);
+      }
+      if (status == ST_OK) st_unit<T>(a.dst, at0 + i * 8, a.bytes, acc);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    u32* st = (u32*)a.state;
+    if (atomicAdd(st + 1, 1u) == gridDim.x - 1) {
+      st_volatile32(st, epoch0 + (u32)nchunks);
+      st_volatile32(st + 1, 0u);
+    }
+  }
+}
+
+}  // namespace rnccl
+
+#define RNCCL_LL(NAME, T, OP)                                                           \
+  extern "C" __global__ void __launch_bounds__(512) rnccl_ll_allreduce_##NAME(          \
+      const __grid_constant__ rnccl::LlArgs a) {                                        \
+    rnccl::ll_allreduce<T, OP>(a);                                                      \
+  }

@@ -1,0 +1,209 @@
+//! A host model of the one-shot LL all-reduce (`kernels/ll.cuh` `ll_allreduce`): the argument
+//! block decoded as the kernel reads it, lines stored as two 8-byte words `{data, flag}`, the
+//! epoch and its half per chunk, the poll with abort and timeout, the reduction in rank order
+//! and the epoch's advance. The kernel's grid collapses into one thread per rank: it stores
+//! all of a chunk's lines, then reads them all, as each kernel thread does for its own lines.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::decode::{self, Header};
+use super::ptr;
+use super::sync::{Waiting, report, word, word32};
+use crate::device::cpu::reduce::{copy, reduce};
+use crate::device::{ReduceSpec, Transforms};
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::exec::gpu::ll::{LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS};
+use crate::exec::gpu::program::{DevConn, PROGRAM_BYTES, Status};
+use crate::redop::{Combine, Scalar};
+
+/// Polls of a line before the model looks at the abort flag and the clock (the kernel's 1024).
+const SPINS: u32 = 1024;
+
+/// `struct LlArgs` after the header.
+struct Args {
+    src: u64,
+    dst: u64,
+    bytes: u64,
+    state: u64,
+    nranks: u32,
+    out: [u64; LL_MAX_RANKS],
+    inp: [u64; LL_MAX_RANKS],
+}
+
+fn le(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
+    if bytes.len() != LL_ARGS_BYTES {
+        return Err(Error::Internal(format!(
+            "an LL argument block of {} bytes (the kernel's is {LL_ARGS_BYTES})",
+            bytes.len()
+        )));
+    }
+    let h = decode::header(&bytes[..PROGRAM_BYTES])?;
+    let p = PROGRAM_BYTES;
+    let nranks = le(bytes, p + 32) as u32;
+    if nranks as usize > LL_MAX_RANKS || h.rank >= nranks {
+        return Err(Error::Internal(format!(
+            "an LL all-reduce of rank {} among {nranks}",
+            h.rank
+        )));
+    }
+    let list = |off: usize| std::array::from_fn(|r| le(bytes, off + 8 * r));
+    let a = Args {
+        src: le(bytes, p),
+        dst: le(bytes, p + 8),
+        bytes: le(bytes, p + 16),
+        state: le(bytes, p + 24),
+        nranks,
+        out: list(p + 40),
+        inp: list(p + 40 + 8 * LL_MAX_RANKS),
+    };
+    Ok((h, a))
+}
+
+/// Runs the LL all-reduce of `args` (its argument block) as `rnccl_ll_allreduce_<dtype>_<combine>`
+/// would, returning when it finished or stopped (what went wrong is in the header's report).
+///
+/// # Safety
+/// Every address in `args` is a host pointer to live memory while this runs: the input and
+/// output for `bytes` bytes, the LL areas ([`crate::exec::gpu::ll::LL_AREA_BYTES`], 8-byte
+/// aligned, touched by others only atomically), the `u32[2]` state and the control block.
+///
+/// Errors: [`Error::Internal`] when the block does not decode.
+pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Result<()> {
+    let (h, a) = decode(args)?;
+    let pre = if dtype.is_float() {
+        Scalar::Float(h.pre_f)
+    } else {
+        Scalar::Int(h.pre_i)
+    };
+    let spec = ReduceSpec {
+        dtype,
+        combine,
+        pre: Some(pre),
+        post_div: Some(h.post_div),
+    };
+    // SAFETY: the state is a live u32[2] (caller's contract).
+    let (epoch, arrived) = unsafe { (word32(a.state), word32(a.state + 4)) };
+    let epoch0 = epoch.load(Ordering::Relaxed);
+    let nchunks = a.bytes.div_ceil(LL_CHUNK_BYTES as u64);
+    let me = h.rank as usize;
+    let es = dtype.size();
+    'chunks: for c in 0..nchunks {
+        let flag = epoch0.wrapping_add(1 + c as u32);
+        let half = u64::from(flag & 1) * LL_HALF_BYTES as u64;
+        let at0 = c * LL_CHUNK_BYTES as u64;
+        let n = (LL_CHUNK_BYTES as u64).min(a.bytes - at0) as usize;
+        // SAFETY: the input holds `bytes` bytes (caller's contract); copied before any output
+        // is written, as each kernel thread reads its unit before storing it.
+        let mine = unsafe { std::slice::from_raw_parts(ptr(a.src + at0), n) }.to_vec();
+        for (i, unit) in mine.chunks(8).enumerate() {
+            let mut v = [0u8; 8];
+            v[..unit.len()].copy_from_slice(unit);
+            let v = u64::from_le_bytes(v);
+            for r in (0..a.nranks as usize).filter(|&r| r != me) {
+                // SAFETY: line i of the peer's area half (caller's contract: live, atomics).
+                unsafe { st_line(a.out[r] + half + 16 * i as u64, v, flag) };
+            }
+        }
+        let mut acc = vec![0u8; n];
+        let mut line = vec![0u8; n.next_multiple_of(8)];
+        for r in 0..a.nranks as usize {
+            let x: &[u8] = if r == me {
+                &mine
+            } else {
+                for i in 0..n.div_ceil(8) {
+                    let addr = a.inp[r] + half + 16 * i as u64;
+                    // SAFETY: as above, this rank's own area.
+                    match unsafe { ld_line(addr, flag, &h) } {
+                        Ok(v) => line[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes()),
+                        Err(code) => {
+                            let peer = DevConn {
+                                peer: r as u32,
+                                ..DevConn::default()
+                            };
+                            // SAFETY: the control block is live (caller's contract).
+                            unsafe { report(&h, code, 0, &peer, u64::from(flag), Waiting::Data) };
+                            break 'chunks;
+                        }
+                    }
+                }
+                &line[..n]
+            };
+            let t = Transforms {
+                pre: true,
+                post: r + 1 == a.nranks as usize,
+            };
+            let count = n / es;
+            // SAFETY: `acc` and `x` hold `count` elements; `acc` is both source and destination.
+            unsafe {
+                if r == 0 {
+                    copy(&spec, t, acc.as_mut_ptr(), None, x.as_ptr(), count);
+                } else {
+                    let p = acc.as_mut_ptr();
+                    reduce(&spec, t, p, None, p, x.as_ptr(), count);
+                }
+            }
+        }
+        // SAFETY: the output holds `bytes` bytes (caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), ptr(a.dst + at0), n) };
+    }
+    arrived.fetch_add(1, Ordering::AcqRel);
+    epoch.store(epoch0.wrapping_add(nchunks as u32), Ordering::Relaxed);
+    arrived.store(0, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Stores line `{v low, flag, v high, flag}` at `addr` (`st_line`).
+///
+/// # Safety
+/// `addr` is a live, 8-byte aligned line of an LL area accessed only atomically.
+unsafe fn st_line(addr: u64, v: u64, flag: u32) {
+    let f = u64::from(flag) << 32;
+    // SAFETY: caller's contract.
+    unsafe {
+        word(addr).store((v & 0xffff_ffff) | f, Ordering::Relaxed);
+        word(addr + 8).store((v >> 32) | f, Ordering::Relaxed);
+    }
+}
+
+/// Waits for the line at `addr` to carry `flag` in both halves (`ld_line`): its 8 data bytes,
+/// or why it stopped waiting.
+///
+/// # Safety
+/// As [`st_line`]; the header's abort flag is live.
+unsafe fn ld_line(addr: u64, flag: u32, h: &Header) -> std::result::Result<u64, Status> {
+    // SAFETY: caller's contract.
+    let (lo, hi, abort) = unsafe { (word(addr), word(addr + 8), word32(h.abort)) };
+    let mut start: Option<Instant> = None;
+    let mut spins = 0u32;
+    loop {
+        let (a, b) = (lo.load(Ordering::Relaxed), hi.load(Ordering::Relaxed));
+        if (a >> 32) as u32 == flag && (b >> 32) as u32 == flag {
+            return Ok((a & 0xffff_ffff) | (b << 32));
+        }
+        std::thread::yield_now();
+        spins += 1;
+        if spins < SPINS {
+            continue;
+        }
+        spins = 0;
+        if abort.load(Ordering::Relaxed) != 0 {
+            return Err(Status::Aborted);
+        }
+        let now = Instant::now();
+        match start {
+            None => start = Some(now),
+            Some(s) if now - s > Duration::from_nanos(h.timeout_ns) => {
+                return Err(Status::Timeout);
+            }
+            Some(_) => {}
+        }
+    }
+}
