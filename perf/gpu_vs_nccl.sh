@@ -9,7 +9,8 @@
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
 #   there: perf/gpu_vs_nccl.sh            (carry .devbin and .nccl-tests)
 #
-# Knobs: ROUNDS (3), GPUS (all), COLLS, MINBYTES/MAXBYTES for the bandwidth sweep.
+# Knobs: ROUNDS (3), GPUS (all), COLLS, SMALL_COLLS, MINBYTES/MAXBYTES for the bandwidth sweep, RUN_LIMIT
+# (seconds per program run).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,14 +33,16 @@ mkdir -p "$out"
 rounds=${ROUNDS:-3}
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
 colls=${COLLS:-"all_reduce all_gather reduce_scatter broadcast alltoall sendrecv"}
+small=${SMALL_COLLS:-$colls}  # the collectives also timed at 8 B to 512 KB
 minb=${MINBYTES:-1M}
 maxb=${MAXBYTES:-8G}
+limit=${RUN_LIMIT:-120}  # seconds per program run: a hang costs one run, not the whole call
 for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
   [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done
 export RNCCL_KERNEL_CACHE="$out/kernel-cache"
 # NCCL from the wheel, as PyTorch loads it; nccl-tests wants lib/libnccl.so and include/nccl.h.
-wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')
+wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
 home=/tmp/nccl-home
 mkdir -p $home/lib && ln -sf "$wheel/include" $home/include
 for f in "$wheel"/lib/libnccl.so*; do ln -sf "$f" $home/lib/; done
@@ -54,14 +57,15 @@ common="-g $gpus -n 20 -w 5 -c 0"
 for r in $(seq 1 "$rounds"); do
   for c in $colls; do
     for range in "-b 8 -e 512K -f 4" "-b $minb -e $maxb -f 4"; do
+      [[ "$range" == "-b 8 "* && " $small " != *" $c "* ]] && continue
       tag=$(echo "$range" | tr -d ' -')
-      .nccl-tests/build/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
-      .devbin/rnccl bench "$c" $common $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
+      timeout "$limit" .nccl-tests/build/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
+      timeout "$limit" .devbin/rnccl bench "$c" $common $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
     done
   done
   for tag in shm; do
-    NCCL_P2P_DISABLE=1 .nccl-tests/build/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
-    NCCL_P2P_DISABLE=1 .devbin/rnccl bench all_reduce $common -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1
+    NCCL_P2P_DISABLE=1 timeout "$limit" .nccl-tests/build/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
+    NCCL_P2P_DISABLE=1 timeout "$limit" .devbin/rnccl bench all_reduce $common -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1
   done
 done
 python3 - "$out" <<'EOF'
