@@ -21,6 +21,7 @@ use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, 
 use crate::error::{Error, Result};
 use crate::exec::gpu::ll::{LL_MAX_RANKS, LlOp};
 use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
+use crate::exec::gpu::spread::P2P_CHANNELS;
 use crate::stats::{Direction, LinkSnapshot, Path};
 use crate::transport::gpu::{GpuEndpoints, GpuRecv, GpuSend, connect};
 use crate::transport::gpu_net::proxy::{Proxy, ProxyControl};
@@ -146,8 +147,9 @@ pub(crate) struct GpuSetup<'a> {
 
 /// The connections a GPU communicator opens at init: on every channel, a send to the ring's
 /// next rank and a receive from its previous one (with more than one rank); with every rank,
-/// itself included (a Send to oneself is legal in nccl.h), a point-to-point connection each
-/// way.
+/// itself included (a Send to oneself is legal in nccl.h), [`P2P_CHANNELS`] point-to-point
+/// connections each way (large point-to-point steps are cut over them,
+/// [`crate::exec::gpu::spread`]).
 fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey>) {
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
     for c in (0..rings.nchannels()).filter(|_| nranks > 1) {
@@ -156,8 +158,14 @@ fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey
         recvs.push(ConnKey::collective(prev, c));
     }
     for peer in 0..nranks {
-        sends.push(ConnKey::p2p(peer));
-        recvs.push(ConnKey::p2p(peer));
+        for channel in 0..P2P_CHANNELS as u16 {
+            let key = ConnKey {
+                channel,
+                ..ConnKey::p2p(peer)
+            };
+            sends.push(key);
+            recvs.push(key);
+        }
     }
     (sends, recvs)
 }

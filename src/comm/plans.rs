@@ -13,6 +13,7 @@ use crate::dtype::DataType;
 use crate::error::Error;
 use crate::error::Result;
 use crate::exec::gpu::ll::LL_AUTO_MAX_BYTES;
+use crate::exec::gpu::spread::spread_p2p;
 use crate::redop::{RedOp, Scalar};
 
 /// Plans kept before the cache starts over.
@@ -75,15 +76,12 @@ impl PlanCache {
         let n = core.nranks;
         let bytes = args.input_bytes(n).max(args.output_bytes(n));
         let (algo, nch) = choose(core, args.func, bytes)?;
-        let plan = Arc::new(coll::plan(
-            args,
-            core.rank,
-            n,
-            &core.rings,
-            core.geo,
-            algo,
-            nch,
-        )?);
+        let plan = coll::plan(args, core.rank, n, &core.rings, core.geo, algo, nch)?;
+        // GPU ranks cut large point-to-point steps over several connections per peer.
+        let plan = Arc::new(match core.gpu {
+            Some(_) => spread_p2p(&plan),
+            None => plan,
+        });
         if self.plans.len() >= CAPACITY {
             self.plans.clear();
         }

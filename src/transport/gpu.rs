@@ -49,20 +49,20 @@ pub(super) const SIZES_OFF: usize = 256;
 pub(super) const SLOTS_OFF: usize = 512;
 
 /// Bytes of the FIFO allocation of connection `key`: the flags, the slots and, on a
-/// point-to-point connection, the LL area after them (`kernels/ll.cuh`: the peer's lines of a
+/// peer's first point-to-point connection, the LL area after them (`kernels/ll.cuh`: the peer's lines of a
 /// one-shot LL all-reduce land there; collectives' connections do not need one).
 fn fifo_bytes(key: &ConnKey, slot_bytes: usize) -> usize {
-    SLOTS_OFF + NSLOTS * slot_bytes + if is_p2p(key) { LL_AREA_BYTES } else { 0 }
+    SLOTS_OFF + NSLOTS * slot_bytes + if has_ll_area(key) { LL_AREA_BYTES } else { 0 }
 }
 
-fn is_p2p(key: &ConnKey) -> bool {
-    key.index == ConnKey::p2p(key.peer).index
+/// Whether `key` carries the LL area: the first point-to-point connection with its peer.
+fn has_ll_area(key: &ConnKey) -> bool {
+    *key == ConnKey::p2p(key.peer)
 }
 
-/// The LL area of connection `key` whose FIFO allocation starts at `base` (point-to-point
-/// connections have one).
+/// The LL area of connection `key` whose FIFO allocation starts at `base`.
 fn ll_area(key: &ConnKey, base: u64, slot_bytes: usize) -> Option<u64> {
-    is_p2p(key).then_some(base + (SLOTS_OFF + NSLOTS * slot_bytes) as u64)
+    has_ll_area(key).then_some(base + (SLOTS_OFF + NSLOTS * slot_bytes) as u64)
 }
 
 /// Memory a FIFO (or a `head`) lives in.

@@ -9,6 +9,7 @@ mod emulate;
 pub(crate) mod ll;
 pub(crate) mod program;
 mod programs;
+pub(crate) mod spread;
 #[cfg(test)]
 mod tests;
 

@@ -128,3 +128,44 @@ fn every_rank_sends_and_receives_at_once() {
         }
     }
 }
+
+/// A Send large enough to be cut into pieces over several point-to-point connections
+/// ([`spread_p2p`]), as GPU communicators run it: every byte arrives in place.
+#[test]
+fn large_sends_spread_over_connections() {
+    use crate::exec::gpu::spread::spread_p2p;
+    let (n, count) = (2, 80_003);
+    let data = payload(0, count);
+    let send = spread_p2p(&p2p_plan(Func::Send, 0, 1, n, count));
+    let recv = spread_p2p(&p2p_plan(Func::Recv, 1, 0, n, count));
+    assert!(send.lanes.len() > 1, "the send is cut into pieces");
+    assert_eq!(send.lanes.len(), recv.lanes.len());
+    let (input, output) = (Words::from_bytes(&data), Words::zeroed(data.len()));
+    let none = Words::zeroed(0);
+    let at = |w: &Words, len| (w.addr(), len);
+    let jobs = [
+        Job {
+            rank: 0,
+            plan: &send,
+            bufs: DevBuffers {
+                input: at(&input, data.len()),
+                output: at(&none, 0),
+                scratch: at(&none, 0),
+            },
+        },
+        Job {
+            rank: 1,
+            plan: &recv,
+            bufs: DevBuffers {
+                input: at(&none, 0),
+                output: at(&output, data.len()),
+                scratch: at(&none, 0),
+            },
+        },
+    ];
+    let mut f = Fabric::new(n, SLOT, PATIENCE);
+    f.run(&jobs, &spec(), LIMIT);
+    assert_eq!(f.report(0).code, None);
+    assert_eq!(f.report(1).code, None);
+    assert!(output.read(0, data.len()) == data);
+}
