@@ -25,7 +25,11 @@ if [ ! -x .devbin/rnccl ]; then
   echo "gpu_net.sh: .devbin/rnccl is missing: run perf/gpu_build.sh on the build machine" >&2
   exit 2
 fi
-command -v ip >/dev/null || { echo "gpu_net.sh: needs iproute2 (ip)" >&2; exit 2; }
+# Without iproute2 (some device machines lack it) the two "hosts" share the loopback
+# interface instead of a veth pair: NCCL_HOSTID still makes them different hosts, so the GPU
+# connections take the same proxy-and-socket path; only the namespaces are missing.
+netns=1
+command -v ip >/dev/null || { echo "# gpu_net.sh: no iproute2 (ip): both ranks on loopback, own NCCL_HOSTID each"; netns=0; }
 # NVRTC: the toolkit's, else the pip wheel beside PyTorch.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
@@ -45,15 +49,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for n in "${ns[@]}"; do
-  ip netns add "$n" && ip -n "$n" link set lo up || exit 1
-done
-ip link add rnv0 netns "${ns[0]}" type veth peer name rnv0 netns "${ns[1]}" || exit 1
-for i in 0 1; do
-  ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev rnv0 &&
-    ip -n "${ns[$i]}" link set rnv0 up || exit 1
-done
-if command -v ping >/dev/null; then
+if [ $netns = 0 ]; then
+  ns=()
+  addr=(127.0.0.1 127.0.0.1)
+  ifname==lo
+else
+  ifname==rnv0
+  for n in "${ns[@]}"; do
+    ip netns add "$n" && ip -n "$n" link set lo up || exit 1
+  done
+  ip link add rnv0 netns "${ns[0]}" type veth peer name rnv0 netns "${ns[1]}" || exit 1
+  for i in 0 1; do
+    ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev rnv0 &&
+      ip -n "${ns[$i]}" link set rnv0 up || exit 1
+  done
+fi
+if [ $netns = 1 ] && command -v ping >/dev/null; then
   ip netns exec "${ns[0]}" ping -c 1 -W 2 "${addr[1]}" >/dev/null ||
     { echo "gpu_net.sh: the veth pair does not pass traffic" >&2; exit 1; }
 fi
@@ -62,13 +73,15 @@ nvidia-smi -L 2>&1 | tee "$out/gpus.txt"
 port=$((29500 + id % 1000))
 read -r -a sizes <<<"${SIZES:--b 8 -e 1G -f 32}"
 args=(bench all_reduce "${sizes[@]}" -T 120 "$@")
-echo "# rnccl ${args[*]} : rank 0 in ${ns[0]} (${addr[0]}), rank 1 in ${ns[1]} (${addr[1]})"
+echo "# rnccl ${args[*]} : rank 0 in ${ns[0]:-the root namespace} (${addr[0]}), rank 1 in ${ns[1]:-the root namespace} (${addr[1]})"
 t0=$SECONDS
 for r in 0 1; do
   # What a launcher (torchrun) would set: rank, size, local rank (= the GPU), rendezvous.
-  ip netns exec "${ns[$r]}" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+  inns=()
+  [ $netns = 1 ] && inns=(ip netns exec "${ns[$r]}")
+  "${inns[@]}" env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
     MASTER_ADDR="${addr[0]}" MASTER_PORT=$port NCCL_HOSTID="gpu-net-host-$r" \
-    NCCL_SOCKET_IFNAME==rnv0 ${NSOCKS:+NCCL_NSOCKS_PERTHREAD=$NSOCKS} \
+    NCCL_SOCKET_IFNAME=$ifname ${NSOCKS:+NCCL_NSOCKS_PERTHREAD=$NSOCKS} \
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
     timeout 900 .devbin/rnccl "${args[@]}" >"$out/rank$r.out" 2>"$out/rank$r.err" &
   pids+=($!)
