@@ -34,8 +34,15 @@ struct LlArgs {
   u32 pad;
   u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
   u64 in[RNCCL_LL_MAX_RANKS];   // per rank: this rank's LL area for that rank's lines
+  // Per rank, the byte counters of this rank's first point-to-point connection ends with it
+  // (Conn::step and Conn::bytes of the send and receive ends; 0 for this rank): LL traffic
+  // adds to their bytes (index 1), never to their slot counts, which the FIFO protocol owns.
+  u64 out_step[RNCCL_LL_MAX_RANKS];
+  u64 out_live[RNCCL_LL_MAX_RANKS];
+  u64 in_step[RNCCL_LL_MAX_RANKS];
+  u64 in_live[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 272, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 528, "LlArgs layout");
 
 __device__ __forceinline__ void st_line(u64 addr, u64 v, u32 flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"((u32)v),
@@ -168,6 +175,16 @@ __device__ void ll_allreduce(const LlArgs& a) {
     if (atomicAdd(st + 1, 1u) == gridDim.x - 1) {
       st_volatile32(st, epoch0 + (u32)nchunks);
       st_volatile32(st + 1, 0u);
+      for (u32 r = 0; r < a.nranks; r++) {
+        if (r == me) continue;
+        const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};
+        for (int k = 0; k < 2; k++) {
+          u64* c = (u64*)steps[k];
+          const u64 b = c[1] + a.bytes;
+          c[1] = b;
+          st_volatile((u64*)live[k] + 1, b);
+        }
+      }
     }
   }
 }

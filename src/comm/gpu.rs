@@ -71,6 +71,10 @@ struct LlPeers {
     out: Vec<u64>,
     /// Per rank, this rank's LL area for its lines.
     inp: Vec<u64>,
+    /// Per rank, the (step, live) counters of the send end of the connection with it.
+    out_counts: Vec<(u64, u64)>,
+    /// The same for the receive end.
+    inp_counts: Vec<(u64, u64)>,
 }
 
 /// GPU communicators of this process per device ordinal (see [`GpuComm::new`]).
@@ -188,19 +192,26 @@ fn ll_peers(
         return Ok(None);
     }
     let (mut out, mut inp) = (vec![0; n], vec![0; n]);
+    let (mut out_counts, mut inp_counts) = (vec![(0, 0); n], vec![(0, 0); n]);
     for r in (0..n).filter(|&r| r != s.rank) {
         let key = ConnKey::p2p(r);
-        let send = sends.get(&key).and_then(|e| e.ll_area(s.slot_bytes));
-        let recv = recvs.get(&key).and_then(|e| e.ll_area(s.slot_bytes));
-        match (send, recv) {
+        let (Some(send), Some(recv)) = (sends.get(&key), recvs.get(&key)) else {
+            return Ok(None);
+        };
+        match (send.ll_area(s.slot_bytes), recv.ll_area(s.slot_bytes)) {
             (Some(o), Some(i)) => (out[r], inp[r]) = (o, i),
             _ => return Ok(None),
         }
+        let (sc, rc) = (send.dev_conn(), recv.dev_conn());
+        out_counts[r] = (sc.step, sc.bytes);
+        inp_counts[r] = (rc.step, rc.bytes);
     }
     Ok(Some(LlPeers {
         state: DeviceAlloc::zeroed(ctx, 8)?,
         out,
         inp,
+        out_counts,
+        inp_counts,
     }))
 }
 
@@ -319,6 +330,8 @@ impl GpuComm {
             state: l.state.ptr(),
             out: l.out.clone(),
             inp: l.inp.clone(),
+            out_counts: l.out_counts.clone(),
+            inp_counts: l.inp_counts.clone(),
         })
     }
 

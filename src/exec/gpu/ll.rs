@@ -19,7 +19,7 @@ pub(crate) const LL_CHUNK_BYTES: usize = LL_HALF_BYTES / 2;
 /// Most ranks of a one-shot LL all-reduce (kernels/ll.cuh `RNCCL_LL_MAX_RANKS`).
 pub(crate) const LL_MAX_RANKS: usize = 8;
 /// Bytes of `struct LlArgs`.
-pub(crate) const LL_ARGS_BYTES: usize = 272;
+pub(crate) const LL_ARGS_BYTES: usize = 528;
 /// All-reduce inputs up to this many bytes run the one-shot LL kernel when `NCCL_PROTO` allows
 /// LL: below it the ring's round trips per step cost more than storing every byte twice over
 /// (gpu-backend.md §B.4: one-shot LL at the launch floor up to 512 KB on 2×H200, where NCCL's
@@ -46,6 +46,12 @@ pub(crate) struct LlOp {
     pub out: Vec<u64>,
     /// Per rank: this rank's area that rank stores its lines into (0 for this rank).
     pub inp: Vec<u64>,
+    /// Per rank: `(step, live)` counter addresses (device `u64[2]` and host-mapped `u64[2]`)
+    /// of this rank's send end of its first point-to-point connection with that rank, whose
+    /// byte count (index 1) each operation raises by its bytes (0 for this rank).
+    pub out_counts: Vec<(u64, u64)>,
+    /// The same for the receive end.
+    pub inp_counts: Vec<(u64, u64)>,
 }
 
 /// Thread blocks for an LL all-reduce of `bytes` bytes with `threads` threads per block: enough
@@ -63,7 +69,8 @@ pub(crate) fn blocks(bytes: usize, threads: usize) -> u32 {
 /// lists.
 pub(crate) fn encode(op: &LlOp, spec: &ReduceSpec, ctl: &Control) -> Result<Vec<u8>> {
     let n = op.out.len();
-    if n > LL_MAX_RANKS || op.inp.len() != n {
+    if n > LL_MAX_RANKS || op.inp.len() != n || op.out_counts.len() != n || op.inp_counts.len() != n
+    {
         return Err(Error::Internal(format!(
             "an LL all-reduce over {n} ranks with {} incoming areas (at most {LL_MAX_RANKS})",
             op.inp.len()
@@ -77,7 +84,17 @@ pub(crate) fn encode(op: &LlOp, spec: &ReduceSpec, ctl: &Control) -> Result<Vec<
     }
     w.u32(n as u32);
     w.u32(0);
-    for list in [&op.out, &op.inp] {
+    let step = |c: &Vec<(u64, u64)>| c.iter().map(|x| x.0).collect::<Vec<u64>>();
+    let live = |c: &Vec<(u64, u64)>| c.iter().map(|x| x.1).collect::<Vec<u64>>();
+    let lists = [
+        op.out.clone(),
+        op.inp.clone(),
+        step(&op.out_counts),
+        live(&op.out_counts),
+        step(&op.inp_counts),
+        live(&op.inp_counts),
+    ];
+    for list in &lists {
         for r in 0..LL_MAX_RANKS {
             w.u64(list.get(r).copied().unwrap_or(0));
         }
@@ -123,6 +140,8 @@ mod tests {
             state: 0x3000,
             out: vec![0xa0, 0],
             inp: vec![0xb0, 0],
+            out_counts: vec![(0xc0, 0xc8), (0, 0)],
+            inp_counts: vec![(0xd0, 0xd8), (0, 0)],
         };
         let b = encode(&op, &ReduceSpec::copy(crate::DataType::Float32), &ctl).unwrap();
         assert_eq!(b.len(), LL_ARGS_BYTES);
@@ -134,10 +153,15 @@ mod tests {
         assert_eq!(at(144), 0xa0, "out[0]");
         assert_eq!(at(144 + 64), 0xb0, "in[0]");
         assert_eq!(at(144 + 8 * 15), 0, "unused ranks are zero");
-        assert_eq!(144 + 8 * 16, LL_ARGS_BYTES);
+        for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
+            assert_eq!(at(144 + 64 * list), want, "counter list {list}");
+        }
+        assert_eq!(144 + 64 * 6, LL_ARGS_BYTES);
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],
+            out_counts: vec![(0, 0); 9],
+            inp_counts: vec![(0, 0); 9],
             ..op
         };
         assert!(encode(&nine, &ReduceSpec::copy(crate::DataType::Float32), &ctl).is_err());

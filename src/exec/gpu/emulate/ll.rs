@@ -30,6 +30,8 @@ struct Args {
     nranks: u32,
     out: [u64; LL_MAX_RANKS],
     inp: [u64; LL_MAX_RANKS],
+    /// Per rank: the send end's (step, live) counters, then the receive end's.
+    counts: [[u64; LL_MAX_RANKS]; 4],
 }
 
 fn le(b: &[u8], at: usize) -> u64 {
@@ -63,6 +65,7 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
         nranks,
         out: list(p + 40),
         inp: list(p + 40 + 8 * LL_MAX_RANKS),
+        counts: std::array::from_fn(|k| list(p + 40 + 8 * LL_MAX_RANKS * (2 + k))),
     };
     Ok((h, a))
 }
@@ -73,7 +76,8 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
 /// # Safety
 /// Every address in `args` is a host pointer to live memory while this runs: the input and
 /// output for `bytes` bytes, the LL areas ([`crate::exec::gpu::ll::LL_AREA_BYTES`], 8-byte
-/// aligned, touched by others only atomically), the `u32[2]` state and the control block.
+/// aligned, touched by others only atomically), the `u32[2]` state, the connection ends'
+/// `u64[2]` counters and the control block.
 ///
 /// Errors: [`Error::Internal`] when the block does not decode.
 pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Result<()> {
@@ -157,6 +161,19 @@ pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Resu
     arrived.fetch_add(1, Ordering::AcqRel);
     epoch.store(epoch0.wrapping_add(nchunks as u32), Ordering::Relaxed);
     arrived.store(0, Ordering::Relaxed);
+    for r in (0..a.nranks as usize).filter(|&r| r != me) {
+        for (step, live) in [
+            (a.counts[0][r], a.counts[1][r]),
+            (a.counts[2][r], a.counts[3][r]),
+        ] {
+            // SAFETY: live u64[2] counters of this rank's connection ends (caller's contract).
+            unsafe {
+                let b = word(step + 8).load(Ordering::Relaxed) + a.bytes;
+                word(step + 8).store(b, Ordering::Relaxed);
+                word(live + 8).store(b, Ordering::Relaxed);
+            }
+        }
+    }
     Ok(())
 }
 

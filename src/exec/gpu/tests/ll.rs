@@ -20,6 +20,8 @@ struct LlFabric {
     /// (from, to): `to`'s area for `from`'s lines.
     areas: BTreeMap<(usize, usize), Words>,
     state: Vec<Words>,
+    /// (rank, peer, sending): that end's `u64[2]` counters and their live copy.
+    counts: BTreeMap<(usize, usize, bool), [Words; 2]>,
     ctl: Vec<[Words; 3]>,
     timeout: Duration,
 }
@@ -32,8 +34,17 @@ impl LlFabric {
                 areas.insert((from, to), Words::zeroed(LL_AREA_BYTES));
             }
         }
+        let mut counts = BTreeMap::new();
+        for r in 0..n {
+            for p in (0..n).filter(|&p| p != r) {
+                for send in [true, false] {
+                    counts.insert((r, p, send), [Words::zeroed(16), Words::zeroed(16)]);
+                }
+            }
+        }
         LlFabric {
             n,
+            counts,
             areas,
             state: (0..n).map(|_| Words::zeroed(8)).collect(),
             ctl: (0..n)
@@ -58,6 +69,8 @@ impl LlFabric {
             state: self.state[rank].addr(),
             out: (0..self.n).map(|r| area(rank, r)).collect(),
             inp: (0..self.n).map(|r| area(r, rank)).collect(),
+            out_counts: (0..self.n).map(|p| self.counters(rank, p, true)).collect(),
+            inp_counts: (0..self.n).map(|p| self.counters(rank, p, false)).collect(),
         };
         let [report, abort, claim] = &self.ctl[rank];
         let ctl = Control {
@@ -85,6 +98,13 @@ impl LlFabric {
                 });
             }
         });
+    }
+
+    /// Addresses of `rank`'s counters for its end with `peer` ((0, 0) for itself).
+    fn counters(&self, rank: usize, peer: usize, send: bool) -> (u64, u64) {
+        self.counts
+            .get(&(rank, peer, send))
+            .map_or((0, 0), |[s, l]| (s.addr(), l.addr()))
     }
 
     /// (code, peer) of `rank`'s report.
@@ -143,6 +163,7 @@ fn back_to_back_all_reduces_cross_halves_and_chunks() {
     for n in [2, 3] {
         let f = LlFabric::new(n, Duration::from_secs(20));
         let mut epochs = 0u64;
+        let mut moved = 0u64;
         for (i, bytes) in [4, 12, 4000, LL_CHUNK_BYTES + 44, 8, 2 * LL_CHUNK_BYTES]
             .into_iter()
             .enumerate()
@@ -150,8 +171,16 @@ fn back_to_back_all_reduces_cross_halves_and_chunks() {
             let op = [RedOp::Sum, RedOp::Max, RedOp::Avg][i % 3];
             run_case(n, bytes, op, i % 2 == 1, &f);
             epochs += bytes.div_ceil(LL_CHUNK_BYTES) as u64;
+            moved += bytes as u64;
             for r in 0..n {
                 assert_eq!(f.state[r].word(0) & 0xffff_ffff, epochs, "rank {r}'s epoch");
+                for p in (0..n).filter(|&p| p != r) {
+                    for send in [true, false] {
+                        let [step, live] = &f.counts[&(r, p, send)];
+                        assert_eq!(step.word(0), 0, "slot counts belong to the FIFO");
+                        assert_eq!((step.word(1), live.word(1)), (moved, moved));
+                    }
+                }
             }
         }
     }
