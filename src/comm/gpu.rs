@@ -21,7 +21,7 @@ use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, 
 use crate::error::{Error, Result};
 use crate::exec::gpu::ll::{LL_MAX_RANKS, LlOp};
 use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
-use crate::exec::gpu::spread::P2P_CHANNELS;
+use crate::exec::gpu::spread::p2p_channels;
 use crate::stats::{Direction, LinkSnapshot, Path};
 use crate::transport::gpu::{GpuEndpoints, GpuRecv, GpuSend, connect};
 use crate::transport::gpu_net::proxy::{Proxy, ProxyControl};
@@ -53,6 +53,8 @@ pub(crate) struct GpuComm {
     /// The one-shot LL all-reduce's areas, when every rank is on this host and there are
     /// at most [`LL_MAX_RANKS`].
     ll: Option<LlPeers>,
+    /// Point-to-point connections per peer (each way).
+    p2p_channels: usize,
     /// Device programs launched so far (the thread driving the communicator locks it).
     pub programs: std::sync::Mutex<crate::exec::gpu::Programs>,
     /// This communicator's place in the per-GPU count of the process.
@@ -151,10 +153,10 @@ pub(crate) struct GpuSetup<'a> {
 
 /// The connections a GPU communicator opens at init: on every channel, a send to the ring's
 /// next rank and a receive from its previous one (with more than one rank); with every rank,
-/// itself included (a Send to oneself is legal in nccl.h), [`P2P_CHANNELS`] point-to-point
-/// connections each way (large point-to-point steps are cut over them,
+/// itself included (a Send to oneself is legal in nccl.h), `p2p` point-to-point connections
+/// each way (large point-to-point steps are cut over them,
 /// [`crate::exec::gpu::spread`]).
-fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey>) {
+fn keys(rank: usize, nranks: usize, rings: &Rings, p2p: usize) -> (Vec<ConnKey>, Vec<ConnKey>) {
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
     for c in (0..rings.nchannels()).filter(|_| nranks > 1) {
         let (_, next, prev) = rings.neighbours(c, rank);
@@ -162,7 +164,7 @@ fn keys(rank: usize, nranks: usize, rings: &Rings) -> (Vec<ConnKey>, Vec<ConnKey
         recvs.push(ConnKey::collective(prev, c));
     }
     for peer in 0..nranks {
-        for channel in 0..P2P_CHANNELS as u16 {
+        for channel in 0..p2p as u16 {
             let key = ConnKey {
                 channel,
                 ..ConnKey::p2p(peer)
@@ -230,7 +232,8 @@ impl GpuComm {
         let claim = DeviceAlloc::zeroed(&ctx, 4)?;
         // Pinned now, before any kernel runs: pinning later would serialise the streams.
         let programs = std::sync::Mutex::new(crate::exec::gpu::Programs::new(&ctx)?);
-        let (send_keys, recv_keys) = keys(s.rank, s.net_rank.len(), s.rings);
+        let p2p = p2p_channels(s.p2p_disable);
+        let (send_keys, recv_keys) = keys(s.rank, s.net_rank.len(), s.rings, p2p);
         let ep = GpuEndpoints {
             net: s.net,
             comm_tag: s.comm_tag,
@@ -297,6 +300,7 @@ impl GpuComm {
             sends,
             recvs,
             ll,
+            p2p_channels: p2p,
             timeout: s.timeout,
             rank: s.rank,
             slot_bytes: s.slot_bytes,
@@ -318,6 +322,12 @@ impl GpuComm {
             rank: self.rank as u32,
             slot_bytes: self.slot_bytes as u64,
         }
+    }
+
+    /// Point-to-point connections this communicator opened with every peer (each way): the
+    /// most pieces a point-to-point step is cut into ([`crate::exec::gpu::spread`]).
+    pub(crate) fn p2p_channels(&self) -> usize {
+        self.p2p_channels
     }
 
     /// The one-shot LL all-reduce of `bytes` bytes per rank from `src` into `dst` (device

@@ -89,7 +89,10 @@ pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo], gpu: bool) -> Result<Layo
     let proto = cfg.string("NCCL_PROTO").map(str::to_string);
     if let Some((mut rings, source)) = topology_rings(cfg, peers)? {
         let bounds = ChannelBounds::from_config(cfg).map_err(|e| Error::from(*e))?;
-        if gpu && bounds == ChannelBounds::default() {
+        // Host-staged FIFOs (NCCL_P2P_DISABLE) are bound by PCIe, not by blocks: NCCL's own
+        // (smaller) channel count for that topology already beat NCCL there (1.03-1.13x busbw
+        // on 2xH200), and every extra channel costs 4 MiB of pinned or /dev/shm memory.
+        if gpu && bounds == ChannelBounds::default() && !cfg.flag("NCCL_P2P_DISABLE")? {
             rings = gpu_rings(rings);
         }
         return Ok(Layout {
@@ -111,7 +114,7 @@ pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo], gpu: bool) -> Result<Layo
     })
 }
 
-/// Copies of NCCL's channels GPU ranks run when no channel knob is set. rnccl's step
+/// Copies of NCCL's channels GPU ranks run over peer access when no channel knob is set. rnccl's step
 /// interpreter moves less per thread block than NCCL's Simple primitives, so it needs more
 /// blocks in flight to fill NVLink: on 2×H200 (NCCL's 24 channels), busbw at 4 GB went from
 /// 314 to 334 GB/s (all_reduce), 267 to 326 (all_gather) and 315 to 358 (broadcast) with 48
@@ -280,6 +283,51 @@ mod tests {
             "min wins, as in NCCL"
         );
         assert!(count(&[("NCCL_MAX_NCHANNELS", "four")], 2).is_err());
+    }
+
+    /// Two ranks of one host on the 2×H200 topology NCCL dumped (24 channels).
+    fn h200_peers() -> Vec<PeerInfo> {
+        (0..2)
+            .map(|r| PeerInfo {
+                rank: r,
+                hostname: "vm".into(),
+                host_hash: 7,
+                pid: 100,
+                pid_ns: 1,
+                shm_dev: 1,
+                bootstrap: "127.0.0.1:1".parse().unwrap(),
+                iface: "lo".into(),
+                version: "test".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gpu_layouts_double_the_channels_over_peer_access_only() {
+        let topo = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/anchors/h200x2/topo.xml"
+        );
+        let peers = h200_peers();
+        let nch = |pairs: &[(&str, &str)], gpu| {
+            let mut all = vec![("NCCL_TOPO_FILE", topo)];
+            all.extend_from_slice(pairs);
+            decide(&cfg(&all), &peers, gpu).unwrap().rings.len()
+        };
+        assert_eq!(nch(&[], false), 24, "CPU ranks: NCCL's channels");
+        assert_eq!(nch(&[], true), 48, "GPU ranks over peer access: twice");
+        let off = [("NCCL_P2P_DISABLE", "1")];
+        assert_eq!(
+            nch(&off, true),
+            nch(&off, false),
+            "host-staged: NCCL's own count"
+        );
+        assert_eq!(
+            nch(&[("NCCL_MAX_NCHANNELS", "8")], true),
+            8,
+            "a knob: its meaning"
+        );
+        assert_eq!(nch(&[("NCCL_MIN_NCHANNELS", "32")], true), 32);
     }
 
     #[test]

@@ -78,8 +78,8 @@ impl PlanCache {
         let (algo, nch) = choose(core, args.func, bytes)?;
         let plan = coll::plan(args, core.rank, n, &core.rings, core.geo, algo, nch)?;
         // GPU ranks cut large point-to-point steps over several connections per peer.
-        let plan = Arc::new(match core.gpu {
-            Some(_) => spread_p2p(&plan),
+        let plan = Arc::new(match &core.gpu {
+            Some(g) => spread_p2p(&plan, g.p2p_channels()),
             None => plan,
         });
         if self.plans.len() >= CAPACITY {

@@ -11,18 +11,31 @@
 use crate::coll::{Lane, LaneKey, Op, Plan, Step};
 use crate::conn::ConnKey;
 
-/// Point-to-point connections a GPU rank opens with every peer (each way): the most thread
-/// blocks one peer's traffic runs on.
+/// Point-to-point connections a GPU rank opens with every peer (each way) over peer access:
+/// the most thread blocks one peer's traffic runs on.
 pub(crate) const P2P_CHANNELS: usize = 16;
+/// The same through host memory (NCCL_P2P_DISABLE), where PCIe, not the blocks, bounds the
+/// bandwidth and every connection costs 4 MiB of pinned or /dev/shm memory.
+pub(crate) const P2P_CHANNELS_HOST: usize = 4;
+
+/// Point-to-point connections per peer for GPU ranks whose FIFOs are `host_staged` or not.
+pub(crate) fn p2p_channels(host_staged: bool) -> usize {
+    if host_staged {
+        P2P_CHANNELS_HOST
+    } else {
+        P2P_CHANNELS
+    }
+}
 /// Bytes a piece gets at least: a step is cut into at most `bytes / P2P_PIECE_MIN` pieces.
 const P2P_PIECE_MIN: usize = 256 << 10;
 /// Piece boundaries fall on multiples of this (keeps pieces aligned like the whole for the
 /// kernel's 16-byte accesses, and whole elements).
 const P2P_PIECE_ALIGN: usize = 4096;
 
-/// Where the pieces of a `bytes`-byte step start and how long they are.
-fn pieces(bytes: usize) -> Vec<(usize, usize)> {
-    let k = (bytes / P2P_PIECE_MIN).clamp(1, P2P_CHANNELS);
+/// Where the pieces of a `bytes`-byte step cut over at most `channels` connections start and
+/// how long they are.
+fn pieces(bytes: usize, channels: usize) -> Vec<(usize, usize)> {
+    let k = (bytes / P2P_PIECE_MIN).clamp(1, channels.max(1));
     let piece = bytes.div_ceil(k).next_multiple_of(P2P_PIECE_ALIGN);
     let mut out = Vec::with_capacity(k);
     let mut off = 0;
@@ -65,9 +78,9 @@ fn piece_of(step: &Step, off: usize, n: usize, channel: usize) -> Option<Step> {
 }
 
 /// `plan` with every lane of point-to-point Sends to or Recvs from one peer spread over up to
-/// [`P2P_CHANNELS`] lanes (piece `j` of each step on lane and connection `j`); other lanes as
-/// they were.
-pub(crate) fn spread_p2p(plan: &Plan) -> Plan {
+/// `channels` lanes (piece `j` of each step on lane and connection `j`); other lanes as they
+/// were. Both ends must use the same `channels` ([`p2p_channels`] of a setting all ranks share).
+pub(crate) fn spread_p2p(plan: &Plan, channels: usize) -> Plan {
     let mut lanes: Vec<Lane> = Vec::with_capacity(plan.lanes.len());
     for (key, steps) in &plan.lanes {
         let split = matches!(key, LaneKey::SendTo(_) | LaneKey::RecvFrom(_))
@@ -76,9 +89,9 @@ pub(crate) fn spread_p2p(plan: &Plan) -> Plan {
             lanes.push((*key, steps.clone()));
             continue;
         }
-        let mut sub: Vec<Vec<Step>> = vec![Vec::new(); P2P_CHANNELS];
+        let mut sub: Vec<Vec<Step>> = vec![Vec::new(); channels.max(1)];
         for s in steps {
-            for (j, (off, n)) in pieces(s.bytes).into_iter().enumerate() {
+            for (j, (off, n)) in pieces(s.bytes, channels).into_iter().enumerate() {
                 if let Some(p) = piece_of(s, off, n, j) {
                     sub[j].push(p);
                 }
@@ -97,7 +110,7 @@ mod tests {
     #[test]
     fn pieces_cover_the_step_aligned_and_capped() {
         for bytes in [0, 1, 4096, 300 << 10, (8 << 20) + 12, 1 << 30] {
-            let p = pieces(bytes);
+            let p = pieces(bytes, P2P_CHANNELS);
             assert!(p.len() <= P2P_CHANNELS && !p.is_empty(), "{bytes}");
             let mut next = 0;
             for &(off, n) in &p {
@@ -107,8 +120,13 @@ mod tests {
             }
             assert_eq!(next, bytes);
         }
-        assert_eq!(pieces(100 << 10).len(), 1, "small steps stay whole");
-        assert_eq!(pieces(1 << 30).len(), P2P_CHANNELS);
+        assert_eq!(
+            pieces(100 << 10, P2P_CHANNELS).len(),
+            1,
+            "small steps stay whole"
+        );
+        assert_eq!(pieces(1 << 30, P2P_CHANNELS).len(), P2P_CHANNELS);
+        assert_eq!(pieces(1 << 30, P2P_CHANNELS_HOST).len(), P2P_CHANNELS_HOST);
     }
 
     #[test]
@@ -160,8 +178,11 @@ mod tests {
             0,
             Algo::Direct,
         );
-        let (s, r) = (spread_p2p(&send), spread_p2p(&recv));
-        let k = pieces(bytes).len();
+        let (s, r) = (
+            spread_p2p(&send, P2P_CHANNELS),
+            spread_p2p(&recv, P2P_CHANNELS),
+        );
+        let k = pieces(bytes, P2P_CHANNELS).len();
         assert!(k > 1);
         assert_eq!(s.lanes.len(), k);
         assert_eq!(r.lanes.len(), k);

@@ -133,11 +133,11 @@ fn every_rank_sends_and_receives_at_once() {
 /// ([`spread_p2p`]), as GPU communicators run it: every byte arrives in place.
 #[test]
 fn large_sends_spread_over_connections() {
-    use crate::exec::gpu::spread::spread_p2p;
+    use crate::exec::gpu::spread::{P2P_CHANNELS, spread_p2p};
     let (n, count) = (2, 80_003);
     let data = payload(0, count);
-    let send = spread_p2p(&p2p_plan(Func::Send, 0, 1, n, count));
-    let recv = spread_p2p(&p2p_plan(Func::Recv, 1, 0, n, count));
+    let send = spread_p2p(&p2p_plan(Func::Send, 0, 1, n, count), P2P_CHANNELS);
+    let recv = spread_p2p(&p2p_plan(Func::Recv, 1, 0, n, count), P2P_CHANNELS);
     assert!(send.lanes.len() > 1, "the send is cut into pieces");
     assert_eq!(send.lanes.len(), recv.lanes.len());
     let (input, output) = (Words::from_bytes(&data), Words::zeroed(data.len()));
