@@ -28,7 +28,7 @@ use crate::device::cpu::reduce::{copy, reduce};
 use crate::device::{ReduceSpec, Transforms};
 use crate::dtype::DataType;
 use crate::error::Result;
-use crate::redop::{Combine, Scalar};
+use crate::redop::Combine;
 
 /// Slots per FIFO, as the kernel counts them.
 const SLOTS: u64 = NSLOTS as u64;
@@ -48,17 +48,7 @@ const SLOTS: u64 = NSLOTS as u64;
 pub(crate) unsafe fn run(program: &[u8], dtype: DataType, combine: Combine) -> Result<()> {
     let p = decode::decode(program)?;
     let h = &p.header;
-    let pre = if dtype.is_float() {
-        Scalar::Float(h.pre_f)
-    } else {
-        Scalar::Int(h.pre_i)
-    };
-    let spec = ReduceSpec {
-        dtype,
-        combine,
-        pre: Some(pre),
-        post_div: Some(h.post_div),
-    };
+    let spec = h.spec(dtype, combine);
     std::thread::scope(|s| {
         for lane in 0..h.nlanes {
             let mut b = Block {

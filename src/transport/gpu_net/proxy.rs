@@ -41,7 +41,7 @@
 use std::collections::BTreeSet;
 use std::io::{IoSlice, Read};
 use std::net::TcpStream;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -52,6 +52,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::conn::NSLOTS;
 use crate::error::{Error, Result};
+use crate::transport::tcp::framing::send_vectored;
 
 /// Slots per FIFO, as a sequence-number stride.
 const SLOTS: u64 = NSLOTS as u64;
@@ -473,12 +474,12 @@ impl Conn {
             // slot_bytes.
             let data = unsafe { std::slice::from_raw_parts(fifo.slot(s.seq), size) };
             let r = if s.done < HEADER {
-                send_parts(
+                send_vectored(
                     &s.stream,
                     &[IoSlice::new(&s.header[s.done..]), IoSlice::new(data)],
                 )
             } else {
-                send_parts(&s.stream, &[IoSlice::new(&data[s.done - HEADER..])])
+                send_vectored(&s.stream, &[IoSlice::new(&data[s.done - HEADER..])])
             };
             match r {
                 Ok(n) => {
@@ -656,19 +657,6 @@ impl Conn {
 
 fn word32_of(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-/// `sendmsg(2)` with `MSG_NOSIGNAL`: a peer that closed yields `EPIPE`, never a SIGPIPE that
-/// would kill a host program that did not ignore the signal.
-fn send_parts(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
-    nix::sys::socket::sendmsg::<()>(
-        sock.as_raw_fd(),
-        bufs,
-        &[],
-        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
-        None,
-    )
-    .map_err(std::io::Error::from)
 }
 
 /// The proxy thread's state.
@@ -890,7 +878,7 @@ impl Loop<'_> {
                 }
                 let mut sent = 0;
                 while sent < HEADER && Instant::now() < deadline {
-                    match send_parts(&s.stream, &[IoSlice::new(&rec[sent..])]) {
+                    match send_vectored(&s.stream, &[IoSlice::new(&rec[sent..])]) {
                         Ok(n) => sent += n,
                         Err(e)
                             if matches!(

@@ -189,7 +189,7 @@ impl Stream {
 
 /// `sendmsg(2)` with `MSG_NOSIGNAL`: a peer that closed yields `EPIPE`, never a SIGPIPE that
 /// would kill a host program that did not ignore the signal.
-fn send_vectored(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+pub(crate) fn send_vectored(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
     use std::os::fd::AsRawFd;
     nix::sys::socket::sendmsg::<()>(
         sock.as_raw_fd(),

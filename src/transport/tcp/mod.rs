@@ -9,7 +9,7 @@
 
 mod driver;
 mod ends;
-mod framing;
+pub(crate) mod framing;
 pub(crate) mod listener;
 mod slots;
 

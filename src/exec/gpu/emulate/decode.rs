@@ -7,8 +7,11 @@
 use super::super::program::{
     CONN_BYTES, LANE_BYTES, NO_CONN, PROGRAM_BYTES, STEP_BYTES, STEP_POST, STEP_PRE,
 };
+use crate::device::ReduceSpec;
+use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::exec::gpu::program::DevConn;
+use crate::redop::{Combine, Scalar};
 
 /// `struct Program`: the header.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,6 +46,24 @@ pub(crate) struct Header {
     pub nsteps: u32,
     /// This rank.
     pub rank: u32,
+}
+
+impl Header {
+    /// The reduction the kernel `<dtype>_<combine>` computes with this header's scalars, as
+    /// the kernels apply them: `pre` and `post` always (identity unless the operation has one).
+    pub(crate) fn spec(&self, dtype: DataType, combine: Combine) -> ReduceSpec {
+        let pre = if dtype.is_float() {
+            Scalar::Float(self.pre_f)
+        } else {
+            Scalar::Int(self.pre_i)
+        };
+        ReduceSpec {
+            dtype,
+            combine,
+            pre: Some(pre),
+            post_div: Some(self.post_div),
+        }
+    }
 }
 
 /// `struct Lane`: `nsteps` steps from `first`.

@@ -4,22 +4,17 @@
 //! and the epoch's advance. The kernel's grid collapses into one thread per rank: it stores
 //! all of a chunk's lines, then reads them all, as each kernel thread does for its own lines.
 
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
 use super::decode::{self, Header};
 use super::ptr;
-use super::sync::{Waiting, report, word, word32};
+use super::sync::{Waiting, poll, report, word, word32};
+use crate::device::Transforms;
 use crate::device::cpu::reduce::{copy, reduce};
-use crate::device::{ReduceSpec, Transforms};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::exec::gpu::ll::{LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS};
 use crate::exec::gpu::program::{DevConn, PROGRAM_BYTES, Status};
-use crate::redop::{Combine, Scalar};
-
-/// Polls of a line before the model looks at the abort flag and the clock (the kernel's 1024).
-const SPINS: u32 = 1024;
+use crate::redop::Combine;
+use std::sync::atomic::Ordering;
 
 /// `struct LlArgs` after the header.
 struct Args {
@@ -82,17 +77,7 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
 /// Errors: [`Error::Internal`] when the block does not decode.
 pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Result<()> {
     let (h, a) = decode(args)?;
-    let pre = if dtype.is_float() {
-        Scalar::Float(h.pre_f)
-    } else {
-        Scalar::Int(h.pre_i)
-    };
-    let spec = ReduceSpec {
-        dtype,
-        combine,
-        pre: Some(pre),
-        post_div: Some(h.post_div),
-    };
+    let spec = h.spec(dtype, combine);
     // SAFETY: the state is a live u32[2] (caller's contract).
     let (epoch, arrived) = unsafe { (word32(a.state), word32(a.state + 4)) };
     let epoch0 = epoch.load(Ordering::Relaxed);
@@ -197,30 +182,12 @@ unsafe fn st_line(addr: u64, v: u64, flag: u32) {
 /// As [`st_line`]; the header's abort flag is live.
 unsafe fn ld_line(addr: u64, flag: u32, h: &Header) -> std::result::Result<u64, Status> {
     // SAFETY: caller's contract.
-    let (lo, hi, abort) = unsafe { (word(addr), word(addr + 8), word32(h.abort)) };
-    let mut start: Option<Instant> = None;
-    let mut spins = 0u32;
-    loop {
+    let (lo, hi) = unsafe { (word(addr), word(addr + 8)) };
+    let ready = || {
         let (a, b) = (lo.load(Ordering::Relaxed), hi.load(Ordering::Relaxed));
-        if (a >> 32) as u32 == flag && (b >> 32) as u32 == flag {
-            return Ok((a & 0xffff_ffff) | (b << 32));
-        }
-        std::thread::yield_now();
-        spins += 1;
-        if spins < SPINS {
-            continue;
-        }
-        spins = 0;
-        if abort.load(Ordering::Relaxed) != 0 {
-            return Err(Status::Aborted);
-        }
-        let now = Instant::now();
-        match start {
-            None => start = Some(now),
-            Some(s) if now - s > Duration::from_nanos(h.timeout_ns) => {
-                return Err(Status::Timeout);
-            }
-            Some(_) => {}
-        }
-    }
+        ((a >> 32) as u32 == flag && (b >> 32) as u32 == flag)
+            .then_some((a & 0xffff_ffff) | (b << 32))
+    };
+    // SAFETY: caller's contract (the abort flag).
+    unsafe { poll(h, ready) }
 }

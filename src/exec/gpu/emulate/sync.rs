@@ -35,18 +35,34 @@ pub(crate) unsafe fn word32<'a>(addr: u64) -> &'a AtomicU32 {
     unsafe { AtomicU32::from_ptr(p) }
 }
 
-/// Spins until `*p >= want` (`wait_at_least`): after every [`SPINS`] polls it gives up when the
-/// abort flag is raised or when the time since its first such check passes the timeout.
-/// Between polls it yields, as a warp waiting on memory leaves the SM to others.
+/// Spins until `*p >= want` (`wait_at_least`), as [`poll`] does.
 ///
 /// # Safety
 /// The header's `abort` is a live `u32` flag ([`word32`]'s contract).
 pub(crate) unsafe fn wait_at_least(p: &AtomicU64, want: u64, h: &Header) -> Result<(), Status> {
     // SAFETY: forwarded caller contract.
+    unsafe { poll(h, || (p.load(Ordering::Acquire) >= want).then_some(())) }
+}
+
+/// Polls `ready` until it returns a value: after every [`SPINS`] polls it gives up when the
+/// abort flag is raised or when the time since its first such check passes the timeout (the
+/// kernels' waits). Between polls it yields, as a warp waiting on memory leaves the SM to
+/// others.
+///
+/// # Safety
+/// The header's `abort` is a live `u32` flag ([`word32`]'s contract).
+pub(crate) unsafe fn poll<T>(
+    h: &Header,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Result<T, Status> {
+    // SAFETY: forwarded caller contract.
     let abort = unsafe { word32(h.abort) };
     let mut start: Option<Instant> = None;
     let mut spins = 0u32;
-    while p.load(Ordering::Acquire) < want {
+    loop {
+        if let Some(v) = ready() {
+            return Ok(v);
+        }
         std::thread::yield_now();
         spins += 1;
         if spins < SPINS {
@@ -65,7 +81,6 @@ pub(crate) unsafe fn wait_at_least(p: &AtomicU64, want: u64, h: &Header) -> Resu
             Some(_) => {}
         }
     }
-    Ok(())
 }
 
 /// What a lane waited for when it failed (`Report::waiting`).

@@ -32,6 +32,38 @@ fn payload(r: usize, count: usize) -> Vec<u8> {
     to_bytes(DataType::Int64, &v)
 }
 
+/// The jobs of a Send of `len` bytes from `input` (rank, plan, buffer) and its Recv into
+/// `output`.
+fn pair<'a>(
+    (s, send, input): (usize, &'a Plan, &Words),
+    (d, recv, output): (usize, &'a Plan, &Words),
+    len: usize,
+) -> [Job<'a>; 2] {
+    let none = DevBuffers {
+        input: (0, 0),
+        output: (0, 0),
+        scratch: (0, 0),
+    };
+    [
+        Job {
+            rank: s,
+            plan: send,
+            bufs: DevBuffers {
+                input: (input.addr(), len),
+                ..none
+            },
+        },
+        Job {
+            rank: d,
+            plan: recv,
+            bufs: DevBuffers {
+                output: (output.addr(), len),
+                ..none
+            },
+        },
+    ]
+}
+
 fn spec() -> ReduceSpec {
     ReduceSpec::copy(DataType::Int64)
 }
@@ -48,28 +80,7 @@ fn every_pair_alone() {
                         p2p_plan(Func::Recv, d, s, n, count),
                     );
                     let (input, output) = (Words::from_bytes(&data), Words::zeroed(data.len()));
-                    let none = Words::zeroed(0);
-                    let at = |w: &Words, len| (w.addr(), len);
-                    let jobs = [
-                        Job {
-                            rank: s,
-                            plan: &send,
-                            bufs: DevBuffers {
-                                input: at(&input, data.len()),
-                                output: at(&none, 0),
-                                scratch: at(&none, 0),
-                            },
-                        },
-                        Job {
-                            rank: d,
-                            plan: &recv,
-                            bufs: DevBuffers {
-                                input: at(&none, 0),
-                                output: at(&output, data.len()),
-                                scratch: at(&none, 0),
-                            },
-                        },
-                    ];
+                    let jobs = pair((s, &send, &input), (d, &recv, &output), data.len());
                     let mut f = Fabric::new(n, SLOT, PATIENCE);
                     f.run(&jobs, &spec(), LIMIT);
                     assert_eq!(f.report(s).code, None);
@@ -141,28 +152,7 @@ fn large_sends_spread_over_connections() {
     assert!(send.lanes.len() > 1, "the send is cut into pieces");
     assert_eq!(send.lanes.len(), recv.lanes.len());
     let (input, output) = (Words::from_bytes(&data), Words::zeroed(data.len()));
-    let none = Words::zeroed(0);
-    let at = |w: &Words, len| (w.addr(), len);
-    let jobs = [
-        Job {
-            rank: 0,
-            plan: &send,
-            bufs: DevBuffers {
-                input: at(&input, data.len()),
-                output: at(&none, 0),
-                scratch: at(&none, 0),
-            },
-        },
-        Job {
-            rank: 1,
-            plan: &recv,
-            bufs: DevBuffers {
-                input: at(&none, 0),
-                output: at(&output, data.len()),
-                scratch: at(&none, 0),
-            },
-        },
-    ];
+    let jobs = pair((0, &send, &input), (1, &recv, &output), data.len());
     let mut f = Fabric::new(n, SLOT, PATIENCE);
     f.run(&jobs, &spec(), LIMIT);
     assert_eq!(f.report(0).code, None);
