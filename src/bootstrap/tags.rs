@@ -30,6 +30,9 @@ enum Kind {
     /// A GPU receiving end's offer to a peer on another host: its data listener and token
     /// ([`crate::transport::gpu_net`]).
     GpuNetOffer = 9,
+    /// A GPU rank's PCI bus id, for its peers on the host to judge the path between their
+    /// GPUs (`NCCL_P2P_LEVEL`).
+    GpuBus = 10,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -63,6 +66,11 @@ pub(crate) fn gpu_ack(key: &ConnKey) -> u64 {
 /// The offer of GPU connection `key` to a peer on another host.
 pub(crate) fn gpu_net_offer(key: &ConnKey) -> u64 {
     tag(Kind::GpuNetOffer, conn(key))
+}
+
+/// A GPU rank's PCI bus id.
+pub(crate) fn gpu_bus() -> u64 {
+    tag(Kind::GpuBus, 0)
 }
 
 /// Rank 0's channel layout.
@@ -105,6 +113,7 @@ mod tests {
             assert!(all.insert(gpu_net_offer(k)));
         }
         assert!(all.insert(layout()));
+        assert!(all.insert(gpu_bus()));
         assert!(all.insert(failure_notice()));
         for n in [0, 1, 2, 255, 256, 257] {
             assert!(all.insert(split(n)), "split {n}");

@@ -233,6 +233,7 @@ impl GpuComm {
         // Pinned now, before any kernel runs: pinning later would serialise the streams.
         let programs = std::sync::Mutex::new(crate::exec::gpu::Programs::new(&ctx)?);
         let p2p = p2p_channels(s.p2p_disable);
+        let staged = super::gpu_staging::staged_peers(&s, &info.bus_id)?;
         let (send_keys, recv_keys) = keys(s.rank, s.net_rank.len(), s.rings, p2p);
         let ep = GpuEndpoints {
             net: s.net,
@@ -243,7 +244,7 @@ impl GpuComm {
             listener: s.listener,
             sockets: s.sockets,
             slot_bytes: s.slot_bytes,
-            p2p_disable: s.p2p_disable,
+            staged: &staged,
             deadline: Deadline::after(s.timeout),
             abort: s.abort,
         };

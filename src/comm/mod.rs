@@ -5,6 +5,7 @@ mod config;
 mod enqueue;
 mod gpu;
 mod gpu_launch;
+mod gpu_staging;
 mod group;
 mod label;
 pub(crate) mod layout;

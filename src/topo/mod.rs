@@ -16,6 +16,7 @@ pub mod info;
 pub mod kinds;
 mod load;
 mod note;
+pub(crate) mod p2p;
 pub mod params;
 pub(crate) mod paths;
 pub mod system;

@@ -14,6 +14,23 @@ use super::params::TopoParams;
 use super::system::build::Nodes;
 use super::system::{CpuArch, CpuVendor, LinkId, NodeRef, Path, System};
 
+/// The farthest path type over which two GPUs use P2P (NCCL's `ncclTopoCheckP2p`):
+/// `NCCL_P2P_LEVEL` (LOC under `NCCL_P2P_DISABLE`), else PXB, or SYS on AMD x86 hosts with at
+/// most two GPUs.
+pub(crate) fn p2p_level(
+    arch: CpuArch,
+    vendor: CpuVendor,
+    ngpus: usize,
+    params: &TopoParams,
+) -> PathType {
+    let auto = if arch == CpuArch::X86 && vendor == CpuVendor::Amd && ngpus <= 2 {
+        PathType::Sys
+    } else {
+        PathType::Pxb
+    };
+    params.p2p_level.unwrap_or(auto)
+}
+
 /// Computes every path of `nodes` (replacing any computed before).
 ///
 /// Errors: [`TopoError::Unusable`] when a link has no link back (an `<nvlink>` or `<pcilink>`
@@ -36,11 +53,7 @@ pub(crate) fn compute(nodes: &mut Nodes, params: &TopoParams) -> Result<(), Topo
         .map_or((CpuArch::Unknown, CpuVendor::Unknown), |c| {
             (c.arch, c.vendor)
         });
-    let mut level = PathType::Pxb;
-    if arch == CpuArch::X86 && vendor == CpuVendor::Amd && ngpus <= 2 {
-        level = PathType::Sys;
-    }
-    let level = params.p2p_level.unwrap_or(level);
+    let level = p2p_level(arch, vendor, ngpus, params);
     for g in 0..ngpus {
         for p in 0..ngpus {
             let ty = path_of(

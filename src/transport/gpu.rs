@@ -3,7 +3,8 @@
 //!
 //! The receiving end owns the FIFO — `[tail][sizes][slots]` — in its GPU's memory when the
 //! sender's GPU can store into it (the same GPU, or peer access over NVLink/PCIe), and in
-//! pinned host memory mapped into both GPUs otherwise or when `NCCL_P2P_DISABLE=1` (NCCL's SHM
+//! pinned host memory mapped into both GPUs otherwise, when `NCCL_P2P_DISABLE=1`, or when the
+//! GPUs are farther apart than `NCCL_P2P_LEVEL` allows (NCCL's SHM
 //! transport: both kernels load and store over PCIe). The sending end owns `head`, where the
 //! receiver frees slots. Each end keeps its persistent slot and byte counts in its own device
 //! memory and a host-mapped copy of the bytes for live counters.
@@ -334,8 +335,9 @@ pub(crate) struct GpuEndpoints<'a> {
     pub sockets: usize,
     /// Bytes per FIFO slot.
     pub slot_bytes: usize,
-    /// NCCL_P2P_DISABLE: stage every FIFO through host memory.
-    pub p2p_disable: bool,
+    /// Per communicator rank: stage the FIFOs received from it through host memory
+    /// (`NCCL_P2P_DISABLE`, or a path beyond `NCCL_P2P_LEVEL`: `comm/gpu_staging.rs`).
+    pub staged: &'a [bool],
     /// Bound on every wait.
     pub deadline: Deadline,
     /// Raised to interrupt every wait.
@@ -489,7 +491,7 @@ pub(crate) fn connect(
     let mut pending = Vec::with_capacity(recvs.len());
     for key in &recvs {
         let bytes = fifo_bytes(key, ep.slot_bytes);
-        let fifo = match (ep.p2p_disable, ep.same_process(key.peer)) {
+        let fifo = match (ep.staged[key.peer], ep.same_process(key.peer)) {
             (false, _) => FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?),
             (true, true) => FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?),
             (true, false) => FifoMem::Shared(HostShared::create(ctx, bytes)?),
