@@ -536,7 +536,11 @@ pub unsafe extern "C" fn ncclCommInitRank(
 }
 
 /// `ncclCommInitRankConfig`: [`ncclCommInitRank`] with an `ncclConfig_t` (NULL for defaults);
-/// the config's knob fields apply where the environment leaves them unset.
+/// the config's knob fields apply where the environment leaves them unset (NCCL lets the
+/// environment override the config). `blocking = 0` is accepted and the initialisation
+/// completes before the call returns `ncclSuccess`, which NCCL allows of a non-blocking
+/// communicator; `ncclCommGetAsyncError` then reports `ncclSuccess` at once. `commName` and
+/// `trafficClass` are checked but not used.
 ///
 /// # Safety
 /// `comm` as [`ncclCommInitRank`]; `config` as [`parse_config`].
