@@ -37,15 +37,20 @@ pub fn library() -> PathBuf {
     );
 }
 
-/// The C compiler (`$CC` or `cc`), or `None` when there is none (the tests then say so).
+/// The C compiler (`$CC` or `cc`), or `None` when there is none (the tests then say they
+/// skipped). Under `CI=true` a missing compiler fails the test instead.
 pub fn cc() -> Option<String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    Command::new(&cc)
+    let found = Command::new(&cc)
         .arg("--version")
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|_| cc)
+        .map(|_| cc.clone());
+    if found.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but there is no C compiler ({cc}); the C ABI tests need one");
+    }
+    found
 }
 
 /// Runs `cmd`, panicking with its output when it fails.
