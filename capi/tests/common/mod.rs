@@ -20,12 +20,13 @@ pub fn include_dir() -> PathBuf {
     crate_dir().join("include")
 }
 
-/// The built `libnccl.so`: next to this test binary's `deps/` directory (cargo builds the
-/// package's cdylib before its tests).
+/// The built `libnccl.so`: in this test binary's `deps/` directory, where `cargo test` builds
+/// the package's cdylib before its tests (the copy one level up is refreshed only by `cargo
+/// build`, so it is the fallback).
 pub fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let deps = exe.parent().expect("deps dir");
-    for dir in [deps.parent().unwrap_or(deps), deps] {
+    for dir in [deps, deps.parent().unwrap_or(deps)] {
         let p = dir.join("libnccl.so");
         if p.exists() {
             return p;
