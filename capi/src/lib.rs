@@ -22,4 +22,5 @@ pub mod comm;
 pub mod errors;
 pub mod group;
 pub mod mem;
+pub mod profiling;
 pub mod types;

@@ -17,6 +17,8 @@ int main(void) {
   int version = 0;
   EXPECT(ncclGetVersion(&version) == ncclSuccess);
   EXPECT(version == NCCL_VERSION_CODE);
+  version = 0;
+  EXPECT(pncclGetVersion(&version) == ncclSuccess && version == NCCL_VERSION_CODE);
   printf("version %d\n", version);
   EXPECT(strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0);
 
@@ -59,6 +61,10 @@ fn c_program_links_and_gets_the_no_cuda_error() {
     let libdir = lib.parent().unwrap();
     let dir = libdir.join(format!("capi-c-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // Link against this build's library only (the deps directory holds other libraries too).
+    let so = dir.join("libnccl.so");
+    let _ = std::fs::remove_file(&so);
+    std::os::unix::fs::symlink(&lib, &so).unwrap();
     let src = dir.join("main.c");
     std::fs::write(&src, PROGRAM).unwrap();
     let exe = dir.join("main");
@@ -69,7 +75,7 @@ fn c_program_links_and_gets_the_no_cuda_error() {
             .arg(&src)
             .arg("-o")
             .arg(&exe)
-            .arg(format!("-L{}", libdir.display()))
+            .arg(format!("-L{}", dir.display()))
             .arg("-lnccl")
             .arg(format!("-Wl,-rpath,{}", dir.display())),
     );

@@ -1,7 +1,8 @@
 //! `include/nccl.h` against the Rust definitions and the built library: every enum value,
 //! constant, struct size and field offset the header states is checked by the C compiler
 //! against the Rust side's values, and the functions it declares are exactly the library's
-//! exported `nccl*` functions, which include everything PyTorch 2.11 and nccl-tests 2.19 call.
+//! exported `nccl*`/`pnccl*` functions, which include everything PyTorch 2.11 and nccl-tests 2.19
+//! call.
 
 mod common;
 
@@ -80,7 +81,7 @@ fn declared() -> BTreeSet<String> {
                 .strip_prefix("ncclResult_t ")
                 .or_else(|| l.strip_prefix("const char* "))?;
             let name = rest.trim_start().split('(').next()?.trim();
-            name.starts_with("nccl").then(|| name.to_string())
+            (name.starts_with("nccl") || name.starts_with("pnccl")).then(|| name.to_string())
         })
         .collect()
 }
@@ -90,7 +91,7 @@ fn header_declares_exactly_the_exported_functions() {
     let lib = common::library();
     let exported: BTreeSet<String> = common::exported_functions(&lib)
         .into_iter()
-        .filter(|n| n.starts_with("nccl"))
+        .filter(|n| n.starts_with("nccl") || n.starts_with("pnccl"))
         .collect();
     let declared = declared();
     assert_eq!(
@@ -107,6 +108,17 @@ fn header_declares_exactly_the_exported_functions() {
         .filter(|n| !exported.contains(**n))
         .collect();
     assert!(missing.is_empty(), "not exported: {missing:?}");
+    // Every function has NCCL's profiling alias, and every alias a function.
+    for n in &exported {
+        let twin = match n.strip_prefix('p') {
+            Some(base) => base.to_string(),
+            None => format!("p{n}"),
+        };
+        assert!(
+            exported.contains(&twin),
+            "{n} is exported but {twin} is not"
+        );
+    }
 }
 
 #[test]
