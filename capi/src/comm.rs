@@ -459,6 +459,27 @@ unsafe fn init_rank(
     rank: c_int,
     config: *const ncclConfig_t,
 ) -> Result<(), Failure> {
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { init_rank_now(func, newcomm, nranks, id, rank, config) };
+    if let Err(f) = &r {
+        // Inside a group, the group's end fails too, as in NCCL.
+        crate::group::note_failure(f);
+    }
+    r
+}
+
+/// [`init_rank`] without the group bookkeeping.
+///
+/// # Safety
+/// As [`init_rank`].
+unsafe fn init_rank_now(
+    func: &str,
+    newcomm: *mut ncclComm_t,
+    nranks: c_int,
+    id: &ncclUniqueId,
+    rank: c_int,
+    config: *const ncclConfig_t,
+) -> Result<(), Failure> {
     check_ptr(newcomm, func, "newcomm")?;
     if nranks < 1 || rank < 0 || rank >= nranks {
         return Err(Failure::arg(

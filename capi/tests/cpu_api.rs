@@ -169,6 +169,19 @@ fn init_checks_arguments_then_reports_no_gpu() {
             ncclInvalidArgument,
             &["device count"],
         );
+        // Inside a group the failed init also fails the group's end.
+        assert_eq!(ncclGroupStart(), ncclSuccess);
+        expect(
+            ncclCommInitRank(&mut comm, 1, id, 0),
+            ncclSystemError,
+            &["no usable GPU"],
+        );
+        expect(
+            ncclGroupEnd(),
+            ncclSystemError,
+            &["ncclCommInitRank", "no usable GPU"],
+        );
+        assert_eq!(depth(), 0);
         let mut p: *mut c_void = null_mut();
         expect(
             ncclMemAlloc(&mut p, 1024),
