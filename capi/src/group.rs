@@ -1,0 +1,222 @@
+//! Group calls (`ncclGroupStart`/`ncclGroupEnd`), per thread as in NCCL: a nesting depth and
+//! the operations and communicator initialisations queued since the outermost start. Outside a
+//! group each call is a group of its own.
+
+use std::cell::RefCell;
+
+use rnccl::{CollArgs, Communicator};
+
+use crate::comm::{InitJob, State, ncclComm, not_ready};
+use crate::errors::{Failure, guard};
+use crate::types::*;
+
+/// One collective or Send/Recv waiting for the group's end.
+pub struct Queued {
+    /// The communicator (a live handle: NCCL forbids destroying it inside a group).
+    pub comm: *const ncclComm,
+    /// The operation.
+    pub args: CollArgs,
+    /// Send buffer, a device address (0 for in-place operations and Recv).
+    pub send: u64,
+    /// Receive buffer, a device address (the one buffer of an in-place operation).
+    pub recv: u64,
+    /// The CUDA stream.
+    pub stream: cudaStream_t,
+}
+
+#[derive(Default)]
+struct GroupState {
+    depth: usize,
+    ops: Vec<Queued>,
+    inits: Vec<InitJob>,
+    /// The first failure of a call inside the group; `ncclGroupEnd` returns it.
+    error: Option<Failure>,
+}
+
+thread_local! {
+    static GROUP: RefCell<GroupState> = RefCell::new(GroupState::default());
+}
+
+/// How deeply the calling thread is nested in `ncclGroupStart`s.
+pub fn depth() -> usize {
+    GROUP.with(|g| g.borrow().depth)
+}
+
+/// Queues a communicator initialisation for the group's end.
+pub fn defer_init(job: InitJob) {
+    GROUP.with(|g| g.borrow_mut().inits.push(job));
+}
+
+/// Records a call's failure inside a group, for `ncclGroupEnd` to return.
+pub fn note_failure(f: &Failure) {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth > 0 && g.error.is_none() {
+            g.error = Some(f.clone());
+        }
+    });
+}
+
+/// Queues `op` inside a group, or runs it at once outside one.
+///
+/// Errors: outside a group, as [`run_ops`].
+pub fn submit(op: Queued, func: &str) -> Result<(), Failure> {
+    let op = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth > 0 {
+            g.ops.push(op);
+            None
+        } else {
+            Some(op)
+        }
+    });
+    match op {
+        Some(op) => run_ops(vec![op], func),
+        None => Ok(()),
+    }
+}
+
+/// Launches `ops` as one rnccl group: every communicator involved is locked (in address order,
+/// so two threads cannot deadlock), the operations are pushed as device operations and the
+/// group ends, enqueueing them on their streams.
+///
+/// Errors: `ncclInvalidUsage` for a communicator that is not ready; rnccl's launch errors.
+pub fn run_ops(ops: Vec<Queued>, func: &str) -> Result<(), Failure> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    let mut comms: Vec<*const ncclComm> = ops.iter().map(|o| o.comm).collect();
+    comms.sort();
+    comms.dedup();
+    // SAFETY: every queued handle was checked live when queued, and NCCL's rules forbid
+    // destroying a communicator with operations pending in a group.
+    let states: Vec<_> = comms.iter().map(|&c| unsafe { &*c }.state()).collect();
+    let mut ready: Vec<&Communicator> = Vec::with_capacity(states.len());
+    for s in &states {
+        match &**s {
+            State::Ready(c) => ready.push(c),
+            other => return Err(not_ready(func, other)),
+        }
+    }
+    let mut group = rnccl::group_start();
+    for op in &ops {
+        let i = comms.binary_search(&op.comm).unwrap_or_default();
+        let c = ready[i];
+        // SAFETY: the caller of the nccl.h function promised device buffers valid for the
+        // operation on the communicator's GPU and a live stream of it, until the stream has
+        // run the operation.
+        unsafe { group.push_device(c, op.args, op.send, op.recv, op.stream.cast()) }
+            .map_err(|e| Failure::from_error(func, &e))?;
+    }
+    group.end().map_err(|e| Failure::from_error(func, &e))
+}
+
+/// Runs queued initialisations: one in the calling thread, several on one thread each (every
+/// rank's init blocks until all ranks arrived, so a thread initialising several GPUs' ranks
+/// needs them to run together).
+fn run_inits(inits: Vec<InitJob>) -> Option<Failure> {
+    let results: Vec<Result<Communicator, Failure>> = if inits.len() == 1 {
+        vec![inits[0].run()]
+    } else {
+        let jobs: Vec<_> = inits
+            .iter()
+            .map(|j| (j.nranks, j.id.clone(), j.rank, j.config.clone()))
+            .collect();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = jobs
+                .into_iter()
+                .map(|(n, id, r, cfg)| {
+                    s.spawn(move || {
+                        Communicator::init_rank(n, &id, r, cfg)
+                            .map_err(|e| Failure::from_error("ncclCommInitRank", &e))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Failure::new(
+                            ncclInternalError,
+                            "ncclGroupEnd",
+                            "a communicator's initialisation panicked",
+                        ))
+                    })
+                })
+                .collect()
+        })
+    };
+    let mut first = None;
+    for (job, r) in inits.iter().zip(results) {
+        if let Err(f) = &r {
+            first.get_or_insert_with(|| f.clone());
+        }
+        // SAFETY: the handle was handed out by this thread's init call and cannot be
+        // destroyed while initialising (ncclCommDestroy refuses).
+        unsafe { &*job.handle }.set_result(r);
+    }
+    first
+}
+
+/// `ncclGroupStart`: opens (or nests) a group on the calling thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclGroupStart() -> ncclResult_t {
+    guard("ncclGroupStart", || {
+        GROUP.with(|g| g.borrow_mut().depth += 1);
+        Ok(())
+    })
+}
+
+/// `ncclGroupEnd`: closes a group; the outermost end initialises the communicators created in
+/// the group, then launches every queued operation on its stream. Returns the first failure of
+/// a call inside the group, or of the launch.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclGroupEnd() -> ncclResult_t {
+    const F: &str = "ncclGroupEnd";
+    guard(F, || {
+        let taken = GROUP.with(|g| {
+            let mut g = g.borrow_mut();
+            if g.depth == 0 {
+                return Err(Failure::usage(F, "not in a group call (no ncclGroupStart)"));
+            }
+            g.depth -= 1;
+            if g.depth > 0 {
+                return Ok(None);
+            }
+            Ok(Some((
+                std::mem::take(&mut g.ops),
+                std::mem::take(&mut g.inits),
+                g.error.take(),
+            )))
+        })?;
+        let Some((ops, inits, error)) = taken else {
+            return Ok(());
+        };
+        if let Some(f) = error {
+            for job in inits {
+                // SAFETY: as in run_inits.
+                unsafe { &*job.handle }.set_result(Err(f.clone()));
+            }
+            return Err(f);
+        }
+        if let Some(f) = run_inits(inits) {
+            return Err(f);
+        }
+        run_ops(ops, F)
+    })
+}
+
+/// `ncclGroupSimulateEnd`: not implemented yet (`ncclInvalidUsage`); the group stays open, so
+/// the caller can still end it with `ncclGroupEnd`.
+///
+/// # Safety
+/// Reads nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclGroupSimulateEnd(_simInfo: *mut ncclSimInfo_t) -> ncclResult_t {
+    const F: &str = "ncclGroupSimulateEnd";
+    guard(F, || {
+        Err(Failure::unimplemented(
+            F,
+            "group simulation (time estimates)",
+        ))
+    })
+}

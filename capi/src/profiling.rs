@@ -1,0 +1,90 @@
+//! NCCL's profiling aliases: every `ncclXxx` is also exported as `pncclXxx` (PMPI style), so a
+//! profiling library can define `ncclXxx` itself and forward to `pncclXxx`. Each alias calls
+//! the function it names with the same arguments.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use crate::comm::ncclComm_t;
+use crate::types::*;
+
+/// Defines `pncclXxx` functions that forward to the `ncclXxx` they alias.
+macro_rules! aliases {
+    ($($alias:ident => $m:ident :: $target:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {
+        $(
+            #[doc = concat!("`", stringify!($alias), "`: the profiling alias of `",
+                stringify!($target), "`.")]
+            ///
+            /// # Safety
+            /// As the function it aliases.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $alias($($arg: $ty),*) -> $ret {
+                // SAFETY: the caller made the aliased function's promises.
+                unsafe { crate::$m::$target($($arg),*) }
+            }
+        )*
+    };
+}
+
+aliases! {
+    pncclAllReduce => coll::ncclAllReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, op: ncclRedOp_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclReduce => coll::ncclReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, op: ncclRedOp_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclBroadcast => coll::ncclBroadcast(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclBcast => coll::ncclBcast(buff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclReduceScatter => coll::ncclReduceScatter(sendbuff: *const c_void, recvbuff: *mut c_void, recvcount: usize, datatype: ncclDataType_t, op: ncclRedOp_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclAllGather => coll::ncclAllGather(sendbuff: *const c_void, recvbuff: *mut c_void, sendcount: usize, datatype: ncclDataType_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclAlltoAll => coll::ncclAlltoAll(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclGather => coll::ncclGather(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclScatter => coll::ncclScatter(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclSend => coll::ncclSend(sendbuff: *const c_void, count: usize, datatype: ncclDataType_t, peer: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclRecv => coll::ncclRecv(recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, peer: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclRedOpCreatePreMulSum => coll::ncclRedOpCreatePreMulSum(op: *mut ncclRedOp_t, scalar: *mut c_void, datatype: ncclDataType_t, residence: ncclScalarResidence_t, comm: ncclComm_t) -> ncclResult_t;
+    pncclRedOpDestroy => coll::ncclRedOpDestroy(op: ncclRedOp_t, comm: ncclComm_t) -> ncclResult_t;
+    pncclGetUniqueId => comm::ncclGetUniqueId(uniqueId: *mut ncclUniqueId) -> ncclResult_t;
+    pncclCommInitRank => comm::ncclCommInitRank(comm: *mut ncclComm_t, nranks: c_int, commId: ncclUniqueId, rank: c_int) -> ncclResult_t;
+    pncclCommInitRankConfig => comm::ncclCommInitRankConfig(comm: *mut ncclComm_t, nranks: c_int, commId: ncclUniqueId, rank: c_int, config: *mut ncclConfig_t) -> ncclResult_t;
+    pncclCommInitRankScalable => comm::ncclCommInitRankScalable(newcomm: *mut ncclComm_t, nranks: c_int, myrank: c_int, nId: c_int, commIds: *mut ncclUniqueId, config: *mut ncclConfig_t) -> ncclResult_t;
+    pncclCommInitAll => comm::ncclCommInitAll(comm: *mut ncclComm_t, ndev: c_int, devlist: *const c_int) -> ncclResult_t;
+    pncclCommFinalize => comm::ncclCommFinalize(comm: ncclComm_t) -> ncclResult_t;
+    pncclCommDestroy => comm::ncclCommDestroy(comm: ncclComm_t) -> ncclResult_t;
+    pncclCommAbort => comm::ncclCommAbort(comm: ncclComm_t) -> ncclResult_t;
+    pncclCommSplit => comm::ncclCommSplit(comm: ncclComm_t, color: c_int, key: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t) -> ncclResult_t;
+    pncclCommShrink => comm::ncclCommShrink(comm: ncclComm_t, excludeRanksList: *mut c_int, excludeRanksCount: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t, shrinkFlags: c_int) -> ncclResult_t;
+    pncclCommCount => comm::ncclCommCount(comm: ncclComm_t, count: *mut c_int) -> ncclResult_t;
+    pncclCommUserRank => comm::ncclCommUserRank(comm: ncclComm_t, rank: *mut c_int) -> ncclResult_t;
+    pncclCommCuDevice => comm::ncclCommCuDevice(comm: ncclComm_t, device: *mut c_int) -> ncclResult_t;
+    pncclCommGetAsyncError => comm::ncclCommGetAsyncError(comm: ncclComm_t, asyncError: *mut ncclResult_t) -> ncclResult_t;
+    pncclCommRegister => comm::ncclCommRegister(comm: ncclComm_t, buff: *mut c_void, size: usize, handle_out: *mut *mut c_void) -> ncclResult_t;
+    pncclCommDeregister => comm::ncclCommDeregister(comm: ncclComm_t, handle_in: *mut c_void) -> ncclResult_t;
+    pncclCommWindowRegister => comm::ncclCommWindowRegister(comm: ncclComm_t, buff: *mut c_void, size: usize, win: *mut ncclWindow_t, winFlags: c_int) -> ncclResult_t;
+    pncclCommWindowDeregister => comm::ncclCommWindowDeregister(comm: ncclComm_t, win: ncclWindow_t) -> ncclResult_t;
+    pncclDevCommCreate => comm::ncclDevCommCreate(comm: ncclComm_t, reqs: *const ncclDevCommRequirements, outDevComm: *mut ncclDevComm) -> ncclResult_t;
+    pncclDevCommDestroy => comm::ncclDevCommDestroy(comm: ncclComm_t, devComm: *const ncclDevComm) -> ncclResult_t;
+    pncclGetVersion => errors::ncclGetVersion(version: *mut c_int) -> ncclResult_t;
+    pncclGroupSimulateEnd => group::ncclGroupSimulateEnd(simInfo: *mut ncclSimInfo_t) -> ncclResult_t;
+    pncclMemAlloc => mem::ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> ncclResult_t;
+    pncclMemFree => mem::ncclMemFree(ptr: *mut c_void) -> ncclResult_t;
+}
+
+/// `pncclGroupStart`: the profiling alias of `ncclGroupStart`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclGroupStart() -> ncclResult_t {
+    crate::group::ncclGroupStart()
+}
+
+/// `pncclGroupEnd`: the profiling alias of `ncclGroupEnd`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclGroupEnd() -> ncclResult_t {
+    crate::group::ncclGroupEnd()
+}
+
+/// `pncclGetErrorString`: the profiling alias of `ncclGetErrorString`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclGetErrorString(result: ncclResult_t) -> *const c_char {
+    crate::errors::ncclGetErrorString(result)
+}
+
+/// `pncclGetLastError`: the profiling alias of `ncclGetLastError`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclGetLastError(comm: ncclComm_t) -> *const c_char {
+    crate::errors::ncclGetLastError(comm)
+}
