@@ -6,8 +6,9 @@ use std::cell::RefCell;
 
 use rnccl::{CollArgs, Communicator};
 
-use crate::comm::{InitJob, State, ncclComm, not_ready};
+use crate::comm::{State, ncclComm, not_ready};
 use crate::errors::{Failure, guard};
+use crate::init::InitJob;
 use crate::types::*;
 
 /// One collective or Send/Recv waiting for the group's end.

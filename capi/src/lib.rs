@@ -19,8 +19,13 @@
 
 pub mod coll;
 pub mod comm;
+pub mod config;
 pub mod errors;
 pub mod group;
+pub mod init;
+pub mod lifecycle;
 pub mod mem;
 pub mod profiling;
+pub mod query;
+pub mod register;
 pub mod types;

@@ -12,7 +12,11 @@ use nccl::coll::*;
 use nccl::comm::*;
 use nccl::errors::*;
 use nccl::group::*;
+use nccl::init::*;
+use nccl::lifecycle::*;
 use nccl::mem::*;
+use nccl::query::*;
+use nccl::register::*;
 use nccl::types::*;
 
 fn last_error() -> String {
