@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds what perf/gpu_suite.sh runs on a device machine: the release `rnccl` binary and the GPU
-# test binaries, stripped, into .devbin/ (ignored by git; carried with the device tool's `carry`).
+# Builds what perf/gpu_suite.sh and perf/capi_acceptance.sh run on a device machine: the release
+# `rnccl` binary, rnccl's libnccl.so (capi/) and the GPU test binaries, stripped, into .devbin/
+# (ignored by git; carried with the device tool's `carry`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p rnccl-cli
+cargo build --release -p rnccl-cli -p rnccl-capi
 bins=$(cargo test --release --no-run --test gpu_collectives --test gpu_faults --message-format=json 2>/dev/null \
   | python3 -c 'import sys, json
 for l in sys.stdin:
@@ -12,6 +13,7 @@ for l in sys.stdin:
         print(m["executable"])')
 rm -rf .devbin && mkdir -p .devbin
 cp target/release/rnccl .devbin/rnccl
+cp target/release/libnccl.so .devbin/libnccl.so
 for b in $bins; do cp "$b" ".devbin/$(basename "$b")"; done
 strip .devbin/*
 excl="$(git rev-parse --git-common-dir)/info/exclude"; grep -qx "/.devbin/" "$excl" 2>/dev/null || echo "/.devbin/" >>"$excl"

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Programs built against NCCL, run on rnccl's libnccl.so.2 beside NCCL on the GPUs of one host
+# (issue 12's acceptance), in one run:
+#   1. nccl-tests built twice from the same source (.nccl-tests/): against NCCL 2.28.9 from
+#      PyTorch's nvidia-nccl-cu13 wheel, and against capi/include/nccl.h with rnccl's library;
+#      each test with `-g 2 -b 8 -e 1G -f 4 -c 1`, plain, `-G 1` (graphs), `-R 1` and `-R 2`
+#      (registration), NCCL then rnccl, printing #wrong and the busbw ratio per size;
+#   2. PyTorch under torch.distributed.run with 2 processes (perf/torch_check.py): collectives,
+#      200 DDP steps and an FSDP2 step on NCCL, then with rnccl preloaded, comparing results,
+#      per-step losses and the DDP wall time.
+#
+#   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
+#   there: perf/capi_acceptance.sh   (carry .devbin and .nccl-tests; knobs TESTS, MODES,
+#          MAXBYTES, RUN_LIMIT seconds per program run)
+#
+# NVLink multicast stays off everywhere (NCCL_NVLS_ENABLE=0).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-capi-out}
+mkdir -p "$out"
+limit=${RUN_LIMIT:-120}
+[ -f .devbin/libnccl.so ] || { echo "capi_acceptance.sh: .devbin/libnccl.so is missing: run perf/gpu_build.sh" >&2; exit 2; }
+[ -d .nccl-tests/src ] || { echo "capi_acceptance.sh: .nccl-tests is missing: perf/gpu_vs_nccl.sh --prepare <checkout>" >&2; exit 2; }
+for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
+  [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+base_ld=$LD_LIBRARY_PATH
+# NCCL's home (the wheel) and rnccl's (our header, our library as libnccl.so.2).
+wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
+nh=/tmp/nccl-home rh=/tmp/rnccl-home
+rm -rf $nh $rh && mkdir -p $nh/lib $rh/lib
+ln -s "$wheel/include" $nh/include
+for f in "$wheel"/lib/libnccl.so*; do ln -s "$f" $nh/lib/; done
+[ -e $nh/lib/libnccl.so ] || ln -s "$wheel/lib/libnccl.so.2" $nh/lib/libnccl.so
+ln -s "$PWD/capi/include" $rh/include
+cp .devbin/libnccl.so $rh/lib/libnccl.so.2 && ln -s libnccl.so.2 $rh/lib/libnccl.so
+for who in nccl rnccl; do
+  home=$nh; [ $who = rnccl ] && home=$rh
+  if ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt-$who NCCL_HOME=$home CUDA_HOME=/usr/local/cuda >"$out/build-$who.log" 2>&1; then
+    echo "nccl-tests did not build against $who:"; tail -15 "$out/build-$who.log"; exit 1
+  fi
+done
+tests=${TESTS:-"all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube"}
+modes=${MODES:-"plain G1 R1 R2"}
+for t in $tests; do
+  for m in $modes; do
+    flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; esac
+    for who in nccl rnccl; do
+      home=$nh; [ $who = rnccl ] && home=$rh
+      LD_LIBRARY_PATH="$home/lib:$base_ld" timeout "$limit" /tmp/nt-$who/${t}_perf -g 2 -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \
+        >"$out/$who.$t.$m.log" 2>&1
+      echo "$?" >"$out/$who.$t.$m.rc"
+    done
+  done
+done
+# PyTorch: NCCL first, then rnccl preloaded (the wheel's RPATH would find NCCL otherwise).
+torch_run() { # tag, extra env...
+  local tag=$1; shift
+  env "$@" timeout 600 python3 -m torch.distributed.run --nproc_per_node 2 perf/torch_check.py "$out/torch.$tag.json" \
+    >"$out/torch.$tag.log" 2>&1
+  echo "$?" >"$out/torch.$tag.rc"
+}
+torch_run nccl
+torch_run rnccl LD_PRELOAD="$rh/lib/libnccl.so.2"
+python3 - "$out" "$tests" "$modes" <<'PY'
+import json, math, os, sys
+out, tests, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+def table(path):
+    rows, wrong = {}, 0
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
+            rows[int(f[0])] = float(f[7])
+            for w in (f[8], f[12]):
+                wrong += int(w) if w.isdigit() else 0
+    return rows, wrong
+print(f"{'test':<16}{'mode':<6}{'rc nccl/rnccl':>14}{'#wrong':>8}  busbw rnccl/NCCL by size")
+for t in tests:
+    for m in modes:
+        p = lambda who, ext: os.path.join(out, f"{who}.{t}.{m}.{ext}")
+        rc = "/".join(open(p(w, "rc")).read().strip() for w in ("nccl", "rnccl"))
+        (a, wa), (b, wb) = table(p("rnccl", "log")), table(p("nccl", "log"))
+        ratios = " ".join(f"{s}:{a[s] / b[s]:.2f}" for s in sorted(set(a) & set(b)) if b[s] > 0 and s >= 1 << 20)
+        print(f"{t:<16}{m:<6}{rc:>14}{wa:>8}  {ratios or '(no table)'}")
+def load(tag):
+    try:
+        return [json.load(open(os.path.join(out, f"torch.{tag}.rank{r}.json"))) for r in range(2)]
+    except OSError as e:
+        return str(e)
+n, r = load("nccl"), load("rnccl")
+if isinstance(n, str) or isinstance(r, str):
+    print(f"PyTorch: missing results (nccl: {'ok' if not isinstance(n, str) else n}; rnccl: {'ok' if not isinstance(r, str) else r})")
+    sys.exit(0)
+bad = []
+for k in range(2):
+    for name, v in n[k]["collectives"].items():
+        w = r[k]["collectives"].get(name)
+        tol = 1e-2 if "bfloat16" in name else 1e-5
+        if w is None or len(w) != len(v) or any(abs(x - y) > tol * max(1.0, abs(x)) for x, y in zip(v, w)):
+            bad.append(f"rank {k} {name}")
+dl = max(abs(x - y) / max(1e-6, abs(x)) for x, y in zip(n[0]["ddp_losses"], r[0]["ddp_losses"]))
+print(f"PyTorch collectives: {'all equal' if not bad else 'DIFFER: ' + ', '.join(bad)}")
+print(f"DDP 200 steps: largest relative loss difference {dl:.2e}; wall time NCCL {n[0]['ddp_seconds']:.3f} s, rnccl {r[0]['ddp_seconds']:.3f} s ({r[0]['ddp_seconds'] / n[0]['ddp_seconds']:.3f}x)")
+print(f"FSDP2 step loss: NCCL {n[0]['fsdp2_loss']:.6f}, rnccl {r[0]['fsdp2_loss']:.6f}")
+PY
