@@ -5,6 +5,8 @@
 # defaults; compare with perf/gpu_vs_nccl.sh's NCCL columns on the same machine.
 #
 #   there: perf/gpu_sweep.sh      (carry .devbin; knobs: COLLS, SETTINGS, MINBYTES, MAXBYTES)
+#
+# A setting is `default` or NCCL knobs without the prefix, comma-joined (MIN_NCHANNELS=64,BUFFSIZE=8388608).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
@@ -20,7 +22,7 @@ printf '%-16s %-24s %s\n' collective setting "busbw GB/s per size ($range)"
 for c in $colls; do
   for s in $settings; do
     env=()
-    [ "$s" != default ] && env=("NCCL_$s")
+    [ "$s" != default ] && IFS=, read -r -a env <<<"$s" && env=("${env[@]/#/NCCL_}")
     row=$(env "${env[@]}" timeout 120 .devbin/rnccl bench "$c" -g "$gpus" -n 10 -w 3 -c 0 $range 2>&1 \
       | awk '!/^#/ && NF >= 13 { printf "%s:%s ", $1, $8 }')
     printf '%-16s %-24s %s\n' "$c" "$s" "${row:-failed}"

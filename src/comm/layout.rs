@@ -114,18 +114,15 @@ pub(crate) fn decide(cfg: &Config, peers: &[PeerInfo], gpu: bool) -> Result<Layo
     })
 }
 
-/// Copies of NCCL's channels GPU ranks run over peer access when no channel knob is set. rnccl's step
-/// interpreter moves less per thread block than NCCL's Simple primitives, so it needs more
-/// blocks in flight to fill NVLink: on 2×H200 (NCCL's 24 channels), busbw at 4 GB went from
-/// 314 to 334 GB/s (all_reduce), 267 to 326 (all_gather) and 315 to 358 (broadcast) with 48
-/// channels instead of 24, and 32 channels fell in between (perf/gpu_sweep.sh, 2026-11-23).
-const GPU_CHANNEL_COPIES: usize = 2;
-
-/// NCCL's channels for GPU ranks: each ring [`GPU_CHANNEL_COPIES`] times, at most
-/// [`crate::conn::MAX_CHANNELS`] in all (the order of NCCL's own duplication: all of them, then
-/// all again).
+/// GPU ranks over peer access run NCCL's rings repeated up to [`crate::conn::MAX_CHANNELS`]
+/// channels when no channel knob is set. rnccl's step interpreter moves less per thread block
+/// than NCCL's Simple primitives, so it needs more blocks in flight to fill NVLink. On 2×H200
+/// (NCCL's 24 channels), perf/gpu_sweep.sh, all_reduce busbw:
+/// - 24 → 48 channels: 314 → 334 GB/s at 4 GB (all_gather 267 → 326, broadcast 315 → 358);
+/// - 48 → 64 channels: 288 → 295 at 128 MB, 319 → 331 at 512 MB, 330 → 345 at 2 GB and
+///   335 → 349 at 8 GB (NCCL: 346 at 8 GB), 2026-11-23.
 fn gpu_rings(rings: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
-    let n = (rings.len() * GPU_CHANNEL_COPIES).min(crate::conn::MAX_CHANNELS.max(rings.len()));
+    let n = crate::conn::MAX_CHANNELS.max(rings.len());
     rings.iter().cycle().take(n).cloned().collect()
 }
 
@@ -303,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn gpu_layouts_double_the_channels_over_peer_access_only() {
+    fn gpu_layouts_fill_the_channels_over_peer_access_only() {
         let topo = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/anchors/h200x2/topo.xml"
@@ -315,7 +312,11 @@ mod tests {
             decide(&cfg(&all), &peers, gpu).unwrap().rings.len()
         };
         assert_eq!(nch(&[], false), 24, "CPU ranks: NCCL's channels");
-        assert_eq!(nch(&[], true), 48, "GPU ranks over peer access: twice");
+        assert_eq!(
+            nch(&[], true),
+            crate::conn::MAX_CHANNELS,
+            "GPU ranks over peer access: NCCL's rings up to the limit"
+        );
         let off = [("NCCL_P2P_DISABLE", "1")];
         assert_eq!(
             nch(&off, true),
@@ -331,15 +332,16 @@ mod tests {
     }
 
     #[test]
-    fn gpu_ranks_run_each_ring_twice_up_to_the_channel_limit() {
+    fn gpu_ranks_repeat_the_rings_up_to_the_channel_limit() {
         let ring = |i: usize| vec![i % 2, 1 - i % 2];
         let rings: Vec<Vec<usize>> = (0..24).map(ring).collect();
         let got = gpu_rings(rings.clone());
-        assert_eq!(got.len(), 48);
+        assert_eq!(got.len(), crate::conn::MAX_CHANNELS);
         assert_eq!(&got[..24], &rings[..]);
-        assert_eq!(&got[24..], &rings[..]);
-        let many: Vec<Vec<usize>> = (0..40).map(ring).collect();
-        assert_eq!(gpu_rings(many).len(), crate::conn::MAX_CHANNELS);
+        assert_eq!(&got[24..48], &rings[..]);
+        assert_eq!(&got[48..], &rings[..16]);
+        let many: Vec<Vec<usize>> = (0..70).map(ring).collect();
+        assert_eq!(gpu_rings(many).len(), 70, "never fewer than NCCL's");
     }
 
     #[test]
