@@ -9,8 +9,8 @@
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
 #   there: perf/gpu_vs_nccl.sh            (carry .devbin and .nccl-tests)
 #
-# Knobs: ROUNDS (3), GPUS (all), COLLS, SMALL_COLLS, MINBYTES/MAXBYTES for the bandwidth sweep, RUN_LIMIT
-# (seconds per program run).
+# Knobs: ROUNDS (3), GPUS (all), COLLS, SMALL_COLLS, MINBYTES/MAXBYTES/FACTOR for the bandwidth
+# sweep, SHM (0 skips the NCCL_P2P_DISABLE=1 runs), RUN_LIMIT (seconds per program run).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,7 @@ colls=${COLLS:-"all_reduce all_gather reduce_scatter broadcast alltoall sendrecv
 small=${SMALL_COLLS:-$colls}  # the collectives also timed at 8 B to 512 KB
 minb=${MINBYTES:-1M}
 maxb=${MAXBYTES:-8G}
+factor=${FACTOR:-4}
 limit=${RUN_LIMIT:-120}  # seconds per program run: a hang costs one run, not the whole call
 for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
   [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
@@ -56,13 +57,14 @@ echo "NCCL $nccl_version (nvidia-nccl-cu13), nccl-tests $(git -C .nccl-tests log
 common="-g $gpus -n 20 -w 5 -c 0"
 for r in $(seq 1 "$rounds"); do
   for c in $colls; do
-    for range in "-b 8 -e 512K -f 4" "-b $minb -e $maxb -f 4"; do
+    for range in "-b 8 -e 512K -f 4" "-b $minb -e $maxb -f $factor"; do
       [[ "$range" == "-b 8 "* && " $small " != *" $c "* ]] && continue
       tag=$(echo "$range" | tr -d ' -')
       timeout "$limit" .nccl-tests/build/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
       timeout "$limit" .devbin/rnccl bench "$c" $common $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
     done
   done
+  [ "${SHM:-1}" = 0 ] && continue
   for tag in shm; do
     NCCL_P2P_DISABLE=1 timeout "$limit" .nccl-tests/build/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
     NCCL_P2P_DISABLE=1 timeout "$limit" .devbin/rnccl bench all_reduce $common -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1

@@ -151,6 +151,29 @@ pub(super) fn fill_input(s: &DataSpec, rank: usize, buf: &mut [u8], count: usize
     store(buf, s.dtype, count, |i| input_value(s, rank, i));
 }
 
+/// Bytes of input generated element by element when results are not checked (`-c 0`); the
+/// rest of the input repeats them, copied in bulk. Generating 8 GB per rank on the host took
+/// longer than the collectives it feeds (nccl-tests generates on the device). A multiple of
+/// every element size.
+pub(super) const TILE_BYTES: usize = 4 << 20;
+
+/// Bytes of a `len`-byte input to generate: all of it when results are `checked`, else at most
+/// [`TILE_BYTES`] (the rest repeats them).
+pub(super) fn generated_bytes(len: usize, checked: bool) -> usize {
+    if checked { len } else { len.min(TILE_BYTES) }
+}
+
+/// Fills `buf[head..]` with copies of `buf[..head]` (whole copies, then a prefix), doubling
+/// what is copied each time.
+pub(super) fn repeat_head(buf: &mut [u8], head: usize) {
+    let mut have = head.min(buf.len());
+    while have > 0 && have < buf.len() {
+        let n = have.min(buf.len() - have);
+        buf.copy_within(..n, have);
+        have += n;
+    }
+}
+
 /// The tolerance of the check for `dtype` on `nranks` ranks, as a fraction of
 /// `max(|expected|, 4)`: `eps × (nranks + 2)` for floating-point types, with eps 2^-10 (half),
 /// 2^-7 (bfloat16), 2^-23 (float), 2^-52 (double): an average rounds once per step, and the
@@ -242,6 +265,23 @@ pub(super) fn count_wrong(dtype: DataType, tol: f64, out: &[u8], want: &[u8], co
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unchecked_inputs_repeat_their_generated_head() {
+        for len in [0usize, 5, 64, 4096 + 12] {
+            let mut b: Vec<u8> = (0..len)
+                .map(|i| if i < 7 { i as u8 + 1 } else { 0 })
+                .collect();
+            repeat_head(&mut b, 7);
+            assert!(
+                b.iter().enumerate().all(|(i, &v)| v == (i % 7) as u8 + 1),
+                "{len}"
+            );
+        }
+        assert_eq!(generated_bytes(1 << 30, true), 1 << 30);
+        assert_eq!(generated_bytes(1 << 30, false), TILE_BYTES);
+        assert_eq!(generated_bytes(100, false), 100);
+    }
 
     fn spec(coll: BenchColl, dtype: DataType, op: RedOp) -> DataSpec {
         DataSpec {

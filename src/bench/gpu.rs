@@ -113,17 +113,27 @@ impl<'c> GpuRank<'c> {
     }
 
     /// Writes this rank's input for `spec` (in the send buffer, or at its in-place position):
-    /// generated on the host, copied on the stream.
+    /// generated on the host and copied on the stream, every element when the results are
+    /// `checked`, else a generated head that device-to-device copies repeat
+    /// ([`data::generated_bytes`]).
     ///
     /// Errors: [`Error::InvalidArgument`] for an in-place layout nccl.h does not define or
-    /// host memory that cannot be had; [`Error::Cuda`] when the copy fails.
-    pub(super) fn fill(&mut self, args: &CollArgs, spec: &DataSpec, c: &Counts) -> Result<()> {
+    /// host memory that cannot be had; [`Error::Cuda`] when a copy fails.
+    pub(super) fn fill(
+        &mut self,
+        args: &CollArgs,
+        spec: &DataSpec,
+        c: &Counts,
+        checked: bool,
+    ) -> Result<()> {
         let (rank, n) = (self.comm.rank(), self.comm.nranks());
         let Region { in_recv, off, len } = input_region(args, c, rank, n)?;
         let dst = self.at(in_recv, off, len)?;
-        let host = staging(&mut self.staging, len)?;
-        data::fill_input(spec, rank, host, len / args.dtype.size());
-        upload(&self.stream, self.gpu, dst, host)
+        let head = data::generated_bytes(len, checked);
+        let host = staging(&mut self.staging, head)?;
+        data::fill_input(spec, rank, host, head / args.dtype.size());
+        upload(&self.stream, self.gpu, dst, host)?;
+        repeat_head(&self.stream, self.gpu, dst, head, len)
     }
 
     /// Queues `agg` operations of this rank into `g`, on this rank's stream: one operation,
@@ -250,6 +260,24 @@ pub(super) fn upload(stream: &CudaStream, gpu: usize, dst: u64, src: &[u8]) -> R
         sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.cu_stream())
     };
     check(r, || format!("copying {} bytes to GPU {gpu}", src.len()))
+}
+
+/// Fills device bytes `dst + head .. dst + len` with copies of `dst .. dst + head` on `stream`
+/// (of GPU `gpu`, bound to this thread), doubling what is copied each time.
+///
+/// Errors: [`Error::Cuda`] when a copy cannot be queued.
+fn repeat_head(stream: &CudaStream, gpu: usize, dst: u64, head: usize, len: usize) -> Result<()> {
+    let mut have = head.min(len);
+    while have > 0 && have < len {
+        let n = have.min(len - have);
+        // SAFETY: source `dst .. dst + n` and destination `dst + have .. dst + have + n` lie
+        // within the caller's `len`-byte device range (n ≤ have, have + n ≤ len) and do not
+        // overlap; the copy is ordered on the stream after the upload that wrote the source.
+        let r = unsafe { sys::cuMemcpyDtoDAsync_v2(dst + have as u64, dst, n, stream.cu_stream()) };
+        check(r, || format!("repeating {n} bytes of input on GPU {gpu}"))?;
+        have += n;
+    }
+    Ok(())
 }
 
 /// Queues `agg` operations of every rank of `ranks` as one group (nccl-tests `-m`), which

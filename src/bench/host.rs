@@ -77,10 +77,18 @@ impl<'c> HostRank<'c> {
         })
     }
 
-    /// Writes this rank's input for `spec` (in the send buffer, or at its in-place position).
+    /// Writes this rank's input for `spec` (in the send buffer, or at its in-place position):
+    /// every element when the results are `checked`, else a generated head repeated
+    /// ([`data::generated_bytes`]).
     ///
     /// Errors: [`Error::InvalidArgument`] for an in-place layout nccl.h does not define.
-    pub(super) fn fill(&mut self, args: &CollArgs, spec: &DataSpec, c: &Counts) -> Result<()> {
+    pub(super) fn fill(
+        &mut self,
+        args: &CollArgs,
+        spec: &DataSpec,
+        c: &Counts,
+        checked: bool,
+    ) -> Result<()> {
         let (rank, n) = (self.comm.rank(), self.comm.nranks());
         let Region { in_recv, off, len } = input_region(args, c, rank, n)?;
         let buf = if in_recv {
@@ -89,7 +97,10 @@ impl<'c> HostRank<'c> {
             &mut self.send
         };
         let es = args.dtype.size();
-        data::fill_input(spec, rank, &mut as_bytes_mut(buf)[off..off + len], len / es);
+        let region = &mut as_bytes_mut(buf)[off..off + len];
+        let head = data::generated_bytes(len, checked);
+        data::fill_input(spec, rank, &mut region[..head], head / es);
+        data::repeat_head(region, head);
         Ok(())
     }
 

@@ -121,13 +121,23 @@ impl<'c> Ranks<'c> {
             .map(Ranks::Gpu)
     }
 
-    /// Writes every rank's input for `spec`.
+    /// Writes every rank's input for `spec`, every element when the results will be `checked`.
     ///
     /// Errors: as [`HostRank::fill`] and [`GpuRank::fill`].
-    pub(super) fn fill(&mut self, args: &CollArgs, spec: &DataSpec, c: &Counts) -> Result<()> {
+    pub(super) fn fill(
+        &mut self,
+        args: &CollArgs,
+        spec: &DataSpec,
+        c: &Counts,
+        checked: bool,
+    ) -> Result<()> {
         match self {
-            Ranks::Host(h) => h.iter_mut().try_for_each(|r| r.fill(args, spec, c)),
-            Ranks::Gpu(g) => g.iter_mut().try_for_each(|r| r.fill(args, spec, c)),
+            Ranks::Host(h) => h
+                .iter_mut()
+                .try_for_each(|r| r.fill(args, spec, c, checked)),
+            Ranks::Gpu(g) => g
+                .iter_mut()
+                .try_for_each(|r| r.fill(args, spec, c, checked)),
         }
     }
 

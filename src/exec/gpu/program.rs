@@ -594,7 +594,11 @@ mod tests {
             slot_bytes: 1 << 19,
         };
         let (bytes, lanes) = encode(&parts, &conns, &spec, &ctl).expect("encodes");
-        assert_eq!(lanes as usize, 2 * P2P_CHANNELS, "one block per connection and way");
+        assert_eq!(
+            lanes as usize,
+            2 * P2P_CHANNELS,
+            "one block per connection and way"
+        );
         // Each send connection's block runs both sends' pieces in order.
         assert_eq!(
             bytes.len(),
