@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Programs built against NCCL, run on rnccl's libnccl.so.2 beside NCCL on the GPUs of one host
-# (issue 12's acceptance), in one run:
-#   1. nccl-tests built twice from the same source (.nccl-tests/): against NCCL 2.28.9 from
-#      PyTorch's nvidia-nccl-cu13 wheel, and against capi/include/nccl.h with rnccl's library;
-#      each test with `-g 2 -b 8 -e 1G -f 4 -c 1`, plain, `-G 1` (graphs), `-R 1` and `-R 2`
-#      (registration), NCCL then rnccl, printing #wrong and the busbw ratio per size;
+# (issue 12's acceptance), in one run, with no recompilation:
+#   1. nccl-tests built once from .nccl-tests/ against NCCL 2.28.9 (PyTorch's nvidia-nccl-cu13
+#      wheel: its nccl.h and nccl_device.h; nccl-tests 2.19 compiles NCCL's header-only device
+#      API when the header says 2.28, which rnccl's nccl.h does not provide), then run on NCCL
+#      and on rnccl by LD_LIBRARY_PATH alone; each test with `-g 2 -b 8 -e 1G -f 4 -c 1`, plain,
+#      `-G 1` (graphs), `-R 1` and `-R 2` (registration), NCCL then rnccl, printing #wrong and
+#      the busbw ratio per size; the library each run loaded is checked by its version banner;
 #   2. PyTorch under torch.distributed.run with 2 processes (perf/torch_check.py): collectives,
 #      200 DDP steps and an FSDP2 step on NCCL, then with rnccl preloaded, comparing results,
 #      per-step losses and the DDP wall time.
@@ -27,21 +29,17 @@ for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.j
 done
 export RNCCL_KERNEL_CACHE="$out/kernel-cache"
 base_ld=$LD_LIBRARY_PATH
-# NCCL's home (the wheel) and rnccl's (our header, our library as libnccl.so.2).
+# NCCL's home (the wheel), and rnccl's library under NCCL's soname.
 wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
 nh=/tmp/nccl-home rh=/tmp/rnccl-home
 rm -rf $nh $rh && mkdir -p $nh/lib $rh/lib
 ln -s "$wheel/include" $nh/include
 for f in "$wheel"/lib/libnccl.so*; do ln -s "$f" $nh/lib/; done
 [ -e $nh/lib/libnccl.so ] || ln -s "$wheel/lib/libnccl.so.2" $nh/lib/libnccl.so
-ln -s "$PWD/capi/include" $rh/include
-cp .devbin/libnccl.so $rh/lib/libnccl.so.2 && ln -s libnccl.so.2 $rh/lib/libnccl.so
-for who in nccl rnccl; do
-  home=$nh; [ $who = rnccl ] && home=$rh
-  if ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt-$who NCCL_HOME=$home CUDA_HOME=/usr/local/cuda >"$out/build-$who.log" 2>&1; then
-    echo "nccl-tests did not build against $who:"; tail -15 "$out/build-$who.log"; exit 1
-  fi
-done
+cp .devbin/libnccl.so $rh/lib/libnccl.so.2
+if ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NCCL_HOME=$nh CUDA_HOME=/usr/local/cuda >"$out/build.log" 2>&1; then
+  echo "nccl-tests did not build against NCCL:"; tail -15 "$out/build.log"; exit 1
+fi
 tests=${TESTS:-"all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube"}
 modes=${MODES:-"plain G1 R1 R2"}
 for t in $tests; do
@@ -49,7 +47,7 @@ for t in $tests; do
     flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; esac
     for who in nccl rnccl; do
       home=$nh; [ $who = rnccl ] && home=$rh
-      LD_LIBRARY_PATH="$home/lib:$base_ld" timeout "$limit" /tmp/nt-$who/${t}_perf -g 2 -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \
+      LD_LIBRARY_PATH="$home/lib:$base_ld" NCCL_DEBUG=VERSION timeout "$limit" /tmp/nt/${t}_perf -g 2 -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \
         >"$out/$who.$t.$m.log" 2>&1
       echo "$?" >"$out/$who.$t.$m.rc"
     done
@@ -82,6 +80,8 @@ for t in tests:
         p = lambda who, ext: os.path.join(out, f"{who}.{t}.{m}.{ext}")
         rc = "/".join(open(p(w, "rc")).read().strip() for w in ("nccl", "rnccl"))
         (a, wa), (b, wb) = table(p("rnccl", "log")), table(p("nccl", "log"))
+        if "rnccl version" not in open(p("rnccl", "log"), errors="replace").read():
+            rc += " (NOT rnccl: no rnccl version banner)"
         ratios = " ".join(f"{s}:{a[s] / b[s]:.2f}" for s in sorted(set(a) & set(b)) if b[s] > 0 and s >= 1 << 20)
         print(f"{t:<16}{m:<6}{rc:>14}{wa:>8}  {ratios or '(no table)'}")
 def load(tag):
