@@ -49,6 +49,10 @@ mkdir -p $home/lib && ln -sf "$wheel/include" $home/include
 for f in "$wheel"/lib/libnccl.so*; do ln -sf "$f" $home/lib/; done
 [ -e $home/lib/libnccl.so ] || ln -sf "$wheel/lib/libnccl.so.2" $home/lib/libnccl.so
 export LD_LIBRARY_PATH="$home/lib:$LD_LIBRARY_PATH"
+# Only this machine's GPU architecture: nccl-tests builds six by default, which took two of a
+# device call's ten minutes on a fresh H200 machine.
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+[ -n "$cc" ] && export NVCC_GENCODE="-gencode=arch=compute_$cc,code=sm_$cc"
 if ! make -C .nccl-tests/src -j"$(nproc)" NCCL_HOME=$home CUDA_HOME=/usr/local/cuda >"$out/nccl-tests-build.log" 2>&1; then
   tail -20 "$out/nccl-tests-build.log"; exit 1
 fi
