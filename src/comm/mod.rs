@@ -280,6 +280,8 @@ impl State {
 pub struct Communicator {
     pub(crate) core: Arc<Core>,
     pub(crate) state: RefCell<State>,
+    /// Its place on the process's counter page (`None` with `RNCCL_STATS=0`).
+    _page: Option<crate::stats::page::Registration>,
 }
 
 /// Aborts a communicator from any thread (`ncclCommAbort` used as a watchdog): the operation
@@ -498,10 +500,23 @@ impl Communicator {
             Some(ordinal) => core.with_gpu(ordinal)?,
             None => core,
         };
-        Ok(Communicator {
+        Ok(Communicator::new(core))
+    }
+
+    /// A communicator over `core`, published on the process's counter page.
+    pub(super) fn new(core: Core) -> Communicator {
+        let meta = crate::stats::page::CommMeta {
+            comm_id: comm_id(core.net.magic(), core.tag),
+            rank: core.rank,
+            nranks: core.nranks,
+            device: core.gpu.as_ref().map(|g| g.info.ordinal),
+        };
+        let page = crate::stats::page::register(&core.knobs, meta, &core.stats);
+        Communicator {
             core: Arc::new(core),
             state: RefCell::new(State::new()),
-        })
+            _page: page,
+        }
     }
 
     /// This rank (`ncclCommUserRank`).
@@ -620,6 +635,16 @@ impl Communicator {
         st.failed = Some("aborted".into());
         st.conns = Connections::default();
     }
+}
+
+/// The id counter pages give a communicator: the same on all its ranks (the bootstrap's magic,
+/// from the unique id, and the communicator's tag), mixed with SplitMix64's finaliser
+/// (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014).
+fn comm_id(magic: u64, tag: u64) -> u64 {
+    let mut z = magic ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl Drop for Communicator {

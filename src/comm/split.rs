@@ -2,11 +2,10 @@
 //! old rank). The child shares the parent's bootstrap network under a new message namespace, so
 //! no new rendezvous is needed; its connections are new.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::{Communicator, Core, State};
+use super::{Communicator, Core};
 use crate::bootstrap::host::fnv1a;
 use crate::bootstrap::tags;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
@@ -110,9 +109,6 @@ impl Communicator {
             Some(g) => child.with_gpu(g.info.ordinal)?,
             None => child,
         };
-        Ok(Some(Communicator {
-            core: Arc::new(child),
-            state: RefCell::new(State::new()),
-        }))
+        Ok(Some(Communicator::new(child)))
     }
 }

@@ -4,6 +4,7 @@
 //! --format json`, the coming live view and hang reports).
 
 mod op;
+pub mod page;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -44,7 +44,8 @@ const ALGOS: [&str; 3] = ["Ring", "Tree", "Direct"];
 const WORDS: usize = 6;
 
 impl OpInfo {
-    fn encode(&self, started_ns: u64) -> [u64; WORDS] {
+    /// The words of this description and its start time (coarse monotonic ns).
+    pub(super) fn encode(&self, started_ns: u64) -> [u64; WORDS] {
         let algo = ALGOS.iter().position(|&a| a == self.algo).unwrap_or(0) as u64;
         [
             self.seq,
@@ -59,7 +60,8 @@ impl OpInfo {
         ]
     }
 
-    fn decode(w: &[u64; WORDS]) -> Option<(OpInfo, u64)> {
+    /// The description and start time encoded in `w`; `None` for an unknown code.
+    pub(super) fn decode(w: &[u64; WORDS]) -> Option<(OpInfo, u64)> {
         let packed = w[4];
         let func = *Func::ALL.get((packed & 0xff) as usize)?;
         let dtype = *DataType::ALL.get(((packed >> 8) & 0xff) as usize)?;

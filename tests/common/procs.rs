@@ -94,16 +94,25 @@ pub(crate) fn assert_clean_table(stdout: &str) {
     assert!(stdout.contains("# Avg bus bandwidth    : "), "{stdout}");
 }
 
-/// Names of rnccl shared-memory segments currently in `/dev/shm`.
+/// Names of rnccl shared-memory segments currently in `/dev/shm`, leaving out the counter
+/// pages of processes still running (tests running beside this one): a page left by a process
+/// that is gone still counts.
 pub(crate) fn shm_segments() -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("rnccl-"))
+                .filter(|n| n.starts_with("rnccl-") && !live_stats_page(n))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether `name` is the counter page (`rnccl-stats-<pid>`) of a running process.
+pub(crate) fn live_stats_page(name: &str) -> bool {
+    name.strip_prefix("rnccl-stats-")
+        .and_then(|p| p.parse::<i32>().ok())
+        .is_some_and(|pid| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok())
 }
 
 /// True under continuous integration (`CI=true`, which `.ci/run` exports): there, a test that

@@ -47,6 +47,7 @@ pub static HONOURED: &[&str] = &[
     "RNCCL_BENCH_PROC",
     "RNCCL_CONFIG",
     "RNCCL_KERNEL_CACHE",
+    "RNCCL_STATS",
     "RNCCL_SYSTEM_CONF",
     "RNCCL_TIMEOUT",
 ];

@@ -311,23 +311,24 @@ pub(crate) fn encode(
     // A part may hold several lanes with one key (a peer's traffic spread over connections,
     // `spread_p2p`): the j-th of them joins the j-th of every other part, which uses the same
     // connection, and stays a thread block of its own.
-    let mut lanes: Vec<((LaneKey, usize), Vec<(&DevBuffers, Step)>)> = Vec::new();
+    let mut lanes: Lanes<'_> = Vec::new();
+    let mut ids: Vec<(LaneKey, usize)> = Vec::new();
     for p in parts {
         let mut seen: Vec<LaneKey> = Vec::new();
         for (key, steps) in &p.plan.lanes {
             let id = (*key, seen.iter().filter(|k| *k == key).count());
             seen.push(*key);
-            let at = match lanes.iter().position(|(k, _)| *k == id) {
+            let at = match ids.iter().position(|i| *i == id) {
                 Some(i) => i,
                 None => {
-                    lanes.push((id, Vec::new()));
+                    ids.push(id);
+                    lanes.push((*key, Vec::new()));
                     lanes.len() - 1
                 }
             };
             lanes[at].1.extend(steps.iter().map(|s| (&p.bufs, *s)));
         }
     }
-    let lanes: Lanes<'_> = lanes.into_iter().map(|((k, _), s)| (k, s)).collect();
     let lanes = split_copies(lanes);
     let nsteps: usize = lanes.iter().map(|(_, s)| s.len()).sum();
     let nlanes = lanes.len();

@@ -1,0 +1,334 @@
+//! The process's publisher: the communicators whose counters it publishes and the thread that
+//! rewrites their page (see `super` for the protocol).
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{CommPage, PAGE_DIR, PUBLISH_INTERVAL, Page, encode, page_path};
+use crate::config::Config;
+use crate::stats::CommStats;
+
+/// What a page says about a communicator rank besides its counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommMeta {
+    /// The same on every rank of the communicator.
+    pub comm_id: u64,
+    pub rank: usize,
+    pub nranks: usize,
+    /// CUDA device ordinal, `None` for host memory.
+    pub device: Option<usize>,
+}
+
+struct Entry {
+    key: u64,
+    meta: CommMeta,
+    stats: Weak<CommStats>,
+}
+
+#[derive(Default)]
+struct State {
+    entries: Vec<Entry>,
+    next_key: u64,
+    /// Whether the publishing thread runs.
+    running: bool,
+    /// Set after a write failed (warned once): nothing more is written.
+    broken: bool,
+}
+
+/// One publisher per page (the process's, or a test's in its own folder).
+pub(crate) struct Publisher {
+    page: PathBuf,
+    tmp: PathBuf,
+    interval: Duration,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+/// A communicator's place on the page; dropping it takes the communicator off (and removes the
+/// page with the last one).
+pub(crate) struct Registration {
+    publisher: Arc<Publisher>,
+    key: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut st = self.publisher.lock();
+        st.entries.retain(|e| e.key != self.key);
+        if st.entries.is_empty() {
+            self.publisher.remove_page();
+        }
+        self.publisher.wake.notify_all();
+    }
+}
+
+/// Puts `stats` on this process's page (`/dev/shm/rnccl-stats-<pid>`), unless `RNCCL_STATS`
+/// is off. Publishing never fails a communicator: a page that cannot be written is warned
+/// about once and given up.
+pub(crate) fn register(
+    cfg: &Config,
+    meta: CommMeta,
+    stats: &Arc<CommStats>,
+) -> Option<Registration> {
+    if !cfg.flag("RNCCL_STATS").unwrap_or(true) {
+        return None;
+    }
+    static GLOBAL: OnceLock<Arc<Publisher>> = OnceLock::new();
+    let p = GLOBAL.get_or_init(|| {
+        // SAFETY: `remove_at_exit` is an `extern "C" fn()` that only unlinks two paths; atexit
+        // runs it once at normal process exit.
+        unsafe { libc::atexit(remove_at_exit) };
+        Publisher::new(FsPath::new(PAGE_DIR), std::process::id(), PUBLISH_INTERVAL)
+    });
+    Some(p.register(meta, stats))
+}
+
+/// Removes this process's page at normal exit (communicators in statics, or `exit()` while
+/// they live, never drop).
+extern "C" fn remove_at_exit() {
+    let page = page_path(FsPath::new(PAGE_DIR), std::process::id());
+    let _ = std::fs::remove_file(&page);
+    let _ = std::fs::remove_file(page.with_extension("tmp"));
+}
+
+impl Publisher {
+    /// A publisher writing the page of `pid` in `dir` every `interval`.
+    pub(crate) fn new(dir: &FsPath, pid: u32, interval: Duration) -> Arc<Publisher> {
+        let page = page_path(dir, pid);
+        Arc::new(Publisher {
+            tmp: page.with_extension("tmp"),
+            page,
+            interval,
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a communicator; starts the publishing thread if it is not running. The page is
+    /// written at once, so a reader finds the communicator before its first operation.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        meta: CommMeta,
+        stats: &Arc<CommStats>,
+    ) -> Registration {
+        let mut st = self.lock();
+        let key = st.next_key;
+        st.next_key += 1;
+        st.entries.push(Entry {
+            key,
+            meta,
+            stats: Arc::downgrade(stats),
+        });
+        self.publish(&mut st);
+        if !st.running && !st.broken {
+            st.running = true;
+            let me = Arc::clone(self);
+            let spawned = std::thread::Builder::new()
+                .name("rnccl-stats".into())
+                .spawn(move || me.run());
+            if spawned.is_err() {
+                st.running = false;
+            }
+        }
+        Registration {
+            publisher: Arc::clone(self),
+            key,
+        }
+    }
+
+    /// The publishing thread: rewrites the page every interval while communicators remain.
+    fn run(&self) {
+        let mut st = self.lock();
+        loop {
+            st = self
+                .wake
+                .wait_timeout(st, self.interval)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            if st.entries.is_empty() || st.broken {
+                st.running = false;
+                return;
+            }
+            self.publish(&mut st);
+        }
+    }
+
+    /// Writes the page of the registered communicators (called with the state locked, so a
+    /// page is never written after the last communicator removed it).
+    fn publish(&self, st: &mut State) {
+        if st.broken {
+            return;
+        }
+        let written_unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let comms = st
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let s = e.stats.upgrade()?;
+                Some(CommPage {
+                    comm_id: e.meta.comm_id,
+                    rank: e.meta.rank,
+                    nranks: e.meta.nranks,
+                    device: e.meta.device,
+                    ops_completed: s.op().completed(),
+                    op: s.op().snapshot(),
+                    links: s.links(),
+                })
+            })
+            .collect();
+        let page = Page {
+            pid: std::process::id(),
+            written_unix_ns,
+            comms,
+        };
+        if let Err(e) = self.write(&encode(&page)) {
+            st.broken = true;
+            let _ = std::fs::remove_file(&self.tmp);
+            tracing::warn!(
+                target: "rnccl::stats",
+                "cannot write the counter page {}: {e}; `rnccl top` will not see this process \
+                 (RNCCL_STATS=0 turns the page off)",
+                self.page.display()
+            );
+        }
+    }
+
+    /// Writes `bytes` to the temporary file (mode 0600) and renames it over the page.
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let _ = std::fs::remove_file(&self.tmp);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.tmp)?;
+        f.write_all(bytes)?;
+        drop(f);
+        std::fs::rename(&self.tmp, &self.page)
+    }
+
+    fn remove_page(&self) {
+        let _ = std::fs::remove_file(&self.page);
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::ConnKey;
+    use crate::stats::page::decode;
+    use crate::stats::{Direction, Path};
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
+
+    fn read(p: &FsPath) -> Option<Page> {
+        std::fs::read(p)
+            .ok()
+            .map(|b| decode(&b).expect("a whole page"))
+    }
+
+    fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn meta(rank: usize) -> CommMeta {
+        CommMeta {
+            comm_id: 99,
+            rank,
+            nranks: 2,
+            device: None,
+        }
+    }
+
+    #[test]
+    fn the_page_follows_the_counters_and_goes_with_the_last_communicator() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Publisher::new(dir.path(), 7, Duration::from_millis(10));
+        let page = page_path(dir.path(), 7);
+        let a = Arc::new(CommStats::new());
+        let b = Arc::new(CommStats::new());
+        let link = a.add_link(ConnKey::p2p(1), Direction::Send, Path::Shm);
+        let ra = p.register(meta(0), &a);
+        let first = read(&page).expect("written at registration");
+        assert_eq!(first.comms.len(), 1);
+        let mode = std::fs::metadata(&page).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let rb = p.register(meta(1), &b);
+        link.add(4096);
+        eventually("the new bytes on the page", || {
+            read(&page).is_some_and(|pg| pg.comms.len() == 2 && pg.comms[0].links[0].bytes == 4096)
+        });
+        drop(ra);
+        assert_eq!(
+            read(&page).map(|p| p.comms.len()),
+            Some(2),
+            "rewritten on the next tick"
+        );
+        eventually("one communicator left", || {
+            read(&page).is_some_and(|p| p.comms.len() == 1)
+        });
+        drop(rb);
+        assert!(!page.exists(), "removed with the last communicator");
+        assert!(!page.with_extension("tmp").exists());
+        // The thread stopped; a new registration starts it again.
+        let _rc = p.register(meta(0), &a);
+        link.add(1);
+        eventually("publishing again", || {
+            read(&page).is_some_and(|pg| pg.comms[0].links[0].bytes == 4097)
+        });
+    }
+
+    #[test]
+    fn readers_never_see_a_torn_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Publisher::new(dir.path(), 8, Duration::from_millis(1));
+        let s = Arc::new(CommStats::new());
+        let links: Vec<_> = (0..64)
+            .map(|c| s.add_link(ConnKey::collective(1, c), Direction::Recv, Path::Tcp))
+            .collect();
+        let _r = p.register(meta(0), &s);
+        let page = page_path(dir.path(), 8);
+        let t0 = Instant::now();
+        let mut reads = 0;
+        while t0.elapsed() < Duration::from_millis(300) {
+            for l in &links {
+                l.add(8);
+            }
+            if let Ok(b) = std::fs::read(&page) {
+                decode(&b).expect("every page read whole");
+                reads += 1;
+            }
+        }
+        assert!(reads > 10, "{reads}");
+    }
+
+    #[test]
+    fn an_unwritable_folder_is_given_up_quietly() {
+        let p = Publisher::new(
+            FsPath::new("/nonexistent/rnccl"),
+            9,
+            Duration::from_millis(1),
+        );
+        let s = Arc::new(CommStats::new());
+        let r = p.register(meta(0), &s);
+        assert!(p.lock().broken);
+        drop(r);
+    }
+}
