@@ -554,3 +554,38 @@ fn live_counters_are_read_while_operations_run() {
         .sum();
     assert!(sent >= 10 * (count as u64 * 4) / 2, "{sent} bytes sent");
 }
+
+/// A rank that waits for a late peer counts the stall on the links to it: after a first
+/// all-reduce (which opens the connections), rank 1 comes 300 ms late to the second, so rank
+/// 0's links to it gain about 300 ms of waiting and rank 1's little, for a small all-reduce
+/// and a large one.
+#[test]
+fn waiting_for_a_late_peer_is_counted_on_its_link() {
+    let late = Duration::from_millis(300);
+    for count in [4096usize, 4 << 20] {
+        all_ok(on_threads(2, &[], |c| {
+            let mut v = vec![1f32; count];
+            let waited = || c.traffic().iter().map(|l| l.wait_ns).sum::<u64>();
+            c.all_reduce_in_place(&mut v, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
+            let before = waited();
+            if c.rank() == 1 {
+                std::thread::sleep(late);
+            }
+            c.all_reduce_in_place(&mut v, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
+            let t = c.traffic();
+            let waited = waited() - before;
+            let ms = waited / 1_000_000;
+            match c.rank() {
+                0 if waited < 200_000_000 => Err(format!(
+                    "{count} floats: rank 0 waited {ms} ms for the late rank: {t:?}"
+                )),
+                1 if waited > 100_000_000 => {
+                    Err(format!("{count} floats: the late rank waited {ms} ms"))
+                }
+                _ => Ok(()),
+            }
+        }));
+    }
+}

@@ -450,6 +450,7 @@ impl GpuComm {
                 transport,
                 bytes,
                 slots,
+                wait_ns: 0,
             };
         let mut v: Vec<LinkSnapshot> = self
             .sends

@@ -505,15 +505,11 @@ impl Communicator {
 
     /// A communicator over `core`, published on the process's counter page.
     pub(super) fn new(core: Core) -> Communicator {
-        let meta = crate::stats::page::CommMeta {
-            comm_id: comm_id(core.net.magic(), core.tag),
-            rank: core.rank,
-            nranks: core.nranks,
-            device: core.gpu.as_ref().map(|g| g.info.ordinal),
-        };
-        let page = crate::stats::page::register(&core.knobs, meta, &core.stats);
+        let core = Arc::new(core);
+        let published: Arc<dyn crate::stats::page::Published> = core.clone();
+        let page = crate::stats::page::register(&core.knobs, Arc::downgrade(&published));
         Communicator {
-            core: Arc::new(core),
+            core,
             state: RefCell::new(State::new()),
             _page: page,
         }
@@ -600,11 +596,8 @@ impl Communicator {
     /// Traffic so far on every link of this rank: connections it opened, and peers' windows
     /// it read directly.
     pub fn traffic(&self) -> Vec<LinkSnapshot> {
-        let mut links = self.core.stats.links();
-        if let Some(g) = &self.core.gpu {
-            links.extend(g.traffic());
-        }
-        links
+        use crate::stats::page::Published;
+        self.core.links()
     }
 
     /// This rank's live counters (links and the operation in flight), shareable with other
@@ -634,6 +627,29 @@ impl Communicator {
         self.core.notify_failure(&st.conns.peers(), &why);
         st.failed = Some("aborted".into());
         st.conns = Connections::default();
+    }
+}
+
+impl crate::stats::page::Published for Core {
+    fn meta(&self) -> crate::stats::page::CommMeta {
+        crate::stats::page::CommMeta {
+            comm_id: comm_id(self.net.magic(), self.tag),
+            rank: self.rank,
+            nranks: self.nranks,
+            device: self.gpu.as_ref().map(|g| g.info.ordinal),
+        }
+    }
+
+    fn links(&self) -> Vec<LinkSnapshot> {
+        let mut links = self.stats.links();
+        if let Some(g) = &self.gpu {
+            links.extend(g.traffic());
+        }
+        links
+    }
+
+    fn op(&self) -> &crate::stats::OpProgress {
+        self.stats.op()
     }
 }
 

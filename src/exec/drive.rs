@@ -3,7 +3,8 @@
 //! and turning stalls into timeouts that name what each lane waits for.
 
 use std::fmt::Display;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::conns::Connections;
 use super::direct::{DirectOp, Progress};
@@ -11,7 +12,7 @@ use super::execution::Execution;
 use super::failure::{link_error, liveness, timeout};
 use super::wait::{WaitPolicy, Waiter, block_on};
 use crate::error::{Error, Result};
-use crate::stats::OpProgress;
+use crate::stats::{LinkCounters, OpProgress};
 use crate::transport::PollInterest;
 
 /// What the executor needs to know about a communicator it runs for.
@@ -112,6 +113,15 @@ impl Running {
         }
     }
 
+    /// Adds the counters of the links the phase cannot use now to `out`: FIFO connections, or
+    /// for a direct phase the window reads of the rank it waits for.
+    fn stalled(&self, conns: &mut Connections, out: &mut Vec<Arc<LinkCounters>>) {
+        match self {
+            Running::Fifo(ex) => ex.stalled(conns, out),
+            Running::Direct(d) => out.extend(d.stalled_on()),
+        }
+    }
+
     fn poll_interest(&self, conns: &Connections) -> Vec<PollInterest> {
         match self {
             Running::Fifo(ex) => ex.poll_interest(conns),
@@ -184,6 +194,18 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
         policy
     };
     let mut waiter = Waiter::new(policy);
+    // The stall in progress: when the first round that moved nothing began, and the links its
+    // lanes could not use, which are charged its time when something moves again.
+    let mut stall: Option<Instant> = None;
+    let mut stalled: Vec<Arc<LinkCounters>> = Vec::new();
+    let charge = |stall: &mut Option<Instant>, stalled: &mut Vec<Arc<LinkCounters>>| {
+        if let Some(t0) = stall.take() {
+            let ns = t0.elapsed().as_nanos() as u64;
+            for c in stalled.drain(..) {
+                c.add_wait(ns);
+            }
+        }
+    };
     loop {
         let mut moved = false;
         let mut all_done = true;
@@ -200,14 +222,22 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
             moved |= m || d.run.done(d.conns);
         }
         if all_done {
+            charge(&mut stall, &mut stalled);
             for d in phases.iter() {
                 d.run.fence();
             }
             return Ok(());
         }
         if moved {
+            charge(&mut stall, &mut stalled);
             waiter.reset();
             continue;
+        }
+        if stall.is_none() {
+            stall = Some(Instant::now());
+            for d in phases.iter_mut() {
+                d.run.stalled(d.conns, &mut stalled);
+            }
         }
         if let Some(d) = phases.iter().find(|d| d.peers.aborted()) {
             return Err(Error::Aborted(format!(
@@ -239,6 +269,9 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
             // stay open for this call.
             unsafe { block_on(&interest, limit) }
         };
-        waiter.idle_or_block(check, on_timeout, block)?;
+        if let Err(e) = waiter.idle_or_block(check, on_timeout, block) {
+            charge(&mut stall, &mut stalled);
+            return Err(e);
+        }
     }
 }

@@ -11,6 +11,7 @@ use crate::coll::{LaneKey, Plan, Step};
 use crate::conn::ConnKey;
 use crate::device::{Backend, MemKind};
 use crate::error::{Error, Result};
+use crate::stats::LinkCounters;
 use crate::transport::{PeerState, PollInterest};
 
 /// Part of an execution lane: lane `lane` of a (shared, cached) plan, whose steps belong to
@@ -259,6 +260,24 @@ impl Execution {
             }
         }
         out
+    }
+
+    /// Adds to `out` the counters of the connections lanes cannot use now: a receive with no
+    /// data, a send with no free slot (a stalled round charges its time to them).
+    pub(crate) fn stalled(&self, conns: &mut Connections, out: &mut Vec<Arc<LinkCounters>>) {
+        for b in self.blocked() {
+            if b.receiving {
+                if let Some(i) = conns.recv_idx(&b.key)
+                    && conns.recvs[i].conn.peek().is_none()
+                {
+                    out.push(conns.recvs[i].counters.clone());
+                }
+            } else if let Some(i) = conns.send_idx(&b.key)
+                && conns.sends[i].conn.acquire().is_none()
+            {
+                out.push(conns.sends[i].counters.clone());
+            }
+        }
     }
 
     /// Checks the far ends of the connections lanes wait on; returns the first that is gone.

@@ -21,6 +21,8 @@ pub struct LinkCounters {
     bytes: AtomicU64,
     /// Slots (NCCL steps) or chunks moved.
     slots: AtomicU64,
+    /// Nanoseconds operations stalled waiting on this link (CPU ranks).
+    wait_ns: AtomicU64,
 }
 
 impl LinkCounters {
@@ -29,6 +31,17 @@ impl LinkCounters {
     pub fn add(&self, bytes: usize) {
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.slots.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `ns` nanoseconds an operation stalled waiting on this link: for data to
+    /// receive, or for a free slot to send into.
+    pub fn add_wait(&self, ns: u64) {
+        self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Nanoseconds waited so far.
+    pub fn wait_ns(&self) -> u64 {
+        self.wait_ns.load(Ordering::Relaxed)
     }
 
     /// Bytes so far.
@@ -99,6 +112,10 @@ pub struct LinkSnapshot {
     pub bytes: u64,
     /// Slots (or direct chunks) so far.
     pub slots: u64,
+    /// Nanoseconds operations stalled waiting on this link so far (CPU ranks: a round of the
+    /// executor that moved nothing, charged to the connections its lanes could not use; GPU
+    /// kernels wait on the device and leave it 0).
+    pub wait_ns: u64,
 }
 
 /// One link's identity and counters.
@@ -125,6 +142,7 @@ impl Link {
             transport: self.path,
             bytes: self.counters.bytes(),
             slots: self.counters.slots(),
+            wait_ns: self.counters.wait_ns(),
         }
     }
 }

@@ -228,6 +228,12 @@ impl DirectOp {
         }
     }
 
+    /// The counters of the window reads of the rank this one waits for now, if it waits.
+    pub(crate) fn stalled_on(&self) -> Option<Arc<LinkCounters>> {
+        let (p, _) = self.waiting_for()?;
+        self.reads.get(p).cloned()
+    }
+
     /// The rank this one waits for now and what for (for timeouts), or `None` when not waiting.
     pub(crate) fn waiting_for(&self) -> Option<(usize, &'static str)> {
         let seq = self.args.seq;

@@ -15,7 +15,7 @@ pub(super) const HEADER_BYTES: usize = 40;
 /// Bytes of one communicator record.
 pub(super) const COMM_BYTES: usize = 120;
 /// Bytes of one link record.
-pub(super) const LINK_BYTES: usize = 32;
+pub(super) const LINK_BYTES: usize = 40;
 /// The most communicators and links a page may hold: a larger count marks a hostile page.
 pub(super) const MAX_RECORDS: usize = 1 << 20;
 
@@ -106,6 +106,7 @@ pub fn encode(page: &Page) -> Vec<u8> {
             b.extend_from_slice(&[0; 7]);
             put64(&mut b, l.bytes);
             put64(&mut b, l.slots);
+            put64(&mut b, l.wait_ns);
         }
     }
     debug_assert_eq!(b.len(), total);
@@ -261,6 +262,7 @@ fn comm(c: &mut Cursor<'_>) -> Result<CommPage, PageError> {
             transport,
             bytes: c.u64()?,
             slots: c.u64()?,
+            wait_ns: c.u64()?,
         });
     }
     Ok(CommPage {
@@ -289,6 +291,7 @@ mod tests {
             transport,
             bytes,
             slots: bytes / 4096,
+            wait_ns: bytes / 7,
         };
         let op = OpSnapshot {
             info: OpInfo {

@@ -21,7 +21,7 @@
 //! | 32..36 | communicator records that follow |
 //! | 36..40 | 0 |
 //!
-//! Each communicator record (120 bytes) is followed by its link records (32 bytes each):
+//! Each communicator record (120 bytes) is followed by its link records (40 bytes each):
 //!
 //! | bytes | communicator record |
 //! |---|---|
@@ -45,6 +45,7 @@
 //! | 9..16 | 0 |
 //! | 16..24 | payload bytes moved |
 //! | 24..32 | slots (NCCL steps) moved |
+//! | 32..40 | ns operations stalled waiting on the link (CPU ranks; 0 for GPU kernels) |
 
 mod discover;
 mod format;
@@ -55,7 +56,7 @@ use std::time::Duration;
 
 pub use discover::{Found, discover};
 pub use format::{MAGIC, PageError, VERSION, decode, encode};
-pub(crate) use publisher::{CommMeta, Registration, register};
+pub(crate) use publisher::{CommMeta, Published, Registration, register};
 
 use super::{LinkSnapshot, OpSnapshot};
 

@@ -10,7 +10,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{CommPage, PAGE_DIR, PUBLISH_INTERVAL, Page, encode, page_path};
 use crate::config::Config;
-use crate::stats::CommStats;
+use crate::stats::{LinkSnapshot, OpProgress};
+
+/// A communicator rank as its page shows it, read at every publish.
+pub(crate) trait Published: Send + Sync {
+    /// Who it is.
+    fn meta(&self) -> CommMeta;
+    /// Every link's counters now (connections, window reads, GPU kernels' counts).
+    fn links(&self) -> Vec<LinkSnapshot>;
+    /// The operation in flight.
+    fn op(&self) -> &OpProgress;
+}
 
 /// What a page says about a communicator rank besides its counters.
 #[derive(Debug, Clone, Copy)]
@@ -25,8 +35,7 @@ pub(crate) struct CommMeta {
 
 struct Entry {
     key: u64,
-    meta: CommMeta,
-    stats: Weak<CommStats>,
+    source: Weak<dyn Published>,
 }
 
 #[derive(Default)]
@@ -66,14 +75,10 @@ impl Drop for Registration {
     }
 }
 
-/// Puts `stats` on this process's page (`/dev/shm/rnccl-stats-<pid>`), unless `RNCCL_STATS`
-/// is off. Publishing never fails a communicator: a page that cannot be written is warned
-/// about once and given up.
-pub(crate) fn register(
-    cfg: &Config,
-    meta: CommMeta,
-    stats: &Arc<CommStats>,
-) -> Option<Registration> {
+/// Puts `source` on this process's page (`/dev/shm/rnccl-stats-<pid>`), unless `RNCCL_STATS`
+/// is off; the page drops it once it is gone. Publishing never fails a communicator: a page
+/// that cannot be written is warned about once and given up.
+pub(crate) fn register(cfg: &Config, source: Weak<dyn Published>) -> Option<Registration> {
     if !cfg.flag("RNCCL_STATS").unwrap_or(true) {
         return None;
     }
@@ -84,7 +89,7 @@ pub(crate) fn register(
         unsafe { libc::atexit(remove_at_exit) };
         Publisher::new(FsPath::new(PAGE_DIR), std::process::id(), PUBLISH_INTERVAL)
     });
-    Some(p.register(meta, stats))
+    Some(p.register(source))
 }
 
 /// Removes this process's page at normal exit (communicators in statics, or `exit()` while
@@ -114,19 +119,11 @@ impl Publisher {
 
     /// Adds a communicator; starts the publishing thread if it is not running. The page is
     /// written at once, so a reader finds the communicator before its first operation.
-    pub(crate) fn register(
-        self: &Arc<Self>,
-        meta: CommMeta,
-        stats: &Arc<CommStats>,
-    ) -> Registration {
+    pub(crate) fn register(self: &Arc<Self>, source: Weak<dyn Published>) -> Registration {
         let mut st = self.lock();
         let key = st.next_key;
         st.next_key += 1;
-        st.entries.push(Entry {
-            key,
-            meta,
-            stats: Arc::downgrade(stats),
-        });
+        st.entries.push(Entry { key, source });
         self.publish(&mut st);
         if !st.running && !st.broken {
             st.running = true;
@@ -174,12 +171,13 @@ impl Publisher {
             .entries
             .iter()
             .filter_map(|e| {
-                let s = e.stats.upgrade()?;
+                let s = e.source.upgrade()?;
+                let meta = s.meta();
                 Some(CommPage {
-                    comm_id: e.meta.comm_id,
-                    rank: e.meta.rank,
-                    nranks: e.meta.nranks,
-                    device: e.meta.device,
+                    comm_id: meta.comm_id,
+                    rank: meta.rank,
+                    nranks: meta.nranks,
+                    device: meta.device,
                     ops_completed: s.op().completed(),
                     op: s.op().snapshot(),
                     links: s.links(),
@@ -227,7 +225,37 @@ mod tests {
     use super::*;
     use crate::conn::ConnKey;
     use crate::stats::page::decode;
-    use crate::stats::{Direction, Path};
+    use crate::stats::{CommStats, Direction, Path};
+
+    /// A rank's counters as a communicator would publish them.
+    struct Rank {
+        meta: CommMeta,
+        stats: CommStats,
+    }
+
+    impl Published for Rank {
+        fn meta(&self) -> CommMeta {
+            self.meta
+        }
+        fn links(&self) -> Vec<LinkSnapshot> {
+            self.stats.links()
+        }
+        fn op(&self) -> &OpProgress {
+            self.stats.op()
+        }
+    }
+
+    fn rank(r: usize) -> Arc<Rank> {
+        Arc::new(Rank {
+            meta: meta(r),
+            stats: CommStats::new(),
+        })
+    }
+
+    fn weak(r: &Arc<Rank>) -> Weak<dyn Published> {
+        let a: Arc<dyn Published> = r.clone();
+        Arc::downgrade(&a)
+    }
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
@@ -262,25 +290,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = Publisher::new(dir.path(), 7, Duration::from_millis(10));
         let page = page_path(dir.path(), 7);
-        let a = Arc::new(CommStats::new());
-        let b = Arc::new(CommStats::new());
-        let link = a.add_link(ConnKey::p2p(1), Direction::Send, Path::Shm);
-        let ra = p.register(meta(0), &a);
+        let a = rank(0);
+        let b = rank(1);
+        let link = a
+            .stats
+            .add_link(ConnKey::p2p(1), Direction::Send, Path::Shm);
+        let ra = p.register(weak(&a));
         let first = read(&page).expect("written at registration");
         assert_eq!(first.comms.len(), 1);
         let mode = std::fs::metadata(&page).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let rb = p.register(meta(1), &b);
+        let rb = p.register(weak(&b));
         link.add(4096);
         eventually("the new bytes on the page", || {
             read(&page).is_some_and(|pg| pg.comms.len() == 2 && pg.comms[0].links[0].bytes == 4096)
         });
         drop(ra);
-        assert_eq!(
-            read(&page).map(|p| p.comms.len()),
-            Some(2),
-            "rewritten on the next tick"
-        );
         eventually("one communicator left", || {
             read(&page).is_some_and(|p| p.comms.len() == 1)
         });
@@ -288,7 +313,7 @@ mod tests {
         assert!(!page.exists(), "removed with the last communicator");
         assert!(!page.with_extension("tmp").exists());
         // The thread stopped; a new registration starts it again.
-        let _rc = p.register(meta(0), &a);
+        let _rc = p.register(weak(&a));
         link.add(1);
         eventually("publishing again", || {
             read(&page).is_some_and(|pg| pg.comms[0].links[0].bytes == 4097)
@@ -299,11 +324,14 @@ mod tests {
     fn readers_never_see_a_torn_page() {
         let dir = tempfile::tempdir().unwrap();
         let p = Publisher::new(dir.path(), 8, Duration::from_millis(1));
-        let s = Arc::new(CommStats::new());
+        let s = rank(0);
         let links: Vec<_> = (0..64)
-            .map(|c| s.add_link(ConnKey::collective(1, c), Direction::Recv, Path::Tcp))
+            .map(|c| {
+                s.stats
+                    .add_link(ConnKey::collective(1, c), Direction::Recv, Path::Tcp)
+            })
             .collect();
-        let _r = p.register(meta(0), &s);
+        let _r = p.register(weak(&s));
         let page = page_path(dir.path(), 8);
         let t0 = Instant::now();
         let mut reads = 0;
@@ -326,8 +354,8 @@ mod tests {
             9,
             Duration::from_millis(1),
         );
-        let s = Arc::new(CommStats::new());
-        let r = p.register(meta(0), &s);
+        let s = rank(0);
+        let r = p.register(weak(&s));
         assert!(p.lock().broken);
         drop(r);
     }
