@@ -1,10 +1,12 @@
 //! Counter pages of real rank processes: `rnccl bench` ranks publish their communicators in
 //! `/dev/shm/rnccl-stats-<pid>` (mode 0600) while they run, with moving byte counters, and the
-//! pages are gone when they exit; `RNCCL_STATS=0` publishes nothing.
+//! pages are gone when they exit; `RNCCL_STATS=0` publishes nothing; the pages of killed
+//! ranks are swept by the next rnccl process.
 
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,6 +28,7 @@ fn ppid(pid: u32) -> Option<u32> {
 
 fn bench(iters: &str, stats: Option<&str>) -> Child {
     let mut c = Command::new(rnccl_bin());
+    c.process_group(0);
     c.args([
         "bench",
         "--cpu",
@@ -118,4 +121,41 @@ fn rank_processes_publish_live_counters_and_clean_up() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(job.wait().unwrap().success());
+}
+
+#[test]
+fn pages_of_killed_ranks_are_swept_by_the_next_process() {
+    let mut job = bench("100000", None);
+    let launcher = job.id();
+    let t0 = Instant::now();
+    let pages = loop {
+        let p = pages_of(launcher);
+        if p.len() == 2 {
+            break p;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no pages: {p:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pg = nix::unistd::Pid::from_raw(launcher as i32);
+    nix::sys::signal::killpg(pg, nix::sys::signal::Signal::SIGKILL).unwrap();
+    job.wait().unwrap();
+    let t0 = Instant::now();
+    while pages
+        .iter()
+        .any(|f| std::fs::metadata(format!("/proc/{}", f.pid)).is_ok())
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the ranks outlived SIGKILL"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        pages.iter().all(|f| f.path.exists()),
+        "a killed rank cannot remove its page"
+    );
+    assert!(bench("2", None).wait().unwrap().success());
+    for f in &pages {
+        assert!(!f.path.exists(), "{} was not swept", f.path.display());
+    }
 }

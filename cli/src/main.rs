@@ -6,6 +6,7 @@ mod env_explain;
 mod output;
 mod render;
 mod rings;
+mod top;
 mod topo;
 
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ enum Command {
     Topo(topo::Args),
     /// Show the rings and trees NCCL would build, and the tuning model.
     Rings(rings::Args),
+    /// Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links.
+    Top(top::Args),
 }
 
 /// Sets up NCCL_DEBUG logging (to standard error or NCCL_DEBUG_FILE) from the knobs in effect,
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),
+        Command::Top(a) => top::run(a, &cli.global),
     });
     match result {
         Ok(code) => code,

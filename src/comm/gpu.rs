@@ -451,6 +451,7 @@ impl GpuComm {
                 bytes,
                 slots,
                 wait_ns: 0,
+                stalled_ns: 0,
             };
         let mut v: Vec<LinkSnapshot> = self
             .sends

@@ -170,7 +170,7 @@ impl Running {
 }
 
 /// Rounds that move nothing before a stall is timed and charged to the links it waits on
-/// (`LinkCounters::add_wait`): shorter stalls, a few microseconds at most, go uncounted, which
+/// (`LinkCounters::stall_begin`, `stall_end`): shorter stalls, a few microseconds at most, go uncounted, which
 /// keeps the clock and the link lookup off small operations' path (an 8-byte all-reduce
 /// between two processes lost 5% to them).
 const STALL_ROUNDS: u32 = 64;
@@ -210,7 +210,7 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
         if let Some(t0) = stall.take() {
             let ns = t0.elapsed().as_nanos() as u64;
             for c in stalled.drain(..) {
-                c.add_wait(ns);
+                c.stall_end(ns);
             }
         }
     };
@@ -247,6 +247,10 @@ pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
             stall = Some(Instant::now());
             for d in phases.iter_mut() {
                 d.run.stalled(d.conns, &mut stalled);
+            }
+            let now = crate::stats::coarse_now_ns();
+            for c in &stalled {
+                c.stall_begin(now);
             }
         }
         if let Some(d) = phases.iter().find(|d| d.peers.aborted()) {

@@ -9,6 +9,7 @@ pub mod page;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub(crate) use op::coarse_now_ns;
 pub use op::{OpInfo, OpProgress, OpSnapshot};
 
 use crate::conn::ConnKey;
@@ -21,8 +22,10 @@ pub struct LinkCounters {
     bytes: AtomicU64,
     /// Slots (NCCL steps) or chunks moved.
     slots: AtomicU64,
-    /// Nanoseconds operations stalled waiting on this link (CPU ranks).
+    /// Nanoseconds operations stalled waiting on this link (CPU ranks), stalls that ended.
     wait_ns: AtomicU64,
+    /// When the stall in progress on this link began (coarse monotonic ns), 0 when none.
+    stalled_since: AtomicU64,
 }
 
 impl LinkCounters {
@@ -33,15 +36,29 @@ impl LinkCounters {
         self.slots.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts `ns` nanoseconds an operation stalled waiting on this link: for data to
-    /// receive, or for a free slot to send into.
-    pub fn add_wait(&self, ns: u64) {
-        self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+    /// An operation starts stalling on this link (for data to receive, or a free slot to
+    /// send into), noticed at `now_ns` on the coarse monotonic clock.
+    pub fn stall_begin(&self, now_ns: u64) {
+        self.stalled_since.store(now_ns.max(1), Ordering::Relaxed);
     }
 
-    /// Nanoseconds waited so far.
-    pub fn wait_ns(&self) -> u64 {
-        self.wait_ns.load(Ordering::Relaxed)
+    /// The stall on this link ended after `ns` nanoseconds, which are added to its waiting.
+    pub fn stall_end(&self, ns: u64) {
+        self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+        self.stalled_since.store(0, Ordering::Relaxed);
+    }
+
+    /// Nanoseconds the stall in progress has lasted at `now_ns`, 0 when none.
+    pub fn stalled_ns(&self, now_ns: u64) -> u64 {
+        match self.stalled_since.load(Ordering::Relaxed) {
+            0 => 0,
+            since => now_ns.saturating_sub(since),
+        }
+    }
+
+    /// Nanoseconds waited so far at `now_ns`: ended stalls and the one in progress.
+    pub fn wait_ns(&self, now_ns: u64) -> u64 {
+        self.wait_ns.load(Ordering::Relaxed) + self.stalled_ns(now_ns)
     }
 
     /// Bytes so far.
@@ -56,7 +73,7 @@ impl LinkCounters {
 }
 
 /// Which way a link carries data, seen from this rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Direction {
     /// This rank sends.
     Send,
@@ -112,10 +129,13 @@ pub struct LinkSnapshot {
     pub bytes: u64,
     /// Slots (or direct chunks) so far.
     pub slots: u64,
-    /// Nanoseconds operations stalled waiting on this link so far (CPU ranks: a round of the
-    /// executor that moved nothing, charged to the connections its lanes could not use; GPU
-    /// kernels wait on the device and leave it 0).
+    /// Nanoseconds operations stalled waiting on this link so far, the stall in progress
+    /// included (CPU ranks: rounds of the executor that moved nothing, charged to the
+    /// connections its lanes could not use; GPU kernels wait on the device and leave it 0).
     pub wait_ns: u64,
+    /// Nanoseconds the stall in progress on this link has lasted, 0 when none: a rank stuck on
+    /// this link shows it growing.
+    pub stalled_ns: u64,
 }
 
 /// One link's identity and counters.
@@ -134,6 +154,7 @@ pub struct Link {
 impl Link {
     /// Reads the counters.
     pub fn snapshot(&self) -> LinkSnapshot {
+        let now = op::coarse_now_ns();
         LinkSnapshot {
             peer: self.key.peer,
             channel: self.key.channel,
@@ -142,7 +163,8 @@ impl Link {
             transport: self.path,
             bytes: self.counters.bytes(),
             slots: self.counters.slots(),
-            wait_ns: self.counters.wait_ns(),
+            wait_ns: self.counters.wait_ns(now),
+            stalled_ns: self.counters.stalled_ns(now),
         }
     }
 }

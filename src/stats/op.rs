@@ -83,7 +83,7 @@ impl OpInfo {
 /// Now on the coarse monotonic clock (ns): a few nanoseconds to read, with the kernel tick's
 /// resolution (1-10 ms), which is plenty for "how long has this operation run" and costs a small
 /// operation nothing measurable (a precise clock read is a few percent of an 8-byte all-reduce).
-fn coarse_now_ns() -> u64 {
+pub(crate) fn coarse_now_ns() -> u64 {
     clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE)
         .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
         .unwrap_or(0)

@@ -408,7 +408,7 @@ pub(crate) fn shm_names() -> Vec<String> {
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.contains("rnccl") && !super::procs::live_stats_page(n))
+                .filter(|n| n.contains("rnccl") && !super::procs::is_stats_page(n))
                 .collect()
         })
         .unwrap_or_default()

@@ -94,25 +94,24 @@ pub(crate) fn assert_clean_table(stdout: &str) {
     assert!(stdout.contains("# Avg bus bandwidth    : "), "{stdout}");
 }
 
-/// Names of rnccl shared-memory segments currently in `/dev/shm`, leaving out the counter
-/// pages of processes still running (tests running beside this one): a page left by a process
-/// that is gone still counts.
+/// Names of rnccl shared-memory segments currently in `/dev/shm`, leaving out counter pages
+/// (`rnccl-stats-<pid>`): those of tests running beside this one come and go, a killed
+/// process's stays until the next rnccl process sweeps it, and tests/stats_page.rs checks
+/// their lifecycle.
 pub(crate) fn shm_segments() -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("rnccl-") && !live_stats_page(n))
+                .filter(|n| n.starts_with("rnccl-") && !is_stats_page(n))
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// Whether `name` is the counter page (`rnccl-stats-<pid>`) of a running process.
-pub(crate) fn live_stats_page(name: &str) -> bool {
-    name.strip_prefix("rnccl-stats-")
-        .and_then(|p| p.parse::<i32>().ok())
-        .is_some_and(|pid| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok())
+/// Whether `name` is a counter page (`rnccl-stats-<pid>`).
+pub(crate) fn is_stats_page(name: &str) -> bool {
+    name.starts_with("rnccl-stats-")
 }
 
 /// True under continuous integration (`CI=true`, which `.ci/run` exports): there, a test that

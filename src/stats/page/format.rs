@@ -15,7 +15,7 @@ pub(super) const HEADER_BYTES: usize = 40;
 /// Bytes of one communicator record.
 pub(super) const COMM_BYTES: usize = 120;
 /// Bytes of one link record.
-pub(super) const LINK_BYTES: usize = 40;
+pub(super) const LINK_BYTES: usize = 48;
 /// The most communicators and links a page may hold: a larger count marks a hostile page.
 pub(super) const MAX_RECORDS: usize = 1 << 20;
 
@@ -107,6 +107,7 @@ pub fn encode(page: &Page) -> Vec<u8> {
             put64(&mut b, l.bytes);
             put64(&mut b, l.slots);
             put64(&mut b, l.wait_ns);
+            put64(&mut b, l.stalled_ns);
         }
     }
     debug_assert_eq!(b.len(), total);
@@ -263,6 +264,7 @@ fn comm(c: &mut Cursor<'_>) -> Result<CommPage, PageError> {
             bytes: c.u64()?,
             slots: c.u64()?,
             wait_ns: c.u64()?,
+            stalled_ns: c.u64()?,
         });
     }
     Ok(CommPage {
@@ -292,6 +294,7 @@ mod tests {
             bytes,
             slots: bytes / 4096,
             wait_ns: bytes / 7,
+            stalled_ns: bytes / 9,
         };
         let op = OpSnapshot {
             info: OpInfo {

@@ -21,7 +21,7 @@
 //! | 32..36 | communicator records that follow |
 //! | 36..40 | 0 |
 //!
-//! Each communicator record (120 bytes) is followed by its link records (40 bytes each):
+//! Each communicator record (120 bytes) is followed by its link records (48 bytes each):
 //!
 //! | bytes | communicator record |
 //! |---|---|
@@ -45,7 +45,8 @@
 //! | 9..16 | 0 |
 //! | 16..24 | payload bytes moved |
 //! | 24..32 | slots (NCCL steps) moved |
-//! | 32..40 | ns operations stalled waiting on the link (CPU ranks; 0 for GPU kernels) |
+//! | 32..40 | ns operations stalled waiting on the link, the stall in progress included (CPU ranks; 0 for GPU kernels) |
+//! | 40..48 | ns the stall in progress has lasted, 0 when none |
 
 mod discover;
 mod format;

@@ -87,6 +87,8 @@ pub(crate) fn register(cfg: &Config, source: Weak<dyn Published>) -> Option<Regi
         // SAFETY: `remove_at_exit` is an `extern "C" fn()` that only unlinks two paths; atexit
         // runs it once at normal process exit.
         unsafe { libc::atexit(remove_at_exit) };
+        // Pages of processes that were killed (and could not remove theirs) go now.
+        let _ = super::discover(FsPath::new(PAGE_DIR), true);
         Publisher::new(FsPath::new(PAGE_DIR), std::process::id(), PUBLISH_INTERVAL)
     });
     Some(p.register(source))
