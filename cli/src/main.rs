@@ -8,6 +8,7 @@ mod render;
 mod rings;
 mod top;
 mod topo;
+mod tune;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +45,8 @@ enum Command {
     Rings(rings::Args),
     /// Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links.
     Top(top::Args),
+    /// Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best.
+    Tune(tune::Args),
 }
 
 /// Sets up NCCL_DEBUG logging (to standard error or NCCL_DEBUG_FILE) from the knobs in effect,
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),
         Command::Top(a) => top::run(a, &cli.global),
+        Command::Tune(a) => tune::run(a, &cli.global),
     });
     match result {
         Ok(code) => code,

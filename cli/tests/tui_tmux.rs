@@ -1,6 +1,7 @@
-//! `rnccl top` end to end in a real terminal (tmux): a two-rank bench runs, `rnccl top` finds
-//! it with nonzero rates, opens its detail screen on Enter, and quits on `q`; with nothing
-//! running it says so. Under CI tmux must be there (.ci/run installs it).
+//! The terminal screens end to end in a real terminal (tmux). `rnccl top`: a two-rank bench
+//! runs, top finds it with nonzero rates, opens its detail screen on Enter, and quits on `q`;
+//! with nothing running it says so. `rnccl tune`: a sweep with the defaults, one knob changed,
+//! a second curve, the best settings saved. Under CI tmux must be there (.ci/run installs it).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -22,7 +23,11 @@ fn have_tmux() -> bool {
     ok
 }
 
-/// A tmux session running `rnccl top` with `args`, killed on drop.
+/// Serialises the tests: two `tmux new-session` racing to start the tmux server can lose
+/// one of the sessions.
+static TMUX: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A tmux session running `rnccl <args>`, killed on drop.
 struct Session(String);
 
 impl Session {
@@ -38,13 +43,31 @@ impl Session {
             "120",
             "-y",
             "32",
-            &format!("{} top {args}", bin.display()),
+            &format!("{} {args}", bin.display()),
         ]);
         Session(name.to_string())
     }
 
     fn screen(&self) -> String {
         tmux(&["capture-pane", "-p", "-t", &self.0])
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", self.0.as_str()];
+        a.extend_from_slice(keys);
+        tmux(&a);
+    }
+
+    /// Waits until the session ends (the program quit), at most 5 s.
+    fn wait_gone(&self) {
+        let t0 = Instant::now();
+        while self.alive() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the program did not quit"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Waits up to 20 s for the screen to satisfy `f`; returns it.
@@ -105,21 +128,18 @@ fn top_follows_a_running_bench_and_quits_on_q() {
     if !have_tmux() {
         return;
     }
+    let _serial = TMUX.lock().unwrap_or_else(|p| p.into_inner());
     let pages = tempfile::tempdir().unwrap();
     // Empty first: says there is nothing.
     let s = Session::start(
         "rnccl-top-empty",
-        &format!("--pages {}", pages.path().display()),
+        &format!("top --pages {}", pages.path().display()),
     );
     s.wait_for("the empty message", |t| {
         t.contains("No rnccl jobs on this host")
     });
-    tmux(&["send-keys", "-t", &s.0, "q"]);
-    let t0 = Instant::now();
-    while s.alive() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "q did not quit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    s.keys(&["q"]);
+    s.wait_gone();
     drop(s);
 
     let bench = Bench(
@@ -143,17 +163,57 @@ fn top_follows_a_running_bench_and_quits_on_q() {
             .spawn()
             .expect("start rnccl bench"),
     );
-    let s = Session::start("rnccl-top-job", "--interval 200");
+    let s = Session::start("rnccl-top-job", "top --interval 200");
     let jobs = s.wait_for("the bench with a nonzero rate", moving);
     assert!(jobs.contains("2/2") && jobs.contains("shm"), "{jobs}");
-    tmux(&["send-keys", "-t", &s.0, "Enter"]);
+    s.keys(&["Enter"]);
     let detail = s.wait_for("the detail screen", |t| t.contains("links per peer"));
     assert!(detail.contains("GB/s sent per rank × channel"), "{detail}");
-    tmux(&["send-keys", "-t", &s.0, "q"]);
-    let t0 = Instant::now();
-    while s.alive() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "q did not quit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    s.keys(&["q"]);
+    s.wait_gone();
     drop(bench);
+}
+
+#[test]
+fn tune_runs_two_sweeps_and_saves_the_best() {
+    if !have_tmux() {
+        return;
+    }
+    let _serial = TMUX.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let s = Session::start(
+        "rnccl-tune",
+        &format!("tune --cpu --out {}", out.path().display()),
+    );
+    s.wait_for("the form", |t| t.contains("NCCL_MIN_NCHANNELS"));
+    // Largest size 4M (three sizes), then run with the defaults.
+    s.keys(&["Down", "Down", "BSpace", "BSpace", "BSpace", "4M", "Enter"]);
+    s.wait_for("the first run done", |t| {
+        t.contains("defaults") && t.contains("done")
+    });
+    // A bad value is refused as typed; then MIN_NCHANNELS=4 and a second run.
+    s.keys(&["Down", "Down", "Down", "Down", "x"]);
+    s.wait_for("the registry's complaint", |t| {
+        t.contains("NCCL_MIN_NCHANNELS=\"x\"")
+    });
+    s.keys(&["Enter"]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!s.screen().contains("#2"), "a run started with a bad value");
+    s.keys(&["BSpace", "4", "Enter"]);
+    let screen = s.wait_for("two finished runs", |t| {
+        t.contains("MIN_NCHANNELS=4") && t.matches("done").count() == 2
+    });
+    assert!(screen.contains("#1") && screen.contains("#2"), "{screen}");
+    s.keys(&["C-s"]);
+    s.wait_for("the files written", |t| t.contains("wrote"));
+    let yaml = std::fs::read_to_string(out.path().join("rnccl-tune.yaml")).unwrap();
+    let sh = std::fs::read_to_string(out.path().join("rnccl-tune.sh")).unwrap();
+    let best_has_knob = yaml.contains("NCCL_MIN_NCHANNELS: 4");
+    assert_eq!(
+        best_has_knob,
+        sh.contains("export NCCL_MIN_NCHANNELS='4'"),
+        "both files name the same best run:\n{yaml}\n{sh}"
+    );
+    s.keys(&["Escape"]);
+    s.wait_gone();
 }
