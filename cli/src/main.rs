@@ -8,6 +8,7 @@ mod render;
 mod rings;
 mod top;
 mod topo;
+mod tui;
 mod tune;
 
 use std::path::PathBuf;

@@ -6,7 +6,6 @@
 mod model;
 mod view;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -40,9 +39,7 @@ pub fn run(args: Args, _global: &GlobalOpts) -> anyhow::Result<std::process::Exi
     if !(args.stuck.is_finite() && args.stuck > 0.0) {
         bail!("--stuck {} is not a positive number of seconds", args.stuck);
     }
-    if !std::io::stdout().is_terminal() {
-        bail!("rnccl top draws on a terminal: run it in one (standard output is not a terminal)");
-    }
+    crate::tui::require_terminal("top")?;
     std::fs::read_dir(&args.pages)
         .with_context(|| format!("cannot list the counter pages in {}", args.pages.display()))?;
     let interval = Duration::from_millis(args.interval);

@@ -389,14 +389,10 @@ mod tests {
     use super::super::model::Model;
     use super::super::model::tests::{found, link};
     use super::*;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
     use std::time::Instant;
 
     fn screen(app: &App, w: u16, h: u16) -> String {
-        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-        t.draw(|f| draw(f, app)).unwrap();
-        format!("{}", t.backend())
+        crate::tui::render(w, h, |f| draw(f, app))
     }
 
     /// Two samples of a 2-rank job, the second with rank 1 stuck on channel 1.

@@ -124,10 +124,7 @@ fn save(app: &App, out: &std::path::Path) -> String {
 ///
 /// Errors: standard output is not a terminal, or the terminal cannot be set up.
 pub fn run(args: Args, _global: &GlobalOpts) -> anyhow::Result<std::process::ExitCode> {
-    use std::io::IsTerminal;
-    if !std::io::stdout().is_terminal() {
-        bail!("rnccl tune draws on a terminal: run it in one (standard output is not a terminal)");
-    }
+    crate::tui::require_terminal("tune")?;
     if !args.out.is_dir() {
         bail!("--out {} is not a folder", args.out.display());
     }

@@ -224,13 +224,9 @@ fn draw_runs(f: &mut Frame, area: Rect, app: &App) {
 mod tests {
     use super::super::model::Run;
     use super::*;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
 
     fn screen(app: &App, w: u16, h: u16) -> String {
-        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-        t.draw(|f| draw(f, app)).unwrap();
-        format!("{}", t.backend())
+        crate::tui::render(w, h, |f| draw(f, app))
     }
 
     fn run(settings: Vec<(&'static str, String)>, scale: f64, status: Status) -> Run {
