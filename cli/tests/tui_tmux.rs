@@ -109,6 +109,13 @@ impl Drop for Bench {
         let pg = nix::unistd::Pid::from_raw(self.0.id() as i32);
         let _ = nix::sys::signal::killpg(pg, nix::sys::signal::Signal::SIGKILL);
         let _ = self.0.wait();
+        // The killed ranks could not remove their counter pages: once the whole group is
+        // gone, sweep them.
+        let t0 = Instant::now();
+        while nix::sys::signal::killpg(pg, None).is_ok() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = rnccl::stats::page::discover(std::path::Path::new("/dev/shm"), true);
     }
 }
 
