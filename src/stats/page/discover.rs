@@ -29,7 +29,7 @@ pub struct Found {
 /// gone are marked stale and, with `remove_stale`, deleted. A page whose name and content
 /// disagree on the pid, or that is not a regular file, is reported malformed and left alone; a
 /// file that is not a page never blocks or exhausts the reader (no FIFOs, no symlinks, no
-/// files beyond [`MAX_PAGE_BYTES`]).
+/// files larger than the largest page).
 ///
 /// Errors: the folder cannot be listed.
 pub fn discover(dir: &FsPath, remove_stale: bool) -> std::io::Result<Vec<Found>> {
