@@ -198,7 +198,7 @@ impl Run {
         }
         self.settings
             .iter()
-            .map(|(k, v)| format!("{}={v}", k.trim_start_matches("NCCL_")))
+            .map(|(k, v)| format!("{}={v}", k.split_once('_').map_or(*k, |(_, short)| short)))
             .collect::<Vec<_>>()
             .join(" ")
     }
