@@ -247,8 +247,17 @@ impl GpuScratch {
         }
         let len = bytes.next_power_of_two();
         let mut p = 0;
-        // SAFETY: the context is current (bound by the launch); the driver writes one pointer.
-        let r = unsafe { sys::cuMemAllocAsync(&mut p, len, stream) };
+        // A stream being captured into a graph gets a plain allocation: a stream-ordered one
+        // would belong to the graph (mapped only while the graph runs) while later operations,
+        // captured or not, reuse it. Nothing runs during a capture, so nothing is serialised.
+        let r = if crate::exec::gpu::capturing(stream)? {
+            // SAFETY: the context is current; the driver writes one pointer.
+            crate::device::cuda::relaxed_capture(|| unsafe { sys::cuMemAlloc_v2(&mut p, len) })
+        } else {
+            // SAFETY: the context is current (bound by the launch); the driver writes one
+            // pointer.
+            unsafe { sys::cuMemAllocAsync(&mut p, len, stream) }
+        };
         check(r, || {
             format!("allocating {len} bytes of scratch on GPU {}", ctx.ordinal())
         })?;

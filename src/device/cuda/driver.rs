@@ -56,6 +56,24 @@ pub(crate) fn cuda_error(e: DriverError, what: String) -> Error {
     Error::Cuda(format!("{what} failed: {e}"))
 }
 
+/// Runs `f` with this thread's stream-capture mode set to relaxed, then restores the mode.
+/// A thread capturing a stream into a CUDA graph in global or thread-local mode (nccl-tests
+/// `-G`, PyTorch's graphs) may not allocate memory (`cuMemAlloc`, `cuMemHostAlloc`), which a
+/// captured collective needs when it is the first of its size; NCCL does the same around its
+/// allocations (`cudaThreadExchangeStreamCaptureMode` in NVIDIA/nccl src/include/alloc.h).
+pub(crate) fn relaxed_capture<T>(f: impl FnOnce() -> T) -> T {
+    let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    // SAFETY: swaps one per-thread setting with a valid mode; the old one is written back.
+    let swapped = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
+        == sys::CUresult::CUDA_SUCCESS;
+    let out = f();
+    if swapped {
+        // SAFETY: restores the mode this thread had, read by the exchange above.
+        let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+    }
+    out
+}
+
 /// The driver, probed once per process.
 ///
 /// Errors: [`Error::Cuda`] saying in one line why GPUs cannot be used here — no libcuda.so.1

@@ -12,7 +12,7 @@ mod module;
 
 pub(crate) use check::Checker;
 pub use driver::DeviceInfo;
-pub(crate) use driver::{check, context, cuda_error, probe};
+pub(crate) use driver::{check, context, cuda_error, probe, relaxed_capture};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
 pub(crate) use module::{Interp, THREADS};
 

@@ -87,8 +87,10 @@ impl Arena {
 
     fn grow(&mut self, bytes: usize) -> Result<()> {
         let len = bytes.max(CHUNK_BYTES).next_multiple_of(ALIGN);
+        // Pinning may happen while the caller captures its stream into a graph.
+        let mem = crate::device::cuda::relaxed_capture(|| PinnedHost::zeroed(&self.ctx, len))?;
         self.chunks.push(Chunk {
-            mem: PinnedHost::zeroed(&self.ctx, len)?,
+            mem,
             free: FreeList::new(len),
         });
         Ok(())

@@ -13,4 +13,4 @@ pub(crate) mod spread;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use programs::Programs;
+pub(crate) use programs::{Programs, capturing};
