@@ -4,16 +4,16 @@
 #   1. nccl-tests built once from .nccl-tests/ against NCCL 2.28.9 (PyTorch's nvidia-nccl-cu13
 #      wheel: its nccl.h and nccl_device.h; nccl-tests 2.19 compiles NCCL's header-only device
 #      API when the header says 2.28, which rnccl's nccl.h does not provide), then run on NCCL
-#      and on rnccl by LD_LIBRARY_PATH alone; each test with `-g 2 -b 8 -e 1G -f 4 -c 1`, plain,
+#      and on rnccl by LD_LIBRARY_PATH alone; each test with `-g 2` (`-g 1` on a one-GPU host) `-b 8 -e 1G -f 4 -c 1`, plain,
 #      `-G 1` (graphs), `-R 1` and `-R 2` (registration), NCCL then rnccl, printing #wrong and
 #      the busbw ratio per size; the library each run loaded is checked by its version banner;
-#   2. PyTorch under torch.distributed.run with 2 processes (perf/torch_check.py): collectives,
+#   2. PyTorch under torch.distributed.run with 2 processes (1 on a one-GPU host) (perf/torch_check.py): collectives,
 #      200 DDP steps and an FSDP2 step on NCCL, then with rnccl preloaded, comparing results,
 #      per-step losses and the DDP wall time.
 #
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
-#   there: perf/capi_acceptance.sh   (carry .devbin and .nccl-tests; knobs TESTS, MODES,
-#          MAXBYTES, RUN_LIMIT seconds per program run)
+#   there: perf/capi_acceptance.sh   (carry .devbin and .nccl-tests; knobs TESTS (empty: none),
+#          MODES, MAXBYTES, RUN_LIMIT seconds per program run, TORCH=0 skips PyTorch)
 #
 # NVLink multicast stays off everywhere (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -22,6 +22,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 out=${OUT:-capi-out}
 mkdir -p "$out"
 limit=${RUN_LIMIT:-120}
+# Two GPUs (one rank each) where the host has them; on a one-GPU host, one rank: the ABI, graphs
+# and registration are still exercised, the speed comparison is not.
+gpus=${GPUS:-$(( $(nvidia-smi -L | wc -l) >= 2 ? 2 : 1 ))}
 [ -f .devbin/libnccl.so ] || { echo "capi_acceptance.sh: .devbin/libnccl.so is missing: run perf/gpu_build.sh" >&2; exit 2; }
 [ -d .nccl-tests/src ] || { echo "capi_acceptance.sh: .nccl-tests is missing: perf/gpu_vs_nccl.sh --prepare <checkout>" >&2; exit 2; }
 for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
@@ -41,17 +44,17 @@ cp .devbin/libnccl.so $rh/lib/libnccl.so.2
 # device call's ten minutes on a fresh H200 machine.
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
 [ -n "$cc" ] && export NVCC_GENCODE="-gencode=arch=compute_$cc,code=sm_$cc"
-if ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NCCL_HOME=$nh CUDA_HOME=/usr/local/cuda >"$out/build.log" 2>&1; then
+tests=${TESTS-"all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube"}
+modes=${MODES:-"plain G1 R1 R2"}
+if [ -n "$tests" ] && ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NCCL_HOME=$nh CUDA_HOME=/usr/local/cuda >"$out/build.log" 2>&1; then
   echo "nccl-tests did not build against NCCL:"; tail -15 "$out/build.log"; exit 1
 fi
-tests=${TESTS:-"all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube"}
-modes=${MODES:-"plain G1 R1 R2"}
 for t in $tests; do
   for m in $modes; do
     flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; esac
     for who in nccl rnccl; do
       home=$nh; [ $who = rnccl ] && home=$rh
-      LD_LIBRARY_PATH="$home/lib:$base_ld" NCCL_DEBUG=VERSION timeout "$limit" /tmp/nt/${t}_perf -g 2 -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \
+      LD_LIBRARY_PATH="$home/lib:$base_ld" NCCL_DEBUG=VERSION timeout "$limit" /tmp/nt/${t}_perf -g "$gpus" -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \
         >"$out/$who.$t.$m.log" 2>&1
       echo "$?" >"$out/$who.$t.$m.rc"
     done
@@ -60,15 +63,17 @@ done
 # PyTorch: NCCL first, then rnccl preloaded (the wheel's RPATH would find NCCL otherwise).
 torch_run() { # tag, extra env...
   local tag=$1; shift
-  env "$@" timeout 600 python3 -m torch.distributed.run --nproc_per_node 2 perf/torch_check.py "$out/torch.$tag.json" \
+  env "$@" timeout 600 python3 -m torch.distributed.run --nproc_per_node "$gpus" perf/torch_check.py "$out/torch.$tag.json" \
     >"$out/torch.$tag.log" 2>&1
   echo "$?" >"$out/torch.$tag.rc"
 }
-torch_run nccl
-torch_run rnccl LD_PRELOAD="$rh/lib/libnccl.so.2"
-python3 - "$out" "$tests" "$modes" <<'PY'
+if [ "${TORCH:-1}" != 0 ]; then
+  torch_run nccl
+  torch_run rnccl LD_PRELOAD="$rh/lib/libnccl.so.2"
+fi
+python3 - "$out" "$tests" "$modes" "$gpus" <<'PY'
 import json, math, os, sys
-out, tests, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, tests, modes, world = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
 def table(path):
     rows, wrong = {}, 0
     for line in open(path, errors="replace"):
@@ -90,7 +95,7 @@ for t in tests:
         print(f"{t:<16}{m:<6}{rc:>14}{wa:>8}  {ratios or '(no table)'}")
 def load(tag):
     try:
-        return [json.load(open(os.path.join(out, f"torch.{tag}.rank{r}.json"))) for r in range(2)]
+        return [json.load(open(os.path.join(out, f"torch.{tag}.rank{r}.json"))) for r in range(world)]
     except OSError as e:
         return str(e)
 n, r = load("nccl"), load("rnccl")
@@ -98,7 +103,7 @@ if isinstance(n, str) or isinstance(r, str):
     print(f"PyTorch: missing results (nccl: {'ok' if not isinstance(n, str) else n}; rnccl: {'ok' if not isinstance(r, str) else r})")
     sys.exit(0)
 bad = []
-for k in range(2):
+for k in range(world):
     for name, v in n[k]["collectives"].items():
         w = r[k]["collectives"].get(name)
         tol = 1e-2 if "bfloat16" in name else 1e-5

@@ -22,7 +22,7 @@ if [ "${1:-}" = --prepare ]; then
   else
     cp -r "$src"/. .nccl-tests/
   fi
-  excl="$(git rev-parse --git-common-dir)/info/exclude"
+  excl="$(git rev-parse --git-common-dir)/info/exclude"; mkdir -p "$(dirname "$excl")"
   grep -qx "/.nccl-tests/" "$excl" 2>/dev/null || echo "/.nccl-tests/" >>"$excl"
   echo "prepared .nccl-tests (carry it with .devbin)"
   exit 0
@@ -49,11 +49,13 @@ mkdir -p $home/lib && ln -sf "$wheel/include" $home/include
 for f in "$wheel"/lib/libnccl.so*; do ln -sf "$f" $home/lib/; done
 [ -e $home/lib/libnccl.so ] || ln -sf "$wheel/lib/libnccl.so.2" $home/lib/libnccl.so
 export LD_LIBRARY_PATH="$home/lib:$LD_LIBRARY_PATH"
+# Built outside the checkout (/tmp/nt, shared with capi_acceptance.sh), so a warm machine's build
+# survives the next call's copy of the tree and make has nothing to do.
 # Only this machine's GPU architecture: nccl-tests builds six by default, which took two of a
 # device call's ten minutes on a fresh H200 machine.
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
 [ -n "$cc" ] && export NVCC_GENCODE="-gencode=arch=compute_$cc,code=sm_$cc"
-if ! make -C .nccl-tests/src -j"$(nproc)" NCCL_HOME=$home CUDA_HOME=/usr/local/cuda >"$out/nccl-tests-build.log" 2>&1; then
+if ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NCCL_HOME=$home CUDA_HOME=/usr/local/cuda >"$out/nccl-tests-build.log" 2>&1; then
   tail -20 "$out/nccl-tests-build.log"; exit 1
 fi
 nccl_version=$(python3 -c 'import nvidia.nccl, importlib.metadata as m; print(m.version("nvidia-nccl-cu13"))' 2>/dev/null)
@@ -64,13 +66,13 @@ for r in $(seq 1 "$rounds"); do
     for range in "-b 8 -e 512K -f 4" "-b $minb -e $maxb -f $factor"; do
       [[ "$range" == "-b 8 "* && " $small " != *" $c "* ]] && continue
       tag=$(echo "$range" | tr -d ' -')
-      timeout "$limit" .nccl-tests/build/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
+      timeout "$limit" /tmp/nt/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
       timeout "$limit" .devbin/rnccl bench "$c" $common $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
     done
   done
   [ "${SHM:-1}" = 0 ] && continue
   for tag in shm; do
-    NCCL_P2P_DISABLE=1 timeout "$limit" .nccl-tests/build/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
+    NCCL_P2P_DISABLE=1 timeout "$limit" /tmp/nt/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
     NCCL_P2P_DISABLE=1 timeout "$limit" .devbin/rnccl bench all_reduce $common -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1
   done
 done

@@ -39,15 +39,16 @@ def collectives(rank, world, dev):
     a2a = torch.empty_like(base)
     dist.all_to_all_single(a2a, base)
     out["all_to_all_single"] = a2a.tolist()
-    peer = (rank + 1) % world
-    recv = torch.empty_like(base)
-    if rank % 2 == 0:
-        dist.send(base, dst=peer)
-        dist.recv(recv, src=(rank - 1) % world)
-    else:
-        dist.recv(recv, src=(rank - 1) % world)
-        dist.send(base, dst=peer)
-    out["send_recv"] = recv.tolist()
+    if world > 1:  # PyTorch refuses a send to oneself
+        peer = (rank + 1) % world
+        recv = torch.empty_like(base)
+        if rank % 2 == 0:
+            dist.send(base, dst=peer)
+            dist.recv(recv, src=(rank - 1) % world)
+        else:
+            dist.recv(recv, src=(rank - 1) % world)
+            dist.send(base, dst=peer)
+        out["send_recv"] = recv.tolist()
     dist.barrier()
     sub = dist.new_group(list(range(world)))
     s = base.clone()
