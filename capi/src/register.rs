@@ -1,5 +1,11 @@
-//! Buffer registration: `ncclCommRegister`/`Deregister`, and the window and device-communicator
-//! calls rnccl does not implement yet.
+//! Buffer registration: `ncclCommRegister`/`Deregister` and `ncclCommWindowRegister`/
+//! `Deregister`, and the device-communicator calls rnccl does not implement yet.
+//!
+//! NCCL documents both registrations as optimisations (zero-copy transfers, symmetric-memory
+//! kernels): a collective on a registered buffer gives the same result as on any other. rnccl's
+//! kernels move data through its own buffers either way, so it records each registration and
+//! hands out a handle that only the same call's deregistration, on the same communicator, takes
+//! back; results are identical and only NCCL's registered-buffer speed-up is missing.
 
 use std::ffi::{c_int, c_void};
 
@@ -7,18 +13,89 @@ use crate::comm::*;
 use crate::errors::{Failure, check_ptr, guard};
 use crate::types::*;
 
-/// What `ncclCommRegister` hands out.
+/// `NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC`: the window flags nccl.h 2.28 defines.
+const WIN_FLAGS: c_int = 0x01;
+
+/// What either registration hands out.
 struct Registration {
     comm: usize,
     buff: usize,
     size: usize,
+    /// Made by `ncclCommWindowRegister` (else `ncclCommRegister`).
+    window: bool,
 }
 
-/// `ncclCommRegister`: records `buff` (`size` bytes of device memory) and returns an opaque
-/// handle for [`ncclCommDeregister`]. NCCL documents registration as an optimisation only
-/// (collectives on unregistered buffers behave the same), and rnccl does not yet use it: its
-/// kernels move data through its own buffers either way, so results are identical and only
-/// NCCL's zero-copy speed-up is missing. The handle checks that deregistration matches.
+/// Records `size` bytes at `buff` for `comm`; the handle for the matching deregistration.
+///
+/// # Safety
+/// `comm` as [`handle`].
+unsafe fn register(
+    f: &'static str,
+    comm: ncclComm_t,
+    buff: *mut c_void,
+    size: usize,
+    window: bool,
+) -> Result<*mut Registration, Failure> {
+    // SAFETY: forwarded from the caller.
+    let h = unsafe { handle(comm, f) }?;
+    if buff.is_null() || size == 0 {
+        return Err(Failure::arg(
+            f,
+            format!("buff {buff:p} / size {size} is not a buffer"),
+        ));
+    }
+    Ok(Box::into_raw(Box::new(Registration {
+        comm: h as *const ncclComm as usize,
+        buff: buff as usize,
+        size,
+        window,
+    })))
+}
+
+/// Takes back a handle from [`register`] of the same kind and communicator.
+///
+/// # Safety
+/// `comm` as [`handle`]; `reg` NULL or a live handle from [`register`].
+unsafe fn deregister(
+    f: &'static str,
+    comm: ncclComm_t,
+    reg: *mut Registration,
+    window: bool,
+) -> Result<(), Failure> {
+    // SAFETY: forwarded from the caller.
+    let h = unsafe { handle(comm, f) }?;
+    check_ptr(reg, f, "handle")?;
+    // SAFETY: the caller passes a live handle from `register` (made by Box::into_raw).
+    let r = unsafe { &*reg };
+    if r.window != window {
+        let (made, want) = match r.window {
+            true => ("ncclCommWindowRegister", "ncclCommWindowDeregister"),
+            false => ("ncclCommRegister", "ncclCommDeregister"),
+        };
+        return Err(Failure::arg(
+            f,
+            format!(
+                "the handle of buffer {:#x} came from {made}: release it with {want}",
+                r.buff
+            ),
+        ));
+    }
+    if r.comm != h as *const ncclComm as usize {
+        return Err(Failure::arg(
+            f,
+            format!(
+                "the handle of buffer {:#x} ({} bytes) was registered with another communicator",
+                r.buff, r.size
+            ),
+        ));
+    }
+    // SAFETY: as above; ownership comes back here once.
+    drop(unsafe { Box::from_raw(reg) });
+    Ok(())
+}
+
+/// `ncclCommRegister`: records `buff` (`size` bytes of device memory) and writes an opaque
+/// handle for [`ncclCommDeregister`] (see the module docs for what registration does here).
 ///
 /// # Safety
 /// `comm` as [`handle`]; `handle` NULL or writable.
@@ -31,22 +108,11 @@ pub unsafe extern "C" fn ncclCommRegister(
 ) -> ncclResult_t {
     const F: &str = "ncclCommRegister";
     guard(F, || {
-        // SAFETY: forwarded from the caller.
-        let h = unsafe { handle(comm, F) }?;
         check_ptr(handle_out, F, "handle")?;
-        if buff.is_null() || size == 0 {
-            return Err(Failure::arg(
-                F,
-                format!("buff {buff:p} / size {size} is not a buffer"),
-            ));
-        }
-        let r = Box::new(Registration {
-            comm: h as *const ncclComm as usize,
-            buff: buff as usize,
-            size,
-        });
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { register(F, comm, buff, size, false) }?;
         // SAFETY: checked non-null and aligned; the caller passes a writable pointer.
-        unsafe { handle_out.write(Box::into_raw(r).cast()) };
+        unsafe { handle_out.write(r.cast()) };
         Ok(())
     })
 }
@@ -61,65 +127,63 @@ pub unsafe extern "C" fn ncclCommDeregister(
     handle_in: *mut c_void,
 ) -> ncclResult_t {
     const F: &str = "ncclCommDeregister";
+    // SAFETY: forwarded from the caller.
+    guard(F, || unsafe {
+        deregister(F, comm, handle_in.cast(), false)
+    })
+}
+
+/// `ncclCommWindowRegister`: records the window `buff` (`size` bytes of device memory, flags
+/// `NCCL_WIN_DEFAULT` or `NCCL_WIN_COLL_SYMMETRIC`) and writes its handle for
+/// [`ncclCommWindowDeregister`] (see the module docs). Collective in NCCL; rnccl needs no
+/// exchange, so it returns at once on every rank.
+///
+/// Errors: `ncclInvalidArgument` for a null buffer or window pointer, a zero size or flags
+/// nccl.h does not define.
+///
+/// # Safety
+/// `comm` as [`handle`]; `win` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclCommWindowRegister(
+    comm: ncclComm_t,
+    buff: *mut c_void,
+    size: usize,
+    win: *mut ncclWindow_t,
+    winFlags: c_int,
+) -> ncclResult_t {
+    const F: &str = "ncclCommWindowRegister";
     guard(F, || {
-        // SAFETY: forwarded from the caller.
-        let h = unsafe { handle(comm, F) }?;
-        let reg = handle_in.cast::<Registration>();
-        check_ptr(reg, F, "handle")?;
-        // SAFETY: the caller passes a live handle from ncclCommRegister (made by Box::into_raw).
-        let r = unsafe { &*reg };
-        if r.comm != h as *const ncclComm as usize {
+        check_ptr(win, F, "win")?;
+        if winFlags & !WIN_FLAGS != 0 {
             return Err(Failure::arg(
                 F,
                 format!(
-                    "the handle of buffer {:#x} ({} bytes) was registered with another communicator",
-                    r.buff, r.size
+                    "window flags {winFlags:#x}: nccl.h defines NCCL_WIN_DEFAULT (0) and \
+                     NCCL_WIN_COLL_SYMMETRIC (1)"
                 ),
             ));
         }
-        // SAFETY: as above; ownership comes back here once.
-        drop(unsafe { Box::from_raw(reg) });
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { register(F, comm, buff, size, true) }?;
+        // SAFETY: checked non-null and aligned; the caller passes a writable pointer.
+        unsafe { win.write(r.cast()) };
         Ok(())
     })
 }
 
-/// `ncclCommWindowRegister`: not implemented yet (`ncclInvalidUsage`).
+/// `ncclCommWindowDeregister`: releases a window from [`ncclCommWindowRegister`] of the same
+/// communicator.
 ///
 /// # Safety
-/// Reads nothing.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclCommWindowRegister(
-    _comm: ncclComm_t,
-    _buff: *mut c_void,
-    _size: usize,
-    _win: *mut ncclWindow_t,
-    _winFlags: c_int,
-) -> ncclResult_t {
-    const F: &str = "ncclCommWindowRegister";
-    guard(F, || {
-        Err(Failure::unimplemented(
-            F,
-            "window registration (symmetric memory kernels)",
-        ))
-    })
-}
-
-/// `ncclCommWindowDeregister`: not implemented yet (`ncclInvalidUsage`).
-///
-/// # Safety
-/// Reads nothing.
+/// `comm` as [`handle`]; `win` must be NULL or a live window.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommWindowDeregister(
-    _comm: ncclComm_t,
-    _win: ncclWindow_t,
+    comm: ncclComm_t,
+    win: ncclWindow_t,
 ) -> ncclResult_t {
     const F: &str = "ncclCommWindowDeregister";
-    guard(F, || {
-        Err(Failure::unimplemented(
-            F,
-            "window registration (symmetric memory kernels)",
-        ))
-    })
+    // SAFETY: forwarded from the caller.
+    guard(F, || unsafe { deregister(F, comm, win.cast(), true) })
 }
 
 /// `ncclDevCommCreate` (nccl_device/core.h): not implemented yet (`ncclInvalidUsage`).

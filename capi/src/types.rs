@@ -210,8 +210,8 @@ pub struct ncclSimInfo_t {
 /// `cudaStream_t`: a CUDA stream of the runtime (the same handle as the driver's `CUstream`).
 pub type cudaStream_t = *mut c_void;
 
-/// `struct ncclWindow_vidmem`: the object behind `ncclWindow_t` (never created: rnccl does not
-/// implement window registration yet).
+/// `struct ncclWindow_vidmem`: the object behind `ncclWindow_t`, opaque to C (rnccl's window
+/// handles point to its own registration records).
 pub struct ncclWindow_vidmem {
     _private: [u8; 0],
 }

@@ -406,18 +406,26 @@ fn bad_arguments_on_a_live_communicator() {
         assert_eq!(ncclCommDeregister(comm, h), ncclSuccess);
         assert_eq!(ncclCommDestroy(other), ncclSuccess);
 
-        // Functions rnccl does not implement yet say so.
+        // Windows: a handle of their own kind, flags checked.
         let mut w: ncclWindow_t = null_mut();
         expect(
-            ncclCommWindowRegister(comm, buf, 4096, &mut w, 0),
-            ncclInvalidUsage,
-            &["ncclCommWindowRegister", "does not implement"],
+            ncclCommWindowRegister(comm, buf, 4096, &mut w, 2),
+            ncclInvalidArgument,
+            &["window flags 0x2"],
         );
+        assert_eq!(
+            ncclCommWindowRegister(comm, buf, 4096, &mut w, 1),
+            ncclSuccess
+        );
+        assert!(!w.is_null());
         expect(
-            ncclCommWindowDeregister(comm, w),
-            ncclInvalidUsage,
-            &["does not implement"],
+            ncclCommDeregister(comm, w.cast()),
+            ncclInvalidArgument,
+            &["came from ncclCommWindowRegister"],
         );
+        assert_eq!(ncclCommWindowDeregister(comm, w), ncclSuccess);
+
+        // Functions rnccl does not implement yet say so.
         expect(
             ncclDevCommCreate(comm, null(), null_mut()),
             ncclInvalidUsage,
