@@ -100,6 +100,49 @@ fn one_thread_drives_both_ranks_in_one_group() {
     }
 }
 
+/// A collective captured into a CUDA graph in thread-local mode (nccl-tests `-G`) once the
+/// device-program cache is full of other sizes: making room queries events, which such a
+/// capture forbids (it invalidates the capture) unless the engine relaxes the mode around it.
+#[test]
+fn graph_capture_after_the_program_cache_filled() {
+    let Some(devs) = devices(1) else { return };
+    let mut comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    let c = comms.pop().expect("one rank");
+    let s = stream(c.gpu_ordinal().unwrap());
+    // More distinct programs than the cache keeps (256).
+    for i in 1..=300 {
+        run_one::<f32>(&c, &s, Func::AllReduce, RedOp::Sum, false, 64 * i, i as u64)
+            .expect("an uncaptured all-reduce");
+    }
+    // cudarc orders a slice's uses across streams with events recorded outside the capture,
+    // which a capture may not wait on; the buffers below live on `s` alone.
+    // SAFETY: slices made while tracking is off are used on `s` only and dropped after it is
+    // synchronised; tracking is back on for everything made afterwards.
+    unsafe { s.context().disable_event_tracking() };
+    let k = case::<f32>(Func::AllReduce, RedOp::Sum, 0, 1, 100_003, 9);
+    let mut b = prepare(&c, &s, &k, false);
+    // SAFETY: as above.
+    unsafe { s.context().enable_event_tracking() };
+    let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    s.begin_capture(mode).expect("begin capture");
+    let queued = (|| {
+        let mut g = rnccl::group_start();
+        g.push_cuda(&c, k.args, &b.send, &mut b.recv, &s)?;
+        g.end()
+    })();
+    let graph = s
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+        .expect("the capture stays valid");
+    queued.expect("captured all-reduce");
+    graph
+        .expect("a non-empty graph")
+        .launch()
+        .expect("graph launch");
+    s.synchronize().expect("sync");
+    check("captured all-reduce", &s, &b, &k, 1).expect("result");
+}
+
 /// 256 MiB per rank: many slots on every channel.
 #[test]
 fn large_collectives() {

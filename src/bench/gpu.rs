@@ -326,8 +326,9 @@ pub(super) fn time(
     Ok(start.elapsed().as_secs_f64() / (ops * opts.graph_launches as f64))
 }
 
-/// Captures `iters` iterations of `agg` operations into one CUDA graph per rank's stream
-/// (relaxed capture, so neither other threads nor the engine's allocations are disturbed).
+/// Captures `iters` iterations of `agg` operations into one CUDA graph per rank's stream, in
+/// thread-local capture mode as nccl-tests does: the engine must then keep the calls a
+/// capturing thread may not make (allocations, event queries) out of the capture itself.
 /// Every capture begun is ended, also after an error.
 ///
 /// Errors: [`Error::Cuda`] when a capture cannot begin, end or be instantiated; launch errors.
@@ -337,7 +338,7 @@ fn capture(
     iters: usize,
     agg: usize,
 ) -> Result<Vec<CudaGraph>> {
-    let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
     let mut begun = 0;
     let mut result = Ok(());
     for r in ranks {

@@ -72,8 +72,12 @@ impl Interp {
         ctx.bind_to_thread()
             .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
         let mut module = std::ptr::null_mut();
-        // SAFETY: `image` is a complete CUBIN (the driver copies it); the context is current.
-        let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+        // The first collective of a data type may come while the caller captures a graph.
+        let r = super::relaxed_capture(|| {
+            // SAFETY: `image` is a complete CUBIN (the driver copies it); the context is
+            // current.
+            unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) }
+        });
         check(r, || {
             format!("loading the {} interpreter on GPU {gpu}", dtype)
         })?;

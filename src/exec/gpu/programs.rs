@@ -81,7 +81,9 @@ impl Programs {
             .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
         let captured = capturing(stream)?;
         if !self.entries.contains_key(&program) {
-            let region = self.room(program.len())?;
+            // Freeing room queries and waits on events, which a thread capturing a stream in
+            // global or thread-local mode may not do (it invalidates the capture).
+            let region = crate::device::cuda::relaxed_capture(|| self.room(program.len()))?;
             let p = self.arena.ptr(region);
             // SAFETY: the region holds at least program.len() bytes and no program uses it.
             unsafe { std::ptr::copy_nonoverlapping(program.as_ptr(), p, program.len()) };
