@@ -84,7 +84,7 @@ pub enum Direction {
 }
 
 /// How a link's bytes move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Path {
     /// A heap FIFO between ranks of one process.
     SameProcess,
@@ -100,6 +100,14 @@ pub enum Path {
     GpuHost,
     /// GPU FIFOs in pinned host memory on two hosts, carried over TCP by the proxy thread.
     GpuNet,
+    /// A channel of NVIDIA NCCL's kernels, seen through rnccl's NCCL profiler plugin: NVLink,
+    /// PCIe or shared memory, not told apart. Its bytes are estimated (each channel's share of
+    /// the collective's bus bytes when the channel's kernel work ends), its slots count the
+    /// channel's kernel work items.
+    NcclKernel,
+    /// A network transfer of NVIDIA NCCL's proxy, seen through rnccl's NCCL profiler plugin:
+    /// bytes and steps as NCCL's proxy reports them.
+    NcclNet,
 }
 
 impl From<TransportKind> for Path {
@@ -111,6 +119,10 @@ impl From<TransportKind> for Path {
         }
     }
 }
+
+/// The peer of a link whose peer the writer does not know (NVIDIA NCCL's kernel channels on
+/// more than two ranks: the profiler API does not say which ring neighbour a channel feeds).
+pub const UNKNOWN_PEER: usize = u32::MAX as usize;
 
 /// A snapshot of one link's counters.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

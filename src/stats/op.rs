@@ -28,7 +28,7 @@ pub struct OpInfo {
     pub dtype: DataType,
     /// Operations fused into the phase (Send/Recv groups).
     pub fused: usize,
-    /// The algorithm (NCCL's name: `Ring`, `Tree`, or `Direct` for point-to-point).
+    /// The algorithm (NCCL_ALGO's name: `Ring`, `Tree`, …, or `Direct` for point-to-point).
     pub algo: &'static str,
     /// Channels the operation runs on.
     pub nchannels: usize,
@@ -37,8 +37,18 @@ pub struct OpInfo {
     pub direct: bool,
 }
 
-/// The algorithm names an [`OpInfo`] can carry, in the order they are encoded.
-const ALGOS: [&str; 3] = ["Ring", "Tree", "Direct"];
+/// The algorithm names an [`OpInfo`] can carry, in the order they are encoded: rnccl's, then
+/// NCCL_ALGO's other names (NVIDIA NCCL's operations, published by rnccl's profiler plugin).
+const ALGOS: [&str; 8] = [
+    "Ring",
+    "Tree",
+    "Direct",
+    "CollNetDirect",
+    "CollNetChain",
+    "NVLS",
+    "NVLSTree",
+    "PAT",
+];
 
 /// Words of an encoded [`OpInfo`] plus its start time.
 const WORDS: usize = 6;
@@ -163,6 +173,13 @@ impl OpProgress {
         if self.in_flight.swap(0, Ordering::AcqRel) == 1 {
             self.completed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// An earlier operation finished while a later one is still in flight (NVIDIA NCCL's
+    /// operations, as rnccl's profiler plugin sees them, overlap): counted as completed, the
+    /// later one stays in flight.
+    pub fn count_completed(&self) {
+        self.completed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Operations completed so far.

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 
 use crate::GlobalOpts;
 use model::Model;
@@ -29,6 +29,11 @@ pub struct Args {
     /// Folder holding the counter pages.
     #[arg(long, value_name = "DIR", default_value = rnccl::stats::page::PAGE_DIR)]
     pub pages: PathBuf,
+    /// Print the jobs screen and each job's details as text after two samples (`--interval`
+    /// apart) and exit, for scripts and logs: no terminal needed; screens are $COLUMNS × $LINES
+    /// (default 120 × 40).
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// Runs the live view until the user quits.
@@ -39,11 +44,15 @@ pub fn run(args: Args, _global: &GlobalOpts) -> anyhow::Result<std::process::Exi
     if !(args.stuck.is_finite() && args.stuck > 0.0) {
         bail!("--stuck {} is not a positive number of seconds", args.stuck);
     }
-    crate::tui::require_terminal("top")?;
     std::fs::read_dir(&args.pages)
         .with_context(|| format!("cannot list the counter pages in {}", args.pages.display()))?;
     let interval = Duration::from_millis(args.interval);
     let stuck = Duration::from_secs_f64(args.stuck);
+    if args.once {
+        print!("{}", once(&args.pages, interval, stuck));
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    crate::tui::require_terminal("top")?;
     let (tx, rx) = mpsc::channel();
     let dir = args.pages.clone();
     std::thread::Builder::new()
@@ -54,6 +63,36 @@ pub fn run(args: Args, _global: &GlobalOpts) -> anyhow::Result<std::process::Exi
     let result = draw_loop(&mut terminal, App::new(interval, stuck), &rx);
     ratatui::restore();
     result.map(|()| std::process::ExitCode::SUCCESS)
+}
+
+/// One screen of `--once`: two samples `interval` apart (rates need two), drawn as text.
+fn once(dir: &std::path::Path, interval: Duration, stuck: Duration) -> String {
+    let mut model = Model::new(stuck);
+    let mut app = App::new(interval, stuck);
+    for i in 0..2 {
+        if i > 0 {
+            std::thread::sleep(interval);
+        }
+        let found = rnccl::stats::page::discover(dir, false).unwrap_or_default();
+        app.update(model.update(&found, Instant::now()));
+    }
+    let dim = |var: &str, default: u16| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &u16| n >= 20)
+            .unwrap_or(default)
+    };
+    let (w, h) = (dim("COLUMNS", 120), dim("LINES", 40));
+    // The jobs screen, then each job's details.
+    let mut out = crate::tui::screen_text(w, h, |f| view::draw(f, &app));
+    for _ in 0..app.jobs() {
+        app.key(KeyCode::Enter);
+        out += &crate::tui::screen_text(w, h, |f| view::draw(f, &app));
+        app.key(KeyCode::Left);
+        app.key(KeyCode::Down);
+    }
+    out
 }
 
 /// The collector: samples the pages every `interval` until the draw loop goes away.

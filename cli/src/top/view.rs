@@ -59,6 +59,11 @@ impl App {
         self.snap = snap;
     }
 
+    /// Jobs in the latest sample.
+    pub fn jobs(&self) -> usize {
+        self.snap.jobs.len()
+    }
+
     /// Handles a key; returns false when the user quits.
     pub fn key(&mut self, code: KeyCode) -> bool {
         let n = self.snap.jobs.len();
@@ -79,7 +84,8 @@ impl App {
 
 /// GB/s (1e9 bytes per second) with one decimal.
 fn gbps(rate: f64) -> String {
-    format!("{:.1}", rate / 1e9)
+    // Counters that went back (a rank restarted) or rounding must not print "-0.0".
+    format!("{:.1}", rate.max(0.0) / 1e9 + 0.0)
 }
 
 fn bytes(b: usize) -> String {
@@ -122,6 +128,16 @@ fn path_name(p: Path) -> &'static str {
         Path::GpuP2p => "p2p",
         Path::GpuHost => "gpu-host",
         Path::GpuNet => "gpu-net",
+        Path::NcclKernel => "nccl-kernel",
+        Path::NcclNet => "nccl-net",
+    }
+}
+
+/// A peer rank, or "?" when the writer did not know it (NVIDIA NCCL's kernel channels).
+fn peer_text(peer: usize) -> String {
+    match peer {
+        rnccl::stats::UNKNOWN_PEER => "?".into(),
+        p => p.to_string(),
     }
 }
 
@@ -228,7 +244,7 @@ fn jobs(f: &mut Frame, area: Rect, app: &App) {
             Constraint::Length(16),
             Constraint::Length(7),
             Constraint::Length(14),
-            Constraint::Length(9),
+            Constraint::Length(11),
             Constraint::Min(20),
             Constraint::Length(7),
             Constraint::Length(22),
@@ -331,7 +347,7 @@ fn detail(f: &mut Frame, area: Rect, job: &Job) {
             };
             Row::new(vec![
                 Cell::from(r.rank.to_string()),
-                Cell::from(format!("{dir} {}", p.peer)),
+                Cell::from(format!("{dir} {}", peer_text(p.peer))),
                 Cell::from(path_name(p.transport)),
                 Cell::from(gbps(p.rate)),
                 Cell::from(format!("{:.0}%", p.waiting * 100.0)),
@@ -344,7 +360,7 @@ fn detail(f: &mut Frame, area: Rect, job: &Job) {
             [
                 Constraint::Length(5),
                 Constraint::Length(10),
-                Constraint::Length(9),
+                Constraint::Length(11),
                 Constraint::Length(7),
                 Constraint::Length(8),
             ],

@@ -36,7 +36,7 @@ pub enum PageError {
 }
 
 const DIRECTIONS: [Direction; 3] = [Direction::Send, Direction::Recv, Direction::Read];
-const PATHS: [Path; 7] = [
+const PATHS: [Path; 9] = [
     Path::SameProcess,
     Path::Shm,
     Path::Tcp,
@@ -44,6 +44,8 @@ const PATHS: [Path; 7] = [
     Path::GpuP2p,
     Path::GpuHost,
     Path::GpuNet,
+    Path::NcclKernel,
+    Path::NcclNet,
 ];
 
 fn put32(b: &mut Vec<u8>, v: u32) {
@@ -252,7 +254,7 @@ fn comm(c: &mut Cursor<'_>) -> Result<CommPage, PageError> {
             .get(c.u8()? as usize)
             .ok_or_else(|| bad("an unknown link transport"))?;
         c.take(7)?;
-        if peer >= nranks {
+        if peer >= nranks && peer != crate::stats::UNKNOWN_PEER {
             return Err(bad(format!("a link to rank {peer} of {nranks}")));
         }
         links.push(LinkSnapshot {
@@ -303,7 +305,7 @@ mod tests {
                 count: 1 << 20,
                 dtype: DataType::Float32,
                 fused: 1,
-                algo: "Ring",
+                algo: "NVLSTree",
                 nchannels: 4,
                 direct: false,
             },
@@ -326,6 +328,12 @@ mod tests {
                     links: vec![
                         link(0, Direction::Send, Path::GpuP2p, 1 << 30),
                         link(0, Direction::Recv, Path::Tcp, 8192),
+                        link(
+                            crate::stats::UNKNOWN_PEER,
+                            Direction::Send,
+                            Path::NcclKernel,
+                            1,
+                        ),
                     ],
                 },
                 CommPage {
@@ -345,7 +353,7 @@ mod tests {
     fn a_page_round_trips() {
         let p = sample();
         let b = encode(&p);
-        assert_eq!(b.len(), HEADER_BYTES + 2 * COMM_BYTES + 2 * LINK_BYTES);
+        assert_eq!(b.len(), HEADER_BYTES + 2 * COMM_BYTES + 3 * LINK_BYTES);
         assert_eq!(decode(&b).unwrap(), p);
     }
 

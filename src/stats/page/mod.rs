@@ -30,18 +30,18 @@
 //! | 16..20 | CUDA device ordinal, `u32::MAX` for host memory |
 //! | 20..24 | link records that follow |
 //! | 24..32 | operations completed |
-//! | 32..72 | the operation in flight: sequence number, count (elements), operations fused, channels, and a packed word (function `ncclFunc_t` order \| data type `ncclDataType_t` << 8 \| algorithm (Ring, Tree, Direct) << 16 \| direct << 24) |
+//! | 32..72 | the operation in flight: sequence number, count (elements), operations fused, channels, and a packed word (function `ncclFunc_t` order \| data type `ncclDataType_t` << 8 \| algorithm (Ring, Tree, Direct, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT) << 16 \| direct << 24) |
 //! | 72..80 | 1 while that operation is in flight, else 0 (the words before are then zero) |
 //! | 80..112 | its elapsed ns, steps in all, steps done, bytes moved |
 //! | 112..120 | 0 |
 //!
 //! | bytes | link record |
 //! |---|---|
-//! | 0..4 | peer rank |
+//! | 0..4 | peer rank, `u32::MAX` when the writer does not know it |
 //! | 4..6 | channel |
 //! | 6 | connection index (0 collective, 1 point-to-point) |
 //! | 7 | direction: 0 send, 1 receive, 2 read of a peer's window |
-//! | 8 | transport: 0 same process, 1 shared memory, 2 TCP, 3 window, 4 GPU peer access, 5 GPU through host memory, 6 GPU over the network |
+//! | 8 | transport: 0 same process, 1 shared memory, 2 TCP, 3 window, 4 GPU peer access, 5 GPU through host memory, 6 GPU over the network, 7 a kernel channel of NVIDIA NCCL (bytes estimated), 8 a network transfer of NVIDIA NCCL's proxy (both written by rnccl's NCCL profiler plugin) |
 //! | 9..16 | 0 |
 //! | 16..24 | payload bytes moved |
 //! | 24..32 | slots (NCCL steps) moved |
@@ -57,7 +57,7 @@ use std::time::Duration;
 
 pub use discover::{Found, discover};
 pub use format::{MAGIC, PageError, VERSION, decode, encode};
-pub(crate) use publisher::{CommMeta, Published, Registration, register};
+pub use publisher::{CommMeta, Published, Registration, register};
 
 use super::{LinkSnapshot, OpSnapshot};
 

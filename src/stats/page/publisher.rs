@@ -12,8 +12,10 @@ use super::{CommPage, PAGE_DIR, PUBLISH_INTERVAL, Page, encode, page_path};
 use crate::config::Config;
 use crate::stats::{LinkSnapshot, OpProgress};
 
-/// A communicator rank as its page shows it, read at every publish.
-pub(crate) trait Published: Send + Sync {
+/// A communicator rank as its page shows it, read at every publish (every
+/// [`super::PUBLISH_INTERVAL`], on the publisher's thread). rnccl's communicators implement it;
+/// so does rnccl's NCCL profiler plugin for NVIDIA NCCL's communicators.
+pub trait Published: Send + Sync {
     /// Who it is.
     fn meta(&self) -> CommMeta;
     /// Every link's counters now (connections, window reads, GPU kernels' counts).
@@ -24,10 +26,12 @@ pub(crate) trait Published: Send + Sync {
 
 /// What a page says about a communicator rank besides its counters.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CommMeta {
+pub struct CommMeta {
     /// The same on every rank of the communicator.
     pub comm_id: u64,
+    /// This rank.
     pub rank: usize,
+    /// Ranks of the communicator.
     pub nranks: usize,
     /// CUDA device ordinal, `None` for host memory.
     pub device: Option<usize>,
@@ -59,7 +63,7 @@ pub(crate) struct Publisher {
 
 /// A communicator's place on the page; dropping it takes the communicator off (and removes the
 /// page with the last one).
-pub(crate) struct Registration {
+pub struct Registration {
     publisher: Arc<Publisher>,
     key: u64,
 }
@@ -77,8 +81,8 @@ impl Drop for Registration {
 
 /// Puts `source` on this process's page (`/dev/shm/rnccl-stats-<pid>`), unless `RNCCL_STATS`
 /// is off; the page drops it once it is gone. Publishing never fails a communicator: a page
-/// that cannot be written is warned about once and given up.
-pub(crate) fn register(cfg: &Config, source: Weak<dyn Published>) -> Option<Registration> {
+/// that cannot be written is warned about once and given up. `None` when `RNCCL_STATS` is off.
+pub fn register(cfg: &Config, source: Weak<dyn Published>) -> Option<Registration> {
     if !cfg.flag("RNCCL_STATS").unwrap_or(true) {
         return None;
     }
