@@ -64,8 +64,8 @@ pub(crate) fn cuda_error(e: DriverError, what: String) -> Error {
 pub(crate) fn relaxed_capture<T>(f: impl FnOnce() -> T) -> T {
     let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
     // SAFETY: swaps one per-thread setting with a valid mode; the old one is written back.
-    let swapped = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
-        == sys::CUresult::CUDA_SUCCESS;
+    let swapped =
+        unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) } == sys::CUresult::CUDA_SUCCESS;
     let out = f();
     if swapped {
         // SAFETY: restores the mode this thread had, read by the exchange above.
