@@ -2,6 +2,7 @@
 
 mod bench;
 mod config_load;
+mod docs;
 mod env_explain;
 mod output;
 mod render;
@@ -48,6 +49,10 @@ enum Command {
     Top(top::Args),
     /// Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best.
     Tune(tune::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionArgs),
+    /// Write the man pages (one per command) into a folder.
+    Man(docs::ManArgs),
 }
 
 /// Sets up NCCL_DEBUG logging (to standard error or NCCL_DEBUG_FILE) from the knobs in effect,
@@ -69,6 +74,8 @@ fn main() -> ExitCode {
         Command::Rings(a) => rings::run(a, &cli.global),
         Command::Top(a) => top::run(a, &cli.global),
         Command::Tune(a) => tune::run(a, &cli.global),
+        Command::Completions(a) => docs::run_completions(a, &cli.global),
+        Command::Man(a) => docs::run_man(a, &cli.global),
     });
     match result {
         Ok(code) => code,

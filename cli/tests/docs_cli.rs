@@ -1,0 +1,50 @@
+//! `rnccl completions` and `rnccl man` through the real binary.
+
+use assert_cmd::Command;
+
+fn rnccl() -> Command {
+    Command::cargo_bin("rnccl").unwrap()
+}
+
+#[test]
+fn completions_print_a_script_per_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _rnccl"),
+        ("zsh", "#compdef rnccl"),
+        ("fish", "complete -c rnccl"),
+    ] {
+        let out = rnccl().args(["completions", shell]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(marker), "{shell}: {text}");
+        assert!(
+            text.contains("env-explain"),
+            "{shell}: subcommands complete"
+        );
+    }
+    let out = rnccl().args(["completions", "cmd.exe"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values"));
+}
+
+#[test]
+fn man_writes_one_page_per_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rnccl().arg("man").arg(dir.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in ["rnccl.1", "rnccl-bench.1", "rnccl-top.1", "rnccl-man.1"] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(
+            text.starts_with(".ie") && text.contains(".SH NAME"),
+            "{page}"
+        );
+    }
+}
