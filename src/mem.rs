@@ -20,9 +20,7 @@ use memmap2::MmapMut;
 
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-
-/// Directory of the tmpfs that holds the files (the one `shm_open` uses).
-const SHM_DIR: &str = "/dev/shm";
+use crate::shm_names::SHM_DIR;
 
 /// Memory mapped into this process that other ranks of the host may map too (a window, a
 /// control block), kept valid for as long as the value lives.
@@ -71,11 +69,7 @@ impl MemFile {
         let mut rnd = [0u8; 8];
         getrandom::fill(&mut rnd)
             .map_err(|e| Error::Internal(format!("random name for a window: {e}")))?;
-        let name = format!(
-            "/rnccl-win-{}-{:016x}",
-            std::process::id(),
-            u64::from_le_bytes(rnd)
-        );
+        let name = crate::shm_names::window(std::process::id(), u64::from_le_bytes(rnd));
         let from = std::ffi::CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
             .expect("no NUL");
         let to = std::ffi::CString::new(format!("{SHM_DIR}{name}")).expect("no NUL");

@@ -220,7 +220,7 @@ fn invalid_arguments_get_clear_errors() {
             "--ranks",
             "1"
         ])
-        .contains("cannot allocate")
+        .contains("of memory available (MemAvailable)")
     );
     let out = Command::new(rnccl_bin())
         .args(["bench", "--ranks", "2", "--threads", "-e", "8"])

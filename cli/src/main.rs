@@ -11,6 +11,7 @@ mod top;
 mod topo;
 mod tui;
 mod tune;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,6 +82,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         // The reader of standard output went away (`rnccl topo | head`): not a failure.
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // A rank started by `rnccl bench` tells its launcher, which says each failure once.
+        Err(e) if bench::report_to_launcher(&e) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("rnccl: error: {e:#}");
             ExitCode::FAILURE

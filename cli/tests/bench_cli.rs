@@ -7,6 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::procs::{Group, bench_rank_pid};
 use common::rnccl;
 
 /// A quick bench: 2 CPU thread ranks, 64 bytes, one iteration.
@@ -127,34 +128,6 @@ fn nccl_debug_file_gets_the_log() {
     assert!(!ok && stderr.contains("NCCL_DEBUG_FILE"), "{stderr}");
 }
 
-/// The pid of the child of `parent` whose environment says it is bench process `rank` (the
-/// process of rank `rank` when each process holds one rank).
-fn bench_rank_pid(parent: u32, rank: usize) -> Option<i32> {
-    let children =
-        std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).ok()?;
-    children
-        .split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|kv| kv == format!("RNCCL_BENCH_PROC={rank}").as_bytes())
-            })
-        })
-}
-
-/// Kills a process group when dropped, so a failing test leaves no ranks behind.
-struct Group(i32);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.0),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
-
 #[test]
 fn a_killed_rank_0_is_reported_with_its_signal() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rnccl"));
@@ -189,7 +162,7 @@ fn a_killed_rank_0_is_reported_with_its_signal() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("rank 0 was killed by signal 9 (SIGKILL)"),
+        stderr.contains("rank 0 failed: killed by signal 9 (SIGKILL)"),
         "{stderr}"
     );
 }

@@ -128,6 +128,24 @@ pub struct BenchRow {
 /// The scalar nccl-tests' `mulsum` uses: rnccl takes 2, which keeps results exact.
 pub const MULSUM_SCALAR: Scalar = Scalar::Int(2);
 
+/// Bytes of one benchmark buffer of a rank of `nranks` for `opts`: the largest of a point's
+/// send and receive sizes over the sweep (nccl-tests' `getCollByteCount` convention), in whole
+/// 8-byte words plus one.
+pub fn buffer_bytes(opts: &BenchOptions, nranks: usize) -> usize {
+    let max_bytes = opts.sizes.iter().copied().max().unwrap_or(0);
+    let c = opts.coll.counts(max_bytes, 1, nranks.max(1));
+    (c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1) * 8
+}
+
+/// Bytes of host memory one rank on host buffers allocates for the benchmark: a send buffer, a
+/// receive buffer per operation of an iteration (`-m`) and, when results are checked, one for
+/// the expected output, each [`buffer_bytes`] long. The transports' FIFOs come on top
+/// (`NCCL_BUFFSIZE` per connection).
+pub fn host_bytes_per_rank(opts: &BenchOptions, nranks: usize) -> u64 {
+    let buffers = 1 + opts.agg.max(1) + usize::from(opts.check > 0);
+    buffers as u64 * buffer_bytes(opts, nranks) as u64
+}
+
 /// Runs the whole sweep on this thread's ranks — `comms`, ranks of one communicator, all on
 /// host memory or all on GPUs — and calls `on_row` with each finished row (on every rank).
 /// Every launch is one group holding every local rank's operations (nccl-tests' `-g`), and so
@@ -176,10 +194,7 @@ pub fn run_ranks(
             )));
         }
     }
-    let max_bytes = opts.sizes.iter().copied().max().unwrap_or(0);
-    let c = opts.coll.counts(max_bytes, 1, n);
-    let bytes = (c.send.max(c.recv).max(max_bytes).div_ceil(8) + 1) * 8;
-    let mut ranks = Ranks::new(comms, opts, bytes)?;
+    let mut ranks = Ranks::new(comms, opts, buffer_bytes(opts, n))?;
     // Setting up a GPU rank (its first stream, loading kernels) may wait for everything on its
     // GPU, kernels of other ranks' threads included, and those kernels wait for this rank: no
     // rank launches anything before every rank is set up.

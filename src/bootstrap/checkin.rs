@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::root::{CheckIn, RootReply, name_ranks};
+use super::root::{CheckIn, RootReply, ToRoot, name_ranks};
 use super::unique_id::UniqueId;
 use super::wire::{FrameError, HelloKind, read_hello, write_hello};
 use super::{Deadline, PeerInfo, Retry, connect_retry};
@@ -35,11 +35,11 @@ pub(super) fn check_in(
         },
         other => other,
     })?;
-    let checkin = CheckIn {
+    let checkin = ToRoot::CheckIn(CheckIn {
         rank: rank as u32,
         nranks: nranks as u32,
         info,
-    };
+    });
     write_hello(&mut s, id.magic, HelloKind::RootCheckIn, &checkin).map_err(|e| {
         Error::Remote(format!(
             "checking in with the bootstrap root at {}: {e}",
@@ -72,8 +72,9 @@ pub(super) fn check_in(
             p.len()
         ))),
         RootReply::Refused(why) => Err(Error::invalid_usage(format!(
-            "the rendezvous failed for rank {rank}: {why}"
+            "the rendezvous failed: {why}"
         ))),
+        RootReply::Failed(why) => Err(Error::Remote(format!("the rendezvous failed: {why}"))),
         RootReply::Missing {
             missing,
             joined,

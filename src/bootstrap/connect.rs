@@ -38,6 +38,20 @@ pub(crate) fn connect_retry(
     retry: Retry,
     deadline: Deadline,
 ) -> Result<TcpStream> {
+    connect_unless(addr, what, retry, deadline, &|| None)
+}
+
+/// As [`connect_retry`], giving up with the error `hopeless` returns when, between attempts,
+/// it says retrying is pointless (the listener's process is known gone, or its job gave up).
+///
+/// Errors: as [`connect_retry`], or the error `hopeless` returned.
+pub(crate) fn connect_unless(
+    addr: SocketAddr,
+    what: &str,
+    retry: Retry,
+    deadline: Deadline,
+    hopeless: &dyn Fn() -> Option<Error>,
+) -> Result<TcpStream> {
     let mut attempt = 0u32;
     loop {
         let wait = deadline
@@ -60,8 +74,19 @@ pub(crate) fn connect_retry(
                         "cannot connect to {what} at {addr}: {e} (gave up after {attempt} attempts)"
                     )));
                 }
-                let pause = (retry.step * attempt).min(deadline.remaining());
-                std::thread::sleep(pause);
+                // Pause in short slices, so a peer found gone meanwhile ends the wait at once.
+                let until =
+                    std::time::Instant::now() + (retry.step * attempt).min(deadline.remaining());
+                loop {
+                    if let Some(e) = hopeless() {
+                        return Err(e);
+                    }
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(50)));
+                }
             }
         }
     }

@@ -13,14 +13,16 @@ use std::time::Duration;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use super::Deadline;
 use super::wire::{MAX_HELLO, take_messages};
+use super::{Deadline, tags};
 use crate::error::{Error, Result};
 
 #[derive(Default)]
 struct State {
     queues: HashMap<(usize, u64, u64), VecDeque<Vec<u8>>>,
     closed: Vec<bool>,
+    /// Per communicator, the first rank that sent a failure notice, and its text.
+    gave_up: HashMap<u64, (usize, String)>,
 }
 
 /// Messages received and not yet taken, and which peers' connections have closed.
@@ -36,14 +38,21 @@ impl Mailbox {
             state: Mutex::new(State {
                 queues: HashMap::new(),
                 closed: vec![false; nranks],
+                gave_up: HashMap::new(),
             }),
             cv: Condvar::new(),
         }
     }
 
-    /// Files a message.
+    /// Files a message. A failure notice is also remembered as its communicator's first, which
+    /// ends every wait on that communicator (see [`Mailbox::take`]).
     pub(super) fn deliver(&self, from: usize, comm: u64, tag: u64, payload: Vec<u8>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if tag == tags::failure_notice() {
+            s.gave_up
+                .entry(comm)
+                .or_insert_with(|| (from, String::from_utf8_lossy(&payload).into_owned()));
+        }
         s.queues
             .entry((from, comm, tag))
             .or_default()
@@ -59,8 +68,15 @@ impl Mailbox {
         self.cv.notify_all();
     }
 
+    /// The first rank that gave up on communicator `comm` (sent a failure notice), with its text.
+    pub(super) fn gave_up(&self, comm: u64) -> Option<(usize, String)> {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.gave_up.get(&comm).cloned()
+    }
+
     /// Takes the oldest message from `from` under (`comm`, `tag`), waiting until `deadline` or
-    /// until `abort` is raised (checked every 50 ms).
+    /// until `abort` is raised (checked every 50 ms). A failure notice from another rank of
+    /// `comm` ends the wait too: the communicator cannot complete what this rank waits for.
     pub(super) fn take(
         &self,
         from: usize,
@@ -81,6 +97,11 @@ impl Mailbox {
             }
             if s.closed.get(from).copied().unwrap_or(false) {
                 return Err(Missing::Closed);
+            }
+            if tag != tags::failure_notice()
+                && let Some((rank, _)) = s.gave_up.get(&comm)
+            {
+                return Err(Missing::GaveUp(*rank));
             }
             if abort.load(Ordering::Relaxed) {
                 return Err(Missing::Aborted);
@@ -108,6 +129,10 @@ pub(super) enum Missing {
     Timeout,
     /// The caller's abort flag was raised.
     Aborted,
+    /// This rank sent a failure notice for the communicator.
+    GaveUp(usize),
+    /// The sender is gone, as the words say (found by the caller, never by `take`).
+    Gone(&'static str),
 }
 
 struct Incoming {
@@ -130,6 +155,7 @@ impl Service {
         listener: TcpListener,
         magic: u64,
         mailbox: Arc<Mailbox>,
+        silent: Option<Duration>,
     ) -> Result<Service> {
         listener
             .set_nonblocking(true)
@@ -146,7 +172,7 @@ impl Service {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("rnccl-bootstrap".into())
-            .spawn(move || serve(listener, magic, &mailbox, &stop2))
+            .spawn(move || serve(listener, magic, &mailbox, &stop2, silent))
             .map_err(|e| Error::system("starting the bootstrap service thread", e))?;
         Ok(Service {
             stop,
@@ -163,7 +189,13 @@ impl Service {
     }
 }
 
-fn serve(listener: TcpListener, magic: u64, mailbox: &Mailbox, stop: &EventFd) {
+fn serve(
+    listener: TcpListener,
+    magic: u64,
+    mailbox: &Mailbox,
+    stop: &EventFd,
+    silent: Option<Duration>,
+) {
     let mut conns: Vec<Incoming> = Vec::new();
     let mut chunk = vec![0u8; 64 << 10];
     loop {
@@ -186,6 +218,7 @@ fn serve(listener: TcpListener, magic: u64, mailbox: &Mailbox, stop: &EventFd) {
             return;
         }
         while let Ok((s, _)) = listener.accept() {
+            crate::transport::tcp::detect_silence(&s, silent);
             if s.set_nonblocking(true).is_ok() {
                 conns.push(Incoming {
                     stream: s,
@@ -280,7 +313,7 @@ mod tests {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = l.local_addr().unwrap();
             let mailbox = Arc::new(Mailbox::new(2));
-            let mut service = Service::start(l, 42, mailbox.clone()).unwrap();
+            let mut service = Service::start(l, 42, mailbox.clone(), None).unwrap();
             let mut s = TcpStream::connect(addr).unwrap();
             let mut bytes = Vec::new();
             write_hello(

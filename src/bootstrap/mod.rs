@@ -14,13 +14,15 @@ mod deadline;
 pub(crate) mod host;
 mod mailbox;
 mod net;
+mod peek;
 mod peer;
 pub(crate) mod root;
 pub(crate) mod tags;
 pub(crate) mod unique_id;
 pub(crate) mod wire;
 
-pub(crate) use connect::{Retry, connect_retry};
+pub(crate) use connect::{Retry, connect_retry, connect_unless};
 pub(crate) use deadline::Deadline;
 pub(crate) use net::BootstrapNet;
+pub(crate) use peek::far_end_gone;
 pub(crate) use peer::PeerInfo;

@@ -6,16 +6,17 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::checkin::check_in;
 use super::mailbox::{Mailbox, Missing, Service};
 use super::unique_id::UniqueId;
 use super::wire::{HelloKind, PeerHello, encode_message, write_hello};
-use super::{Deadline, PeerInfo, Retry, connect_retry, host, root};
+use super::{Deadline, PeerInfo, Retry, connect_unless, far_end_gone, host, root, tags};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::topo::ifaces;
+use crate::transport::fifo::process_alive;
 
 /// A rank's bootstrap network: the peer table and tagged messages between any two ranks.
 pub(crate) struct BootstrapNet {
@@ -26,6 +27,7 @@ pub(crate) struct BootstrapNet {
     mailbox: Arc<Mailbox>,
     service: Service,
     outgoing: Mutex<HashMap<usize, Arc<Mutex<TcpStream>>>>,
+    silent_link: Option<Duration>,
 }
 
 impl BootstrapNet {
@@ -45,6 +47,7 @@ impl BootstrapNet {
     ) -> Result<Arc<BootstrapNet>> {
         let deadline = Deadline::after(timeout);
         let retry = Retry::from_config(cfg)?;
+        let silent_link = crate::transport::params::silent_link(cfg)?;
         let comm_id_hint = if id.root_by_rank0 {
             Some(id.root)
         } else {
@@ -84,7 +87,7 @@ impl BootstrapNet {
             version: env!("CARGO_PKG_VERSION").to_string(),
         };
         let mailbox = Arc::new(Mailbox::new(nranks));
-        let service = Service::start(msg_listener, id.magic, mailbox.clone())?;
+        let service = Service::start(msg_listener, id.magic, mailbox.clone(), silent_link)?;
         let peers = check_in(id, rank, nranks, info, retry, deadline);
         // A rank hosting the root waits until the root has answered everyone (it exits right
         // after), so exiting on an error cannot cut another rank's answer short.
@@ -109,6 +112,7 @@ impl BootstrapNet {
             mailbox,
             service,
             outgoing: Mutex::new(HashMap::new()),
+            silent_link,
         }))
     }
 
@@ -120,6 +124,12 @@ impl BootstrapNet {
     /// The job's magic.
     pub(crate) fn magic(&self) -> u64 {
         self.magic
+    }
+
+    /// How long a TCP link may go unanswered before it fails (`RNCCL_SILENT_LINK`; None: the
+    /// kernel's defaults).
+    pub(crate) fn silent_link(&self) -> Option<Duration> {
+        self.silent_link
     }
 
     /// Retry policy for connects.
@@ -148,38 +158,21 @@ impl BootstrapNet {
             self.mailbox.deliver(to, comm, tag, payload.to_vec());
             return Ok(());
         }
-        let conn = {
-            let mut out = self.outgoing.lock().unwrap_or_else(|p| p.into_inner());
-            match out.get(&to) {
-                Some(c) => c.clone(),
-                None => {
-                    let what = format!("{}'s bootstrap listener", self.describe(to));
-                    let mut s =
-                        connect_retry(self.peers[to].bootstrap, &what, self.retry, deadline)?;
-                    s.set_nodelay(true).ok();
-                    s.set_write_timeout(Some(deadline.timeout)).ok();
-                    write_hello(
-                        &mut s,
-                        self.magic,
-                        HelloKind::PeerMessages,
-                        &PeerHello {
-                            from: self.rank as u32,
-                        },
-                    )
-                    .map_err(|e| Error::Remote(format!("greeting {}: {e}", self.describe(to))))?;
-                    let c = Arc::new(Mutex::new(s));
-                    out.insert(to, c.clone());
-                    c
-                }
-            }
-        };
+        let conn = self.outgoing(to, self.retry, deadline, Some(comm))?;
         let frame = encode_message(comm, tag, payload);
         let mut s = conn.lock().unwrap_or_else(|p| p.into_inner());
         s.write_all(&frame).map_err(|e| {
-            Error::Remote(format!(
-                "sending a bootstrap message to {}: {e}",
-                self.describe(to)
-            ))
+            let what = format!("sending a bootstrap message to {}", self.describe(to));
+            if let Some((r, text)) = self.mailbox.gave_up(comm) {
+                Error::Remote(format!(
+                    "{} gave up while this rank was {what}; first failure: {text}",
+                    self.describe(r)
+                ))
+            } else if self.local_process_gone(to) {
+                Error::Remote(format!("{what}: it exited (process gone)"))
+            } else {
+                Error::Remote(format!("{what}: {e}"))
+            }
         })
     }
 
@@ -218,12 +211,42 @@ impl BootstrapNet {
         what: &str,
         abort: &AtomicBool,
     ) -> Result<Vec<u8>> {
-        self.mailbox
-            .take(from, comm, tag, deadline, abort)
-            .map_err(|m| match m {
+        let mut probed = false;
+        loop {
+            let slice = Deadline {
+                at: deadline.at.min(Instant::now() + LIVENESS_EVERY),
+                timeout: deadline.timeout,
+            };
+            let missing = match self.mailbox.take(from, comm, tag, slice, abort) {
+                Ok(m) => return Ok(m),
+                Err(Missing::Timeout) if !deadline.passed() => {
+                    match self.peer_gone(from, &mut probed) {
+                        Some(gone) => gone,
+                        None => continue,
+                    }
+                }
+                Err(m) => m,
+            };
+            let notice = |r: usize| match self.mailbox.gave_up(comm) {
+                Some((who, text)) if who == r => format!("; first failure: {text}"),
+                _ => String::new(),
+            };
+            return Err(match missing {
                 Missing::Closed => Error::Remote(format!(
-                    "{} closed its bootstrap connection {what} (it exited or aborted)",
-                    self.describe(from)
+                    "{} closed its bootstrap connection while this rank was {what} (it exited or \
+                     aborted){}",
+                    self.describe(from),
+                    notice(from)
+                )),
+                Missing::Gone(how) => Error::Remote(format!(
+                    "{} {how} while this rank was {what}{}",
+                    self.describe(from),
+                    notice(from)
+                )),
+                Missing::GaveUp(r) => Error::Remote(format!(
+                    "{} gave up while this rank was {what}{}",
+                    self.describe(r),
+                    notice(r)
                 )),
                 Missing::Timeout => Error::Timeout {
                     what: what.to_string(),
@@ -233,8 +256,153 @@ impl BootstrapNet {
                 Missing::Aborted => {
                     Error::Aborted(format!("{what} interrupted: the communicator was aborted"))
                 }
-            })
+            });
+        }
     }
+
+    /// Tells bootstrap ranks `to`, in order, that this rank gives up on communicator `comm` and
+    /// why (best effort: one connection attempt each, 300 ms in all), which ends their waits on
+    /// `comm` with this rank named (see [`BootstrapNet::recv_abortable`]).
+    /// The text says where the failure began: this rank's `why`, or, when another rank's
+    /// notice already reached this one, that notice unchanged (a cascade names its first
+    /// failure, not a chain of ranks that gave up in turn).
+    pub(crate) fn notify_failure(&self, comm: u64, to: &[usize], why: &str) {
+        let deadline = Deadline::after(Duration::from_millis(300));
+        let text: String = match self.mailbox.gave_up(comm) {
+            Some((_, first)) => first,
+            None => format!("{}: {why}", self.describe(self.rank))
+                .chars()
+                .take(600)
+                .collect(),
+        };
+        let frame = encode_message(comm, tags::failure_notice(), text.as_bytes());
+        let once = Retry {
+            count: 0,
+            step: Duration::ZERO,
+        };
+        for &r in to.iter().filter(|&&r| r != self.rank) {
+            if deadline.passed() {
+                break;
+            }
+            if let Ok(conn) = self.outgoing(r, once, deadline, None) {
+                let mut s = conn.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = s.write_all(&frame);
+            }
+        }
+    }
+
+    /// The first rank that gave up on communicator `comm` (sent a failure notice), if any.
+    pub(crate) fn gave_up(&self, comm: u64) -> Option<usize> {
+        self.mailbox.gave_up(comm).map(|(r, _)| r)
+    }
+
+    /// How `from` is known to be gone, if it is: on this host (same process namespace), its
+    /// process no longer exists; elsewhere, its host closed or stopped answering this rank's
+    /// connection to its listener (opened once for the purpose when this rank had none: a
+    /// refused connection means its listener is gone).
+    fn peer_gone(&self, from: usize, probed: &mut bool) -> Option<Missing> {
+        let (me, peer) = (&self.peers[self.rank], &self.peers[from]);
+        if from == self.rank {
+            return None;
+        }
+        if peer.host_hash == me.host_hash && peer.pid_ns == me.pid_ns {
+            return self
+                .local_process_gone(from)
+                .then_some(Missing::Gone("exited (process gone)"));
+        }
+        let existing = self
+            .outgoing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&from)
+            .cloned();
+        let conn = match existing {
+            Some(c) => c,
+            None if !*probed => {
+                *probed = true;
+                let once = Retry {
+                    count: 0,
+                    step: Duration::ZERO,
+                };
+                match self.outgoing(from, once, Deadline::after(PROBE_CONNECT), None) {
+                    Ok(c) => c,
+                    Err(_) => return refused(peer.bootstrap),
+                }
+            }
+            None => return None,
+        };
+        let s = conn.try_lock().ok()?;
+        far_end_gone(&s).map(Missing::Gone)
+    }
+
+    /// Whether `rank` runs on this host, in this process namespace, and its process is gone.
+    fn local_process_gone(&self, rank: usize) -> bool {
+        let (me, peer) = (&self.peers[self.rank], &self.peers[rank]);
+        rank != self.rank
+            && peer.host_hash == me.host_hash
+            && peer.pid_ns == me.pid_ns
+            && !process_alive(peer.pid)
+    }
+
+    /// The connection to `to`'s message listener, opened (and greeted) on first use. Retries
+    /// stop early when `to` is found gone or, for a message of communicator `comm`, when a rank
+    /// gave up on it.
+    fn outgoing(
+        &self,
+        to: usize,
+        retry: Retry,
+        deadline: Deadline,
+        comm: Option<u64>,
+    ) -> Result<Arc<Mutex<TcpStream>>> {
+        let mut out = self.outgoing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = out.get(&to) {
+            return Ok(c.clone());
+        }
+        let what = format!("{}'s bootstrap listener", self.describe(to));
+        let hopeless = || {
+            if self.local_process_gone(to) {
+                return Some(Error::Remote(format!(
+                    "cannot reach {what}: {} exited (process gone)",
+                    self.describe(to)
+                )));
+            }
+            let (r, text) = self.mailbox.gave_up(comm?)?;
+            Some(Error::Remote(format!(
+                "{} gave up while this rank was connecting to {what}; first failure: {text}",
+                self.describe(r)
+            )))
+        };
+        let mut s = connect_unless(self.peers[to].bootstrap, &what, retry, deadline, &hopeless)?;
+        s.set_nodelay(true).ok();
+        s.set_write_timeout(Some(deadline.timeout)).ok();
+        crate::transport::tcp::detect_silence(&s, self.silent_link);
+        write_hello(
+            &mut s,
+            self.magic,
+            HelloKind::PeerMessages,
+            &PeerHello {
+                from: self.rank as u32,
+            },
+        )
+        .map_err(|e| Error::Remote(format!("greeting {}: {e}", self.describe(to))))?;
+        let c = Arc::new(Mutex::new(s));
+        out.insert(to, c.clone());
+        Ok(c)
+    }
+}
+
+/// How often a wait on a peer checks that the peer still exists.
+const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+/// How long a wait may spend opening a connection to a remote peer to watch it.
+const PROBE_CONNECT: Duration = Duration::from_secs(1);
+
+/// A peer whose listener refused this rank's connection is gone; one that did not answer in
+/// time is not known to be.
+fn refused(addr: std::net::SocketAddr) -> Option<Missing> {
+    let probe = TcpStream::connect_timeout(&addr, PROBE_CONNECT);
+    matches!(probe, Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused).then_some(
+        Missing::Gone("refused a connection to its bootstrap listener (its process is gone)"),
+    )
 }
 
 impl Drop for BootstrapNet {

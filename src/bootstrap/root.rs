@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::PeerInfo;
 use super::wire::{HelloKind, MAX_HELLO, read_hello, write_hello};
+use super::{PeerInfo, far_end_gone};
 use crate::error::{Error, Result};
 
 /// A rank's check-in.
@@ -31,6 +31,16 @@ pub(crate) struct CheckIn {
     pub info: PeerInfo,
 }
 
+/// What a connection tells the root.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) enum ToRoot {
+    /// A rank checks in.
+    CheckIn(CheckIn),
+    /// Whoever started the ranks says the job failed (a rank died before the rendezvous
+    /// completed): the rendezvous fails with this text.
+    Abort(String),
+}
+
 /// The root's answer.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) enum RootReply {
@@ -38,6 +48,8 @@ pub(crate) enum RootReply {
     Peers(Vec<PeerInfo>),
     /// The rendezvous failed for this rank; the text says why.
     Refused(String),
+    /// A rank died or the launcher gave up before the rendezvous completed; the text says which.
+    Failed(String),
     /// The deadline passed: these ranks never arrived.
     Missing {
         /// Ranks that never checked in.
@@ -77,10 +89,11 @@ const FAILED_GRACE: Duration = Duration::from_secs(3);
 fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
     let start = Instant::now();
     let mut deadline = start + timeout;
-    let (tx, rx) = mpsc::channel::<(TcpStream, CheckIn)>();
+    let (tx, rx) = mpsc::channel::<(TcpStream, ToRoot)>();
     let mut joined: BTreeMap<u32, (TcpStream, PeerInfo)> = BTreeMap::new();
     let mut nranks: Option<(u32, u32)> = None;
-    let mut failed: Option<String> = None;
+    // Why the rendezvous failed, and the reply late check-ins get.
+    let mut failed: Option<RootReply> = None;
     loop {
         while let Ok((stream, peer)) = listener.accept() {
             let tx = tx.clone();
@@ -91,7 +104,7 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
                 let mut stream = stream;
                 let _ = stream.set_nonblocking(false);
                 let _ = stream.set_read_timeout(Some(read_for));
-                match read_hello::<CheckIn>(&mut stream, magic, HelloKind::RootCheckIn, MAX_HELLO) {
+                match read_hello::<ToRoot>(&mut stream, magic, HelloKind::RootCheckIn, MAX_HELLO) {
                     Ok(c) => {
                         let _ = tx.send((stream, c));
                     }
@@ -99,11 +112,42 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
                 }
             });
         }
-        while let Ok((mut stream, c)) = rx.try_recv() {
+        // A rank that checked in and then went away (killed, exited) can never complete the
+        // rendezvous: fail it now rather than at the deadline.
+        let left = joined
+            .iter()
+            .find_map(|(_, (s, info))| far_end_gone(s).map(|how| (info.clone(), how)));
+        if failed.is_none()
+            && let Some((info, how)) = left
+        {
+            let why = format!(
+                "{} {how} before every rank had joined the rendezvous (it exited or was killed)",
+                info.describe()
+            );
+            let reply = RootReply::Failed(why);
+            fail(&mut joined, magic, &reply);
+            deadline = deadline.min(Instant::now() + FAILED_GRACE);
+            failed = Some(reply);
+        }
+        while let Ok((mut stream, message)) = rx.try_recv() {
+            let c = match message {
+                ToRoot::CheckIn(c) => c,
+                ToRoot::Abort(why) => {
+                    if failed.is_none() {
+                        let reply = RootReply::Failed(why);
+                        fail(&mut joined, magic, &reply);
+                        deadline = deadline.min(Instant::now() + FAILED_GRACE);
+                        failed = Some(reply);
+                    }
+                    continue;
+                }
+            };
             let (n, first) = *nranks.get_or_insert((c.nranks, c.rank));
-            let refuse = if let Some(why) = &failed {
-                Some(why.clone())
-            } else if c.nranks != n {
+            if let Some(reply) = &failed {
+                let _ = write_hello(&mut stream, magic, HelloKind::RootReply, reply);
+                continue;
+            }
+            let refuse = if c.nranks != n {
                 Some(format!(
                     "rank {} ({} pid {}) says nranks={} but rank {first} said nranks={n}: start \
                      every rank with the same communicator size (WORLD_SIZE, -np, --ntasks)",
@@ -125,17 +169,11 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
             };
             match refuse {
                 Some(msg) => {
-                    let reply = RootReply::Refused(msg.clone());
+                    let reply = RootReply::Refused(msg);
                     let _ = write_hello(&mut stream, magic, HelloKind::RootReply, &reply);
-                    if failed.is_none() {
-                        // The job cannot complete: tell everyone who is waiting.
-                        for (_, (mut s, _)) in std::mem::take(&mut joined) {
-                            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-                            let _ = write_hello(&mut s, magic, HelloKind::RootReply, &reply);
-                        }
-                        deadline = deadline.min(Instant::now() + FAILED_GRACE);
-                        failed = Some(msg);
-                    }
+                    fail(&mut joined, magic, &reply);
+                    deadline = deadline.min(Instant::now() + FAILED_GRACE);
+                    failed = Some(reply);
                 }
                 None => {
                     joined.insert(c.rank, (stream, c.info));
@@ -174,6 +212,14 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
         }
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
         let _ = poll(&mut fds, PollTimeout::from(20u16));
+    }
+}
+
+/// The job cannot complete: tells every rank waiting in the rendezvous why.
+fn fail(joined: &mut BTreeMap<u32, (TcpStream, PeerInfo)>, magic: u64, reply: &RootReply) {
+    for (_, (mut s, _)) in std::mem::take(joined) {
+        let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+        let _ = write_hello(&mut s, magic, HelloKind::RootReply, reply);
     }
 }
 

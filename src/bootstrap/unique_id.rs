@@ -67,6 +67,25 @@ impl UniqueId {
         })
     }
 
+    /// Tells the bootstrap root of this id that the job failed before its rendezvous
+    /// completed (a launcher saw a rank die): every rank waiting in the rendezvous, and any that
+    /// checks in during the root's last 3 s, fails at once with `why`. Harmless once the
+    /// rendezvous is over (the root is gone, and nothing listens).
+    ///
+    /// Errors: [`Error::Remote`] when the root cannot be reached within a second.
+    pub fn abort_rendezvous(&self, why: &str) -> Result<()> {
+        let mut s = std::net::TcpStream::connect_timeout(&self.root, Duration::from_secs(1))
+            .map_err(|e| Error::Remote(format!("the bootstrap root at {}: {e}", self.root)))?;
+        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+        super::wire::write_hello(
+            &mut s,
+            self.magic,
+            super::wire::HelloKind::RootCheckIn,
+            &root::ToRoot::Abort(why.to_string()),
+        )
+        .map_err(|e| Error::Remote(format!("telling the bootstrap root at {}: {e}", self.root)))
+    }
+
     /// The id for a fixed rendezvous address, as `NCCL_COMM_ID=<host>:<port>` gives
     /// (`[ipv6]:port` accepted). Rank 0 starts the root there during its init.
     ///

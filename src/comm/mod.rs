@@ -147,23 +147,28 @@ impl Core {
             .collect()
     }
 
-    /// Tells `peers` why this rank is giving up (best effort, within 300 ms), so their errors
-    /// can name the root cause.
+    /// Tells why this rank is giving up (best effort, within 300 ms), so peers' errors can name
+    /// the root cause and their bootstrap waits end at once: to every rank when this rank is
+    /// the first to give up that it knows of (whoever waits on it, or on a rank waiting on it,
+    /// learns now rather than at its timeout), else to `peers` only (a cascade does not flood the
+    /// job).
     pub(crate) fn notify_failure(&self, peers: &[usize], why: &str) {
-        let deadline = Deadline::after(std::time::Duration::from_millis(300));
-        let text: String = why.chars().take(600).collect();
-        for &p in peers.iter().filter(|&&p| p != self.rank) {
-            if deadline.passed() {
-                break;
-            }
-            let _ = self.net.send(
-                self.net_rank[p],
-                self.tag,
-                tags::failure_notice(),
-                text.as_bytes(),
-                deadline,
-            );
-        }
+        let to: Vec<usize> = if self.net.gave_up(self.tag).is_none() {
+            // Neighbours first: they are the ones blocked on this rank.
+            peers
+                .iter()
+                .copied()
+                .chain((0..self.nranks).filter(|r| !peers.contains(r)))
+                .collect()
+        } else {
+            peers.to_vec()
+        };
+        let to: Vec<usize> = to
+            .into_iter()
+            .filter(|&p| p != self.rank)
+            .map(|p| self.net_rank[p])
+            .collect();
+        self.net.notify_failure(self.tag, &to, why);
     }
 }
 
@@ -338,21 +343,29 @@ impl Communicator {
         let tag = fnv1a(&id.magic.to_le_bytes());
         let net_rank: Vec<usize> = (0..nranks).collect();
         let deadline = Deadline::after(timeout);
-        let mine =
-            (rank == 0).then(|| layout::decide(&knobs, net.peers(), config.device.is_some()));
-        let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
-        layout::dump_graph(&knobs, rank, net.peers())?;
-        Communicator::assemble(
-            net,
-            tag,
-            rank,
-            net_rank,
-            lay,
-            knobs,
-            params,
-            timeout,
-            config.device,
-        )
+        let made = (|| {
+            let mine =
+                (rank == 0).then(|| layout::decide(&knobs, net.peers(), config.device.is_some()));
+            let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
+            layout::dump_graph(&knobs, rank, net.peers())?;
+            Communicator::assemble(
+                net.clone(),
+                tag,
+                rank,
+                net_rank.clone(),
+                lay,
+                knobs.clone(),
+                params,
+                timeout,
+                config.device,
+            )
+        })();
+        if let Err(e) = &made {
+            // Every other rank is waiting on this one somewhere in its init: tell them all.
+            let others: Vec<usize> = (0..nranks).filter(|&r| r != rank).collect();
+            net.notify_failure(tag, &others, &format!("rank {rank}'s init failed: {e}"));
+        }
+        made
     }
 
     /// Creates `nranks` communicators whose ranks are threads of this process

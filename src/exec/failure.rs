@@ -83,7 +83,7 @@ pub(super) fn link_error(
 
 fn reported(notice: Option<String>) -> String {
     notice
-        .map(|n| format!("; it reported: {n}"))
+        .map(|n| format!("; first failure: {n}"))
         .unwrap_or_default()
 }
 

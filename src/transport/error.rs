@@ -23,6 +23,21 @@ pub(crate) enum TransportError {
         /// The OS error, in words.
         message: String,
     },
+    /// The peer's host stopped answering on the connection (`ETIMEDOUT` after
+    /// [`super::tcp::detect_silence`]'s probes).
+    #[error(
+        "the TCP link to {peer} at {addr} went silent: its host acknowledged nothing within \
+         RNCCL_SILENT_LINK while this rank was {action} it; the host is down or the network between \
+         is cut"
+    )]
+    Silent {
+        /// The peer.
+        peer: String,
+        /// The peer's address on the link.
+        addr: String,
+        /// What this end was doing ("sending to", "receiving from").
+        action: &'static str,
+    },
     /// The peer sent something that does not follow the protocol.
     #[error("malformed frame from {peer}: {detail}")]
     Malformed {
@@ -34,6 +49,26 @@ pub(crate) enum TransportError {
 }
 
 impl TransportError {
+    /// The error for `e` on the TCP link `sock` with `peer`: [`TransportError::Silent`] for a
+    /// timed-out link, else [`TransportError::Io`].
+    pub(crate) fn tcp(
+        action: &'static str,
+        peer: &str,
+        sock: &std::net::TcpStream,
+        e: &std::io::Error,
+    ) -> TransportError {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            return TransportError::Silent {
+                peer: peer.to_string(),
+                addr: sock
+                    .peer_addr()
+                    .map_or_else(|_| "an unknown address".into(), |a| a.to_string()),
+                action,
+            };
+        }
+        TransportError::io(action, peer, e)
+    }
+
     /// An [`TransportError::Io`] from an I/O error.
     pub(crate) fn io(action: &'static str, peer: &str, e: &std::io::Error) -> TransportError {
         TransportError::Io {

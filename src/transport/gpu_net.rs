@@ -167,7 +167,7 @@ impl NetJob {
                 ep.net.retry(),
                 ep.deadline,
             )?;
-            prepare(&socks)?;
+            prepare(&socks, ep.net.silent_link())?;
             log_connection(ep, ep.rank, key, offer.sockets as usize);
             ends.push(NetEnd {
                 key: *key,
@@ -199,7 +199,7 @@ impl NetJob {
                 ep.abort,
                 &gave_up,
             )?;
-            prepare(&socks)?;
+            prepare(&socks, ep.net.silent_link())?;
             ends.push(NetEnd {
                 key: p.key,
                 fifo: p.fifo,
@@ -213,9 +213,9 @@ impl NetJob {
 /// Makes data sockets non-blocking, without Nagle's delay.
 ///
 /// Errors: [`Error::System`] when a socket option cannot be set.
-fn prepare(socks: &[TcpStream]) -> Result<()> {
+fn prepare(socks: &[TcpStream], silent: Option<std::time::Duration>) -> Result<()> {
     for s in socks {
-        prepare_socket(s).map_err(|e| Error::system("configuring a GPU data socket", e))?;
+        prepare_socket(s, silent).map_err(|e| Error::system("configuring a GPU data socket", e))?;
     }
     Ok(())
 }

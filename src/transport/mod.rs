@@ -10,7 +10,7 @@ pub(crate) mod error;
 pub(crate) mod fifo;
 pub(crate) mod gpu;
 pub(crate) mod gpu_net;
-mod params;
+pub(crate) mod params;
 pub(crate) mod setup;
 pub(crate) mod shm;
 pub(crate) mod tcp;

@@ -123,6 +123,29 @@ impl Endpoints<'_> {
     fn bad_fifo(&self, key: &ConnKey, what: &str, e: String) -> Error {
         Error::Remote(format!("{what} from {}: {e}", self.describe(key.peer)))
     }
+
+    /// The error for a peer's segment `name` that could not be opened: gone from `/dev/shm`
+    /// means the peer gave up after offering it (its creator unlinks it on failure), so the peer
+    /// is named with what it reported, if anything.
+    fn withdrawn(&self, key: &ConnKey, name: &str, e: Error) -> Error {
+        match e {
+            Error::System { os_error, .. } if os_error.kind() == std::io::ErrorKind::NotFound => {
+                let from = self.net_rank[key.peer];
+                let notice = self
+                    .net
+                    .try_recv(from, self.comm_tag, tags::failure_notice())
+                    .map(|b| format!("; first failure: {}", String::from_utf8_lossy(&b)))
+                    .unwrap_or_default();
+                Error::Remote(format!(
+                    "{} withdrew its shared-memory segment {name} for channel {} before this \
+                     rank opened it: it gave up (failed or exited){notice}",
+                    self.describe(key.peer),
+                    key.channel
+                ))
+            }
+            other => other,
+        }
+    }
 }
 
 enum Pending {
@@ -264,7 +287,8 @@ impl ConnectJob {
                     (end, TransportKind::SameProcess)
                 }
                 Offer::Shm { name, slot_bytes } => {
-                    let seg = ShmFifo::new(ShmSegment::open(&name)?)
+                    let seg = ShmSegment::open(&name).map_err(|e| ep.withdrawn(&key, &name, e))?;
+                    let seg = ShmFifo::new(seg)
                         .map_err(|e| ep.bad_fifo(&key, "shared-memory offer", e))?;
                     let seg: Arc<dyn FifoMemory> = Arc::new(seg);
                     let end = attach_sender(ep, &key, seg, slot_bytes, &format!("segment {name}"))?;
@@ -288,7 +312,7 @@ impl ConnectJob {
                         ep.deadline,
                     )?;
                     for s in &socks {
-                        prepare_socket(s)
+                        prepare_socket(s, ep.net.silent_link())
                             .map_err(|e| Error::system("configuring a data socket", e))?;
                     }
                     let end = TcpSender::new(socks, slot_bytes as usize, threads as usize, &peer)?;
@@ -345,7 +369,7 @@ impl ConnectJob {
                         &gave_up,
                     )?;
                     for s in &socks {
-                        prepare_socket(s)
+                        prepare_socket(s, ep.net.silent_link())
                             .map_err(|e| Error::system("configuring a data socket", e))?;
                     }
                     Box::new(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer)?)

@@ -41,11 +41,7 @@ impl ShmSegment {
         getrandom::fill(&mut rnd).map_err(|e| {
             Error::Internal(format!("random name for a shared-memory segment: {e}"))
         })?;
-        let name = format!(
-            "/rnccl-{}-{:016x}",
-            std::process::id(),
-            u64::from_le_bytes(rnd)
-        );
+        let name = crate::shm_names::segment(std::process::id(), u64::from_le_bytes(rnd));
         let fd = shm_open(
             name.as_str(),
             OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,

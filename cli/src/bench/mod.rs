@@ -10,13 +10,17 @@
 mod args;
 mod backend;
 mod bind;
+mod failures;
 mod json;
+mod memory;
 mod report;
 mod shape;
+mod signals;
 mod spawn;
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::ops::Range;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +33,7 @@ use rnccl::config::{Config, Source};
 use rnccl::{CommConfig, Communicator, UniqueId};
 use serde_json::json;
 use shape::Shape;
+pub use spawn::report_to_launcher;
 
 use crate::GlobalOpts;
 
@@ -120,6 +125,11 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     if let Some(line) = choice.notice() {
         eprintln!("{line}");
     }
+    if choice.backend == Backend::Cpu
+        && let Some(available) = memory::available()
+    {
+        memory::check_host(&opts, shape.nranks(), shape.nranks(), available)?;
+    }
     let id = UniqueId::with_config(&knobs)?;
     if args.threads {
         let job = Job {
@@ -134,7 +144,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     }
     let gpu = matches!(choice.backend, Backend::Gpu(_));
     spawn::run_children(shape.procs, &id, gpu, &knobs, |p| {
-        who(shape.rank(p, 0, 0)..shape.rank(p + 1, 0, 0))
+        shape.rank(p, 0, 0)..shape.rank(p + 1, 0, 0)
     })
 }
 
@@ -154,14 +164,6 @@ struct Job {
     bind: bool,
 }
 
-/// `rank 3` or `ranks 4-7`, for messages about a thread or a process.
-fn who(ranks: std::ops::Range<usize>) -> String {
-    match ranks.len() {
-        1 => format!("rank {}", ranks.start),
-        _ => format!("ranks {}-{}", ranks.start, ranks.end.saturating_sub(1)),
-    }
-}
-
 /// Runs this process's threads, each with its ranks, and reports every failing thread.
 fn run_process(
     job: &Job,
@@ -169,12 +171,13 @@ fn run_process(
     opts: &BenchOptions,
     knobs: &Arc<Config>,
 ) -> anyhow::Result<ExitCode> {
-    let results: Vec<(String, anyhow::Result<ExitCode>)> = std::thread::scope(|s| {
+    signals::exit_on_signal()?;
+    let results: Vec<(Range<usize>, anyhow::Result<ExitCode>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..job.shape.threads)
             .map(|t| {
-                let label = who(job.shape.thread_ranks(job.proc, t));
+                let ranks = job.shape.thread_ranks(job.proc, t);
                 (
-                    label,
+                    ranks,
                     s.spawn(move || run_thread(job, t, args, opts, knobs)),
                 )
             })
@@ -192,23 +195,19 @@ fn run_process(
     // Every failing thread has its own view of what went wrong: report them all.
     let mut code = ExitCode::SUCCESS;
     let mut errors = Vec::new();
-    for (t, (label, res)) in results.into_iter().enumerate() {
+    for (t, (ranks, res)) in results.into_iter().enumerate() {
         match res {
             Ok(c) if t == 0 => code = c,
             Ok(_) => {}
             // The reader of the table went away: end quietly (main knows this error).
             Err(e) if crate::output::is_broken_pipe(&e) => return Err(e),
-            Err(e) => errors.push(format!("{label}: {e:#}")),
+            Err(e) => errors.push((ranks, format!("{e:#}"))),
         }
     }
-    match errors.len() {
-        0 => Ok(code),
-        1 => Err(anyhow::anyhow!("{}", errors[0])),
-        _ => Err(anyhow::anyhow!(
-            "{} threads of ranks failed:\n  {}",
-            errors.len(),
-            errors.join("\n  ")
-        )),
+    if errors.is_empty() {
+        Ok(code)
+    } else {
+        Err(spawn::RankErrors(errors).into())
     }
 }
 

@@ -88,28 +88,13 @@ fn gbps(rate: f64) -> String {
     format!("{:.1}", rate.max(0.0) / 1e9 + 0.0)
 }
 
-fn bytes(b: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 fn op_text(op: Option<&OpSnapshot>) -> String {
     match op {
         None => "idle".into(),
         Some(o) => format!(
             "{} {} {} #{} {:.1}s {}/{}",
             o.info.func.nccl_name().trim_start_matches("nccl"),
-            bytes(o.info.count * o.info.dtype.size()),
+            crate::units::bytes_iec((o.info.count * o.info.dtype.size()) as u64),
             o.info.dtype.name(),
             o.info.seq,
             o.elapsed_s,

@@ -1,6 +1,8 @@
 //! Running the built `rnccl` binary as a user would, from the repository root with an empty
 //! environment (no NCCL_* from the caller leaks in).
 
+pub mod procs;
+
 use assert_cmd::Command;
 
 /// The repository root (fixtures are named relative to it).

@@ -65,7 +65,7 @@ use super::{LinkSnapshot, OpSnapshot};
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The folder pages live in.
-pub const PAGE_DIR: &str = "/dev/shm";
+pub const PAGE_DIR: &str = crate::shm_names::SHM_DIR;
 
 /// File names of pages start with this, followed by the writer's pid.
 pub const PAGE_PREFIX: &str = "rnccl-stats-";

@@ -104,7 +104,14 @@ impl Stream {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(moved),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(TransportError::io("sending to", &self.peer, &e)),
+                Err(e) => {
+                    return Err(TransportError::tcp(
+                        "sending to",
+                        &self.peer,
+                        &self.sock,
+                        &e,
+                    ));
+                }
             }
         }
     }
@@ -148,7 +155,14 @@ impl Stream {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(moved),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(TransportError::io("receiving from", &self.peer, &e)),
+                Err(e) => {
+                    return Err(TransportError::tcp(
+                        "receiving from",
+                        &self.peer,
+                        &self.sock,
+                        &e,
+                    ));
+                }
             }
             if self.done < FRAME_HEADER {
                 continue;

@@ -13,8 +13,8 @@ fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
     for _ in 0..n {
         let c = TcpStream::connect(addr).unwrap();
         let (a, _) = l.accept().unwrap();
-        prepare_socket(&c).unwrap();
-        prepare_socket(&a).unwrap();
+        prepare_socket(&c, None).unwrap();
+        prepare_socket(&a, None).unwrap();
         tx.push(c);
         rx.push(a);
     }

@@ -230,8 +230,8 @@ fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
     for _ in 0..n {
         let c = TcpStream::connect(addr).unwrap();
         let (s, _) = l.accept().unwrap();
-        prepare_socket(&c).unwrap();
-        prepare_socket(&s).unwrap();
+        prepare_socket(&c, None).unwrap();
+        prepare_socket(&s, None).unwrap();
         a.push(c);
         b.push(s);
     }

@@ -46,7 +46,7 @@ fn accept_n(l: &TcpListener, n: usize) -> Vec<TcpStream> {
         match l.accept() {
             Ok((s, _)) => {
                 s.set_nonblocking(false).unwrap();
-                prepare_socket(&s).unwrap();
+                prepare_socket(&s, None).unwrap();
                 socks.push(s);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -72,7 +72,7 @@ fn slots_cross_two_network_namespaces() {
         (0..nsocks)
             .map(|_| {
                 let s = TcpStream::connect(addr).unwrap();
-                prepare_socket(&s).unwrap();
+                prepare_socket(&s, None).unwrap();
                 s
             })
             .collect()
@@ -111,7 +111,7 @@ fn netns_child() {
     let socks: Vec<TcpStream> = (0..2)
         .map(|_| {
             let s = TcpStream::connect(addr).unwrap();
-            prepare_socket(&s).unwrap();
+            prepare_socket(&s, None).unwrap();
             s
         })
         .collect();
