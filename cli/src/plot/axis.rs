@@ -100,7 +100,7 @@ pub fn linear_axis(max: f64) -> Axis {
     let step = [1.0, 2.0, 2.5, 5.0, 10.0]
         .iter()
         .map(|m| m * mag)
-        .find(|s| (max / s).ceil() as usize <= MAX_TICKS - 1)
+        .find(|s| ((max / s).ceil() as usize) < MAX_TICKS)
         .unwrap_or(10.0 * mag);
     let top = (max / step).ceil().max(1.0) * step;
     let n = (top / step).round() as usize;
