@@ -130,7 +130,7 @@ fn bench_plot_svg_draws_busbw_and_time_for_both_places() {
 #[test]
 fn bench_plot_png_has_the_requested_size() {
     let dir = tempfile::tempdir().unwrap();
-    quick_bench(
+    let stdout = quick_bench(
         dir.path(),
         &[
             "all_gather",
@@ -143,6 +143,9 @@ fn bench_plot_png_has_the_requested_size() {
         ],
     );
     assert_eq!(png_size(&dir.path().join("g.png")), (800, 600));
+    // Standard output stays one JSON document.
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is JSON");
+    assert_eq!(doc["results"].as_array().map(Vec::len), Some(8));
 }
 
 #[test]
