@@ -31,6 +31,9 @@ _rnccl() {
             rnccl,man)
                 cmd="rnccl__subcmd__man"
                 ;;
+            rnccl,plot)
+                cmd="rnccl__subcmd__plot"
+                ;;
             rnccl,rings)
                 cmd="rnccl__subcmd__rings"
                 ;;
@@ -58,6 +61,9 @@ _rnccl() {
             rnccl__subcmd__help,man)
                 cmd="rnccl__subcmd__help__subcmd__man"
                 ;;
+            rnccl__subcmd__help,plot)
+                cmd="rnccl__subcmd__help__subcmd__plot"
+                ;;
             rnccl__subcmd__help,rings)
                 cmd="rnccl__subcmd__help__subcmd__rings"
                 ;;
@@ -77,7 +83,7 @@ _rnccl() {
 
     case "${cmd}" in
         rnccl)
-            opts="-h -V --config --help --version bench env-explain topo rings top tune completions man help"
+            opts="-h -V --config --help --version bench env-explain plot topo rings top tune completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -95,7 +101,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__bench)
-            opts="-b -e -f -i -n -w -c -o -d -r -m -a -T -J -R -t -g -G -h -V --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup_iters --check --op --datatype --root --agg_iters --average --timeout --output_file --local_register --ranks --threads --nthreads --ngpus --cudagraph --cpu --bind --format --config --help --version"
+            opts="-b -e -f -i -n -w -c -o -d -r -m -a -T -J -R -t -g -G -h -V --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup_iters --check --op --datatype --root --agg_iters --average --timeout --output_file --local_register --ranks --threads --nthreads --ngpus --cudagraph --cpu --bind --format --plot --plot-size --config --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -257,6 +263,14 @@ _rnccl() {
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
+                --plot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plot-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -329,7 +343,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__help)
-            opts="bench env-explain topo rings top tune completions man help"
+            opts="bench env-explain plot topo rings top tune completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -412,6 +426,20 @@ _rnccl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rnccl__subcmd__help__subcmd__plot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rnccl__subcmd__help__subcmd__rings)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -475,6 +503,52 @@ _rnccl() {
                 return 0
             fi
             case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rnccl__subcmd__plot)
+            opts="-o -h -V --output --metric --place --label --title --size --config --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metric)
+                    COMPREPLY=($(compgen -W "busbw algbw time" -- "${cur}"))
+                    return 0
+                    ;;
+                --place)
+                    COMPREPLY=($(compgen -W "out in" -- "${cur}"))
+                    return 0
+                    ;;
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --title)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

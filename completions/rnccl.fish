@@ -29,6 +29,7 @@ complete -c rnccl -n "__fish_rnccl_needs_command" -s h -l help -d 'Print help'
 complete -c rnccl -n "__fish_rnccl_needs_command" -s V -l version -d 'Print version'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
+complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
@@ -59,6 +60,8 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l bind -d 'Pin each 
 none\t'The scheduler decides'"
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l format -d 'Output format on stdout' -r -f -a "text\t'nccl-tests\' table'
 json\t'The same data as one JSON document'"
+complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l plot -d 'Also draw busbw and time against size, out-of-place and in-place, into this image: FILE.svg or FILE.png' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l plot-size -d 'Size of the --plot image in pixels' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l threads -d 'Run every local rank in this process: --ranks / -g threads of -g ranks each, instead of one process per -t x -g ranks'
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l cpu -d 'Run CPU ranks on host buffers even on a host with GPUs'
@@ -108,6 +111,18 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand env-explain" -l all -d 'List
 complete -c rnccl -n "__fish_rnccl_using_subcommand env-explain" -l check -d 'Exit with status 1 when any error is found'
 complete -c rnccl -n "__fish_rnccl_using_subcommand env-explain" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rnccl -n "__fish_rnccl_using_subcommand env-explain" -s V -l version -d 'Print version'
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -s o -l output -d 'The image to write: FILE.svg or FILE.png' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -l metric -d 'What to draw against size: busbw or algbw (GB/s = 1e9 B/s), or time (µs)' -r -f -a "busbw\t'Bus bandwidth, GB/s (nccl-tests\' busbw: algbw times the collective\'s bus factor)'
+algbw\t'Algorithm bandwidth, GB/s (size / time)'
+time\t'Time per operation, µs'"
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -l place -d 'Which measurement of each row: out-of-place or in-place' -r -f -a "out\t'Separate send and receive buffers'
+in\t'The receive buffer is the send buffer'"
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -l label -d 'Legend label of a file, given once per file in the files\' order [default: the file\'s name without its extension]' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -l title -d 'The title [default: the metric and what every run shares: collective, type, operation, ranks, hosts and devices]' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -l size -d 'Image size in pixels' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rnccl -n "__fish_rnccl_using_subcommand plot" -s V -l version -d 'Print version'
 complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -l format -d 'Output format' -r -f -a "table\t'Tree, path matrix and findings for people'
 json\t'Everything as JSON'
 xml\t'NCCL topology XML, as NCCL_TOPO_DUMP_FILE writes it (usable as NCCL_TOPO_FILE)'"
@@ -145,12 +160,13 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand completions" -s V -l version
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -s h -l help -d 'Print help'
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -s V -l version -d 'Print version'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "man" -d 'Write the man pages (one per command) into a folder'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain topo rings top tune completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "man" -d 'Write the man pages (one per command) into a folder'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -129,6 +129,7 @@ mod tests {
         let pages = man_pages().unwrap();
         for sub in [
             "bench",
+            "plot",
             "env-explain",
             "topo",
             "rings",
@@ -143,7 +144,15 @@ mod tests {
             );
         }
         let bash = String::from_utf8(completion(Shell::Bash)).unwrap();
-        for word in ["bench", "--minbytes", "env-explain", "--interval"] {
+        for word in [
+            "bench",
+            "--minbytes",
+            "--plot",
+            "plot",
+            "--metric",
+            "env-explain",
+            "--interval",
+        ] {
             assert!(
                 bash.contains(word),
                 "{word} missing from the bash completion"

@@ -5,6 +5,7 @@ mod config_load;
 mod docs;
 mod env_explain;
 mod output;
+mod plot;
 mod render;
 mod rings;
 mod top;
@@ -39,9 +40,11 @@ pub struct GlobalOpts {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run and time collectives (nccl-tests' flags and output); all_reduce by default.
-    Bench(bench::Args),
+    Bench(Box<bench::Args>),
     /// Explain the NCCL_* settings in effect, or any knob.
     EnvExplain(env_explain::Args),
+    /// Draw saved results (rnccl's or nccl-tests' JSON or text output) as curves against size.
+    Plot(plot::Args),
     /// Show this host's (or a topology file's) GPUs, NICs, PCI tree and paths.
     Topo(topo::Args),
     /// Show the rings and trees NCCL would build, and the tuning model.
@@ -69,7 +72,8 @@ fn init_log(global: &GlobalOpts) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = init_log(&cli.global).and_then(|()| match cli.command {
-        Command::Bench(a) => bench::run(a, &cli.global),
+        Command::Bench(a) => bench::run(*a, &cli.global),
+        Command::Plot(a) => plot::run(a, &cli.global),
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),

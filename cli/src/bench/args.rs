@@ -36,6 +36,7 @@ rnccl bench -t 2 -g 2 -G 10                  2 threads of 2 GPUs per process, CU
 rnccl bench --cpu --ranks 4 --threads        4 CPU ranks as threads of one process\n  \
 rnccl bench all_gather -b 1K -e 256M -f 4\n  \
 rnccl bench -d all -o all -c 1 -e 1M         check every type and operation\n  \
+rnccl bench -e 1G --plot allreduce.svg       draw busbw and time against size (or .png)\n  \
 mpirun -np 8 -x NCCL_COMM_ID=node0:29500 rnccl bench\n  \
 torchrun-style: RANK=0 WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=29500 rnccl bench"
 )]
@@ -153,6 +154,13 @@ pub struct Args {
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also draw busbw and time against size, out-of-place and in-place, into this image:
+    /// FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE", value_parser = crate::plot::image_path)]
+    pub plot: Option<PathBuf>,
+    /// Size of the --plot image in pixels.
+    #[arg(long, value_name = "WxH", default_value = "1200x1000")]
+    pub plot_size: crate::plot::ImageSize,
 }
 
 impl Args {

@@ -386,6 +386,12 @@ fn bench_thread(
             }
         }
     }
+    if let Some(path) = &args.plot {
+        crate::plot::write_bench_plot(path, args.plot_size, &rows, &test, n, &places)?;
+        if text {
+            writeln!(out, "# Writing plot to {}", path.display())?;
+        }
+    }
     out.flush()?;
     let failed = wrong > 0 || min_bw.is_some_and(|m| avg_bw < 0.9 * m);
     Ok(if failed {
