@@ -164,3 +164,74 @@ fn three_hosts_through_a_bridge() {
         assert_clean_table(&out);
     }
 }
+
+/// A link whose far host stops answering mid-run (its interface goes down, as a pulled cable
+/// would) fails the rank on the near side within `RNCCL_SILENT_LINK`, naming the transport, the
+/// peer and its address, long before `RNCCL_TIMEOUT`.
+#[test]
+fn a_silent_link_is_named_long_before_the_timeout() {
+    let Some(h) = hosts("s", 2) else { return };
+    let bin = rnccl_bin();
+    let port = 21000 + (std::process::id() % 20000) as u16;
+    let args = [
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "100000000",
+        "-w",
+        "0",
+        "-T",
+        "300",
+    ];
+    let children: Vec<_> = (0..2)
+        .map(|r| {
+            let env = [
+                ("NCCL_HOSTID", format!("node-{r}")),
+                ("RNCCL_SILENT_LINK", "2".to_string()),
+            ];
+            spawn_rank(
+                &bin,
+                Some(&h.hosts[r]),
+                r,
+                2,
+                &h.addrs[0],
+                port,
+                &env,
+                &args,
+            )
+        })
+        .collect();
+    // Both ranks joined once both publish their counter pages (/dev/shm is shared).
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    let start = std::time::Instant::now();
+    while !pids
+        .iter()
+        .all(|p| std::path::Path::new(&format!("/dev/shm/rnccl-stats-{p}")).exists())
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the ranks never joined"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let down = std::process::Command::new("ip")
+        .args(["-n", &h.hosts[1], "link", "set", "rnv0", "down"])
+        .status()
+        .unwrap();
+    assert!(down.success());
+    let cut = std::time::Instant::now();
+    let mut children = children.into_iter();
+    let (out, finished) = wait_for(children.next().unwrap(), Duration::from_secs(60));
+    let took = cut.elapsed();
+    let _ = wait_for(children.next().unwrap(), Duration::from_secs(5));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(finished && !out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("went silent") && stderr.contains(&format!("at {}:", h.addrs[1])),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}: {stderr}");
+}

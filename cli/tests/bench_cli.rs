@@ -304,3 +304,33 @@ fn json_names_threads_gpus_graph_and_devices() {
         assert!(d["line"].as_str().unwrap().contains(" [cpu] "), "{d}");
     }
 }
+
+/// The header says which transport each rank uses to each peer it sends to, as NCCL's
+/// connection lines name them; the JSON lists the same per device.
+#[test]
+fn bench_says_which_transport_each_pair_uses() {
+    let args = [
+        "bench", "--cpu", "--ranks", "3", "-e", "64", "-n", "1", "-w", "0",
+    ];
+    let (ok, stdout, stderr) = run(&[], &args);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("# Transports (each rank to the peers it sends to on its rings)\n")
+            && stdout.contains("#   SHM/direct/direct: 0->1 1->2 2->0\n"),
+        "{stdout}"
+    );
+    let (ok, stdout, stderr) = run(&[("NCCL_SHM_DISABLE", "1")], &args);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("#   NET/Socket: 0->1 1->2 2->0\n"),
+        "{stdout}"
+    );
+    let (ok, stdout, stderr) = run(&[], &[&QUICK[..], &["--format", "json"]].concat());
+    assert!(ok, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        doc["devices"][1]["sends"],
+        serde_json::json!([{ "peer": 0, "transport": "P2P/direct pointer" }]),
+        "{stdout}"
+    );
+}

@@ -18,7 +18,7 @@ mod sweep;
 
 pub use coll::{BenchColl, Counts};
 pub use data::DataSpec;
-pub use place::{RankPlace, gather_places};
+pub use place::{MAX_SENDS, RankPlace, gather_places};
 pub use sweep::{parse_size, sweep};
 
 use crate::coll::CollArgs;

@@ -29,7 +29,14 @@ pub struct RankPlace {
     pub bus_id: Option<String>,
     /// The GPU's name (`NVIDIA H200`), or the CPU model followed by `(host memory)`.
     pub name: String,
+    /// The peers this rank sends to on its rings and the transport to each, by NCCL's name
+    /// (`SHM/direct/direct`, `NET/Socket`…; [`Communicator::transports`]), at most
+    /// [`MAX_SENDS`] of them.
+    pub sends: Vec<(usize, String)>,
 }
+
+/// Peers kept in a [`RankPlace`]'s `sends`.
+pub const MAX_SENDS: usize = 16;
 
 impl RankPlace {
     /// Where `comm`'s rank runs: this process, this host, and its GPU or this host's CPU.
@@ -55,6 +62,12 @@ impl RankPlace {
             device,
             bus_id,
             name,
+            sends: comm
+                .transports()
+                .into_iter()
+                .take(MAX_SENDS)
+                .map(|(peer, path)| (peer, path.nccl_name().to_string()))
+                .collect(),
         }
     }
 
@@ -121,6 +134,9 @@ mod tests {
             device: 1,
             bus_id: Some("0000:19:00.0".into()),
             name: "\u{1}".repeat(1000),
+            sends: (0..MAX_SENDS)
+                .map(|p| (p + 1000, "NET/Socket (host staged)".into()))
+                .collect(),
         };
         let r = p.record().unwrap();
         assert!(r.len() <= RECORD);
@@ -141,6 +157,7 @@ mod tests {
                 p.bus_id.is_none() && p.name.ends_with("(host memory)"),
                 "{p:?}"
             );
+            assert_eq!(p.sends, [(1 - r, "P2P/direct pointer".to_string())]);
         }
     }
 }

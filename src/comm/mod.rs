@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::exec::{Connections, PeerView, WaitPolicy, spin_cores};
 use crate::graph::tuning::cpu::CpuTuneInput;
 use crate::graph::tuning::{Model, TuneParams};
-use crate::stats::{CommStats, LinkSnapshot};
+use crate::stats::{CommStats, LinkSnapshot, Path};
 use crate::transport::TransportParams;
 use crate::transport::tcp::listener::DataListener;
 
@@ -611,6 +611,36 @@ impl Communicator {
     pub fn traffic(&self) -> Vec<LinkSnapshot> {
         use crate::stats::page::Published;
         self.core.links()
+    }
+
+    /// How this rank reaches the peers it sends to on its rings, one entry per peer in peer
+    /// order: `(peer rank, transport)`. GPU ranks report the connections made at init; CPU
+    /// ranks, which connect on first use, the transport the same rule will pick (NCCL's order:
+    /// same process, then shared memory on one host, then the network).
+    pub fn transports(&self) -> Vec<(usize, Path)> {
+        let mut out: Vec<(usize, Path)> = match &self.core.gpu {
+            Some(g) => g
+                .traffic()
+                .into_iter()
+                .filter(|l| l.direction == crate::stats::Direction::Send && l.index == 0)
+                .map(|l| (l.peer, l.transport))
+                .collect(),
+            None => {
+                let peers = self.core.net.peers();
+                let me = &peers[self.core.net_rank[self.core.rank]];
+                (0..self.core.rings.nchannels())
+                    .map(|c| self.core.rings.neighbours(c, self.core.rank).1)
+                    .filter(|&next| next != self.core.rank)
+                    .map(|next| {
+                        let peer = &peers[self.core.net_rank[next]];
+                        (next, Path::from(self.core.params.select(me, peer)))
+                    })
+                    .collect()
+            }
+        };
+        out.sort_unstable_by_key(|&(p, t)| (p, t as u8));
+        out.dedup();
+        out
     }
 
     /// This rank's live counters (links and the operation in flight), shareable with other

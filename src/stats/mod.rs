@@ -110,6 +110,24 @@ pub enum Path {
     NcclNet,
 }
 
+impl Path {
+    /// The transport's name as NCCL's `NCCL_DEBUG=INFO` connection lines give it (`via
+    /// SHM/direct/direct`, `via NET/Socket`…), for the paths rnccl's own connections take.
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Path::SameProcess => TransportKind::SameProcess.nccl_name(),
+            Path::Shm => TransportKind::Shm.nccl_name(),
+            Path::Tcp => TransportKind::Tcp.nccl_name(),
+            Path::Window => "P2P/window",
+            Path::GpuP2p => "P2P/IPC",
+            Path::GpuHost => "SHM/host memory",
+            Path::GpuNet => "NET/Socket (host staged)",
+            Path::NcclKernel => "NCCL kernel",
+            Path::NcclNet => "NCCL proxy",
+        }
+    }
+}
+
 impl From<TransportKind> for Path {
     fn from(t: TransportKind) -> Path {
         match t {

@@ -49,20 +49,18 @@ pub(crate) enum TransportError {
 }
 
 impl TransportError {
-    /// The error for `e` on the TCP link `sock` with `peer`: [`TransportError::Silent`] for a
+    /// The error for `e` on a TCP link with `peer` at `addr`: [`TransportError::Silent`] for a
     /// timed-out link, else [`TransportError::Io`].
     pub(crate) fn tcp(
         action: &'static str,
         peer: &str,
-        sock: &std::net::TcpStream,
+        addr: &str,
         e: &std::io::Error,
     ) -> TransportError {
         if e.kind() == std::io::ErrorKind::TimedOut {
             return TransportError::Silent {
                 peer: peer.to_string(),
-                addr: sock
-                    .peer_addr()
-                    .map_or_else(|_| "an unknown address".into(), |a| a.to_string()),
+                addr: addr.to_string(),
                 action,
             };
         }

@@ -33,11 +33,12 @@ pub struct Doc<'a> {
 }
 
 /// One rank's device: rank, group, process, host, device index, PCI bus id (`null` for a CPU
-/// rank), name, and its `# Using devices` line.
+/// rank), name, its `# Using devices` line, and the transport to each peer it sends to.
 pub fn device(p: &RankPlace, line: &str) -> Value {
     json!({
         "rank": p.rank, "group": 0, "pid": p.pid, "hostname": p.host, "device": p.device,
         "bus_id": p.bus_id, "name": p.name, "gpu": p.bus_id.is_some(), "line": line,
+        "sends": p.sends.iter().map(|(peer, t)| json!({ "peer": peer, "transport": t })).collect::<Vec<_>>(),
     })
 }
 

@@ -305,7 +305,12 @@ fn bench_thread(
     let lead = lead_comm.is_some();
     let mut out = std::io::stdout();
     if lead && text {
-        write!(out, "{}", report::header(&test, &params, &devices))?;
+        let transports = report::transport_lines(&places);
+        write!(
+            out,
+            "{}",
+            report::header(&test, &params, &devices, &transports)
+        )?;
         out.flush()?;
     }
     let total = opts.sizes.len()

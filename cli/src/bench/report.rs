@@ -29,7 +29,7 @@ fn c_exp(v: f64, prec: usize, width: usize) -> String {
 }
 
 /// The header lines up to and including the table's column titles.
-pub fn header(test: &str, params: &str, devices: &[String]) -> String {
+pub fn header(test: &str, params: &str, devices: &[String], transports: &[String]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -41,6 +41,9 @@ pub fn header(test: &str, params: &str, devices: &[String]) -> String {
     s.push_str("#\n# Using devices\n");
     for d in devices {
         let _ = writeln!(s, "{d}");
+    }
+    for t in transports {
+        let _ = writeln!(s, "{t}");
     }
     s.push_str("#\n");
     let _ = writeln!(
@@ -108,6 +111,39 @@ pub fn place_line(p: &RankPlace) -> String {
         .as_deref()
         .map_or_else(|| "cpu".to_string(), pci_label);
     device_line(p.rank, p.pid, &p.host, p.device, &bus, &p.name)
+}
+
+/// Pairs listed per transport in [`transport_lines`] before the rest are counted.
+const PAIRS_SHOWN: usize = 24;
+
+/// `#` lines saying which transport each rank uses to each peer it sends to on its rings,
+/// grouped by transport (`#   SHM/direct/direct: 0->1 1->2 2->3 3->0`); none for one rank.
+pub fn transport_lines(places: &[RankPlace]) -> Vec<String> {
+    let mut by: Vec<(&str, Vec<String>)> = Vec::new();
+    for p in places {
+        for (peer, t) in &p.sends {
+            let pair = format!("{}->{peer}", p.rank);
+            match by.iter_mut().find(|(name, _)| name == t) {
+                Some((_, pairs)) => pairs.push(pair),
+                None => by.push((t, vec![pair])),
+            }
+        }
+    }
+    if by.is_empty() {
+        return Vec::new();
+    }
+    let mut lines =
+        vec!["# Transports (each rank to the peers it sends to on its rings)".to_string()];
+    for (name, pairs) in by {
+        let more = pairs.len().saturating_sub(PAIRS_SHOWN);
+        let shown = pairs[..pairs.len() - more].join(" ");
+        lines.push(if more > 0 {
+            format!("#   {name}: {shown} … and {more} more")
+        } else {
+            format!("#   {name}: {shown}")
+        });
+    }
+    lines
 }
 
 /// nccl-tests' PCI address of a GPU, `%04x:%02x:%02x` (domain, bus, device), from the driver's

@@ -32,6 +32,8 @@ pub(super) struct Stream {
     done: usize,
     header: [u8; FRAME_HEADER],
     peer: String,
+    /// The far end's address (read at set-up: a failed socket no longer knows it).
+    addr: String,
     /// Receiver: this socket reached a clean end of stream.
     eof: bool,
 }
@@ -43,8 +45,12 @@ fn word(b: &[u8]) -> u32 {
 impl Stream {
     /// Socket `index` of a connection with `peer` (for messages), moving slots `dir`.
     pub(super) fn new(sock: TcpStream, dir: Dir, index: usize, peer: &str) -> Stream {
+        let addr = sock
+            .peer_addr()
+            .map_or_else(|_| "an unknown address".into(), |a| a.to_string());
         Stream {
             sock,
+            addr,
             dir,
             seq: index as u64,
             done: 0,
@@ -108,7 +114,7 @@ impl Stream {
                     return Err(TransportError::tcp(
                         "sending to",
                         &self.peer,
-                        &self.sock,
+                        &self.addr,
                         &e,
                     ));
                 }
@@ -159,7 +165,7 @@ impl Stream {
                     return Err(TransportError::tcp(
                         "receiving from",
                         &self.peer,
-                        &self.sock,
+                        &self.addr,
                         &e,
                     ));
                 }
