@@ -282,6 +282,7 @@ mod tests {
             device: 3,
             bus_id: Some("0000:9B:00.0".into()),
             name: "NVIDIA H200".into(),
+            sends: vec![(0, "P2P/IPC".into())],
         };
         assert_eq!(
             place_line(&p),
@@ -298,6 +299,19 @@ mod tests {
             place_line(&cpu),
             "#  Rank  3 Group  0 Pid    812 on      node7 device  3 [cpu] AMD EPYC (host memory)"
         );
+        let many = RankPlace {
+            rank: 0,
+            sends: (1..=30).map(|p| (p, "NET/Socket".to_string())).collect(),
+            ..cpu.clone()
+        };
+        let lines = transport_lines(&[many, cpu]);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[1].starts_with("#   NET/Socket: 0->1 0->2 "),
+            "{lines:?}"
+        );
+        assert!(lines[1].ends_with("0->24 … and 6 more"), "{lines:?}");
+        assert_eq!(lines[2], "#   P2P/IPC: 3->0");
     }
 
     #[test]
