@@ -87,13 +87,20 @@ pub struct PlanParams {
 }
 
 impl PlanParams {
-    /// Reads `NCCL_CROSS_NIC` and the channel bounds ([`ChannelBounds::from_config`]).
+    /// Reads `NCCL_CROSS_NIC`, `NCCL_MNNVL_SCATTER_NETS_ENABLE`, `NCCL_MNNVL_RAIL_PER_HOST`
+    /// and the channel bounds ([`ChannelBounds::from_config`]).
     ///
     /// Errors: [`ConfigError::BadValue`] for a value that is not an integer in range.
     pub fn from_config(cfg: &Config) -> Result<PlanParams, Box<ConfigError>> {
         let cross = cfg.int("NCCL_CROSS_NIC").map_err(Box::new)?.clamp(0, 2) as u8;
         Ok(PlanParams {
-            search: SearchParams { cross_nic: cross },
+            search: SearchParams {
+                cross_nic: cross,
+                scatter_nets: cfg
+                    .flag("NCCL_MNNVL_SCATTER_NETS_ENABLE")
+                    .map_err(Box::new)?,
+                rail_per_host: cfg.flag("NCCL_MNNVL_RAIL_PER_HOST").map_err(Box::new)?,
+            },
             bounds: ChannelBounds::from_config(cfg)?,
         })
     }

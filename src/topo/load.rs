@@ -56,12 +56,14 @@ impl System {
         notes: Vec<TopoNote>,
         inventory: Option<Inventory>,
     ) -> Result<System, TopoError> {
-        let (mut nodes, more) = build::build(&doc, assign_ranks)?;
+        let built = build::build(&doc, assign_ranks)?;
+        let mut nodes = built.nodes;
         paths::compute(&mut nodes, &params)?;
         let mut notes = notes;
-        notes.extend(more);
+        notes.extend(built.notes);
         Ok(System {
             nodes,
+            hosts: built.hosts,
             params,
             notes,
             inventory,
