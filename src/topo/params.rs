@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::topo::TopoError;
+use crate::topo::detect::fusion::Fusion;
 use crate::topo::kinds::PathType;
 
 /// Knobs of the path computation (NCCL 2.28 src/graph/paths.cc).
@@ -21,6 +22,8 @@ pub struct TopoParams {
     pub net_gdr_level: Option<PathType>,
     /// `NCCL_NETDEVS_POLICY`: how many of its closest NICs each GPU uses.
     pub netdevs: NetDevsPolicy,
+    /// NIC fusion: `NCCL_NET_MERGE_LEVEL`, `NCCL_NET_FORCE_MERGE`, `NCCL_IB_MERGE_NICS`.
+    pub fusion: Fusion,
 }
 
 /// `NCCL_NETDEVS_POLICY` (NCCL 2.28 src/graph/topo.cc `getNetDevsPolicyOnce`,
@@ -120,6 +123,7 @@ impl TopoParams {
                     ))
                 })?,
             },
+            fusion: Fusion::from_config(cfg)?,
         })
     }
 }
