@@ -487,7 +487,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__rings)
-            opts="-h -V --nodes --format --topo-file --sysfs-root --tune --rank --config --help --version"
+            opts="-h -V --nodes --format --topo-file --sysfs-root --assume --tune --rank --graph-file --config --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -509,11 +509,19 @@ _rnccl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --assume)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --tune)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --graph-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -559,7 +567,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__topo)
-            opts="-h -V --format --topo-file --sysfs-root --config --help --version"
+            opts="-h -V --format --topo-file --sysfs-root --assume --config --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -574,6 +582,10 @@ _rnccl() {
                     return 0
                     ;;
                 --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --assume)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

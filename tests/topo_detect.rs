@@ -134,8 +134,14 @@ fn skeleton_and_host_disagreeing_are_reported_and_what_was_filled_is_noted() {
         "line 1: <system>: added <cpu numaid=\"-1\"",
         "line 5: <pci busid=\"0000:00:09.0\" class=\"0x030200\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\"> is dropped",
     ] {
-        assert!(filled.iter().any(|f| f.starts_with(want)), "{want}\n{filled:#?}");
+        assert!(
+            filled.iter().any(|f| f.starts_with(want)),
+            "{want}\n{filled:#?}"
+        );
     }
-    assert!(of(NoteKind::Assumed).is_empty(), "on the host nothing is assumed");
+    assert!(
+        of(NoteKind::Assumed).is_empty(),
+        "on the host nothing is assumed"
+    );
     assert_eq!(sys.count(rnccl::topo::NodeType::Gpu), 2);
 }

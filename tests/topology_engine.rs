@@ -146,7 +146,10 @@ fn the_engine_reads_nccl_graph_file() {
     )
     .unwrap();
     let mut cfg = rnccl::config::Config::defaults();
-    for (k, v) in [("NCCL_TOPO_FILE", topo.as_str()), ("NCCL_GRAPH_FILE", g.as_str())] {
+    for (k, v) in [
+        ("NCCL_TOPO_FILE", topo.as_str()),
+        ("NCCL_GRAPH_FILE", g.as_str()),
+    ] {
         cfg.set(k, v, rnccl::config::Source::Program("test".into()));
     }
     let e = rnccl::Communicator::init_all_with(
@@ -156,7 +159,9 @@ fn the_engine_reads_nccl_graph_file() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("NCCL_GRAPH_FILE") && e.contains("graph.xml:3:") && e.contains("dev 7 not found"),
+        e.contains("NCCL_GRAPH_FILE")
+            && e.contains("graph.xml:3:")
+            && e.contains("dev 7 not found"),
         "{e}"
     );
 }
