@@ -22,7 +22,7 @@ impl System {
     /// skeleton is filled as [`System::from_xml_assuming`] fills it, with guessed assumptions.
     ///
     /// Errors: [`TopoError::Xml`] naming the line when the XML is malformed or lacks what NCCL
-    /// requires (see [`build::build`]).
+    /// requires (see `topo::system::build` (NCCL `ncclTopoGetSystemFromXml`)).
     pub fn from_xml_str(text: &str) -> Result<System, TopoError> {
         System::from_xml_text(text, "<string>", TopoParams::default())
     }
@@ -47,7 +47,7 @@ impl System {
     /// a [`TopoNote`]. Complete files are read as they are.
     ///
     /// Errors: [`TopoError::Xml`] naming the line when the XML is malformed or lacks what NCCL
-    /// itself requires (see [`build::build`]); [`TopoError::Unusable`] for a skeleton that
+    /// itself requires (see `topo::system::build` (NCCL `ncclTopoGetSystemFromXml`)); [`TopoError::Unusable`] for a skeleton that
     /// names no GPU and cannot be read as it is (only PCI switches the live host's devices hang
     /// under).
     pub fn from_xml_assuming(
@@ -59,7 +59,8 @@ impl System {
         let parsed = parse(text, source, Schema::Topology)?;
         let needs = Needs::of(&parsed.doc);
         let hosts = build::host_ids(&parsed.doc).1.len();
-        if hosts > 1 || !(needs.any() || !assume.is_empty()) {
+        let fill = needs.any() || !assume.is_empty();
+        if hosts > 1 || !fill {
             let mut notes = parsed.notes;
             notes.extend(nvlinks_left_to_the_host(&parsed.doc, hosts));
             return System::from_doc(parsed.doc, true, params, notes, None);
@@ -110,7 +111,7 @@ impl System {
 
     /// Builds the graph and its paths from a document.
     ///
-    /// Errors: as [`build::build`], and [`TopoError::Unusable`] for a one-sided link.
+    /// Errors: as `topo::system::build` (NCCL `ncclTopoGetSystemFromXml`), and [`TopoError::Unusable`] for a one-sided link.
     pub fn from_doc(
         doc: XmlDoc,
         assign_ranks: bool,

@@ -17,7 +17,7 @@ use crate::topo::xml::fuse::{fuse, trim};
 
 /// The node's view: `base` (a parsed `NCCL_TOPO_FILE`, or an empty `<system>`) filled with every
 /// detected GPU (rank = NVML index order) and network device, the devices fused as `fusion`
-/// says ([`make_vnics`]), as NCCL's ranks fill and fuse it.
+/// says (`fusion::make_vnics`), as NCCL's ranks fill and fuse it.
 ///
 /// Errors: [`TopoError::Unusable`] when the base document has no `<system>`, or an
 /// `NCCL_NET_FORCE_MERGE` group cannot be made.

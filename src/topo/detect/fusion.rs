@@ -152,27 +152,26 @@ fn xml_path(x: &XmlDoc, nets: &[usize]) -> (u8, Option<usize>) {
     }
     let mut stacks: Vec<Vec<usize>> = nets.iter().map(|&n| chain(x, n)).collect();
     let mut common = None;
-    loop {
-        let Some(&top) = stacks[0].last() else { break };
+    while let Some(&top) = stacks[0].last() {
         let same = stacks[1..].iter().all(|s| s.last() == Some(&top));
-        if same {
-            common = Some(top);
-            for s in &mut stacks {
-                s.pop();
-            }
-            continue;
-        }
-        let port = x.attr(top, "busid").is_some_and(|b| {
-            stacks[1..].iter().all(|s| {
-                s.last().and_then(|&o| x.attr(o, "busid")).is_some_and(|o| {
-                    o.len() == b.len() && o[..o.len().saturating_sub(1)] == b[..b.len() - 1]
+        if !same {
+            let port = x.attr(top, "busid").is_some_and(|b| {
+                stacks[1..].iter().all(|s| {
+                    s.last().and_then(|&o| x.attr(o, "busid")).is_some_and(|o| {
+                        o.len() == b.len()
+                            && o[..o.len().saturating_sub(1)] == b[..b.len().saturating_sub(1)]
+                    })
                 })
-            })
-        });
-        if port {
-            return (PATH_PORT, common.map(first_pci));
+            });
+            if port {
+                return (PATH_PORT, common.map(first_pci));
+            }
+            break;
         }
-        break;
+        common = Some(top);
+        for s in &mut stacks {
+            s.pop();
+        }
     }
     let level = match common.map(|c| x.node(c).name.as_str()) {
         None => PATH_DIS,
