@@ -561,7 +561,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__rings)
-            opts="-h -V --nodes --format --topo-file --sysfs-root --tune --rank --config --help --version"
+            opts="-h -V --nodes --format --topo-file --sysfs-root --assume --tune --rank --graph-file --config --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -583,11 +583,19 @@ _rnccl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --assume)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --tune)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --graph-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -633,7 +641,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__topo)
-            opts="-h -V --format --topo-file --sysfs-root --config --help --version"
+            opts="-h -V --format --topo-file --sysfs-root --assume --config --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -648,6 +656,10 @@ _rnccl() {
                     return 0
                     ;;
                 --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --assume)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -128,6 +128,7 @@ json\t'Everything as JSON'
 xml\t'NCCL topology XML, as NCCL_TOPO_DUMP_FILE writes it (usable as NCCL_TOPO_FILE)'"
 complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -l topo-file -d 'Study another machine offline: an NCCL topology XML file (an NCCL_TOPO_DUMP_FILE, or a file written for NCCL_TOPO_FILE). Without it, this host is detected and merged with NCCL_TOPO_FILE when that is set, as NCCL does. Exits with 1 when NCCL would refuse the file' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -l sysfs-root -d 'Read sysfs and procfs under DIR instead of / (a tree captured with tests/fixtures/capture_sysfs.py; GPUs then come from DIR/nvml.json)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -l assume -d 'With --topo-file: what to assume about the host the file describes, for what the file leaves to it (cloud skeletons): gpu=MODEL, fabric=nvswitch|pairs|none, nvlinks=N, nic=MODEL, nic-speed=GBPS, cpu=MODEL; repeat or separate with commas. Unstated ones are guessed from the file\'s PCI ids, classes and link speeds; all are printed' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rnccl -n "__fish_rnccl_using_subcommand topo" -s V -l version -d 'Print version'
@@ -137,8 +138,10 @@ json\t'Everything as JSON'
 xml\t'NCCL\'s graph XML (NCCL_GRAPH_DUMP_FILE format)'"
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l topo-file -d 'Study another machine offline: an NCCL topology XML file' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l sysfs-root -d 'Read sysfs and procfs under DIR instead of / (GPUs from DIR/nvml.json)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l assume -d 'With --topo-file: what to assume about the host the file describes, for what the file leaves to it (cloud skeletons): gpu=MODEL, fabric=nvswitch|pairs|none, nvlinks=N, nic=MODEL, nic-speed=GBPS, cpu=MODEL; repeat or separate with commas. Unstated ones are guessed from the file\'s PCI ids, classes and link speeds; all are printed' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l tune -d 'Also print NCCL\'s tuning table and the model\'s choice over a size sweep for this collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce)' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l rank -d 'Print the INFO lines as this rank prints them' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l graph-file -d 'Use the rings and trees of this NCCL graph XML (an NCCL_GRAPH_DUMP_FILE, or a file written for NCCL_GRAPH_FILE) instead of searching them, after NCCL\'s checks against the topology. Defaults to NCCL_GRAPH_FILE when that is set' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -s V -l version -d 'Print version'

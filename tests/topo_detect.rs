@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rnccl::config::{Config, LoadOptions};
+use rnccl::topo::NoteKind;
 use rnccl::topo::System;
 
 fn fixture(p: &str) -> PathBuf {
@@ -102,4 +103,45 @@ fn missing_topo_file_is_an_io_error_naming_it() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("/nonexistent/t.xml"), "{e}");
+}
+
+#[test]
+fn skeleton_and_host_disagreeing_are_reported_and_what_was_filled_is_noted() {
+    let skeleton = fixture("synthetic/h200x2-skeleton-mismatch.xml");
+    let c = cfg(&[("NCCL_TOPO_FILE", skeleton.to_str().unwrap())]);
+    let sys = System::load(&c, &fixture("sysfs/h200x2")).unwrap().unwrap();
+    let of = |kind: NoteKind| -> Vec<String> {
+        sys.notes
+            .iter()
+            .filter(|n| n.kind == kind)
+            .map(|n| n.message.clone())
+            .collect()
+    };
+    assert_eq!(
+        of(NoteKind::Host),
+        [
+            "line 5: the file names a GPU at 0000:00:09.0 but this host has none there: NCCL leaves it out",
+            "GPU 0000:00:07.0 (NVIDIA H200, NVML index 1) on this host is not in the file: NCCL adds it where sysfs places it",
+            "line 6: the file names a network device at 0000:00:0a.0 but this host's network plugin lists none there: NCCL leaves it out",
+            "network device eth0 (Socket plugin) on this host is not in the file: NCCL adds it under the first CPU",
+        ]
+    );
+    let filled = of(NoteKind::Filled);
+    for want in [
+        "line 2: <cpu numaid=\"0\">: affinity=\"ffffffff\" from this host",
+        "line 4: <pci busid=\"0000:00:06.0\">: vendor=\"0x10de\", device=\"0x2335\"",
+        "line 4: <pci busid=\"0000:00:06.0\">: added <gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"1\"> holding <nvlink target=\"fffffff:ff:ff.0\" count=\"18\" tclass=\"0x068000\"> from this host",
+        "line 1: <system>: added <cpu numaid=\"-1\"",
+        "line 5: <pci busid=\"0000:00:09.0\" class=\"0x030200\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\"> is dropped",
+    ] {
+        assert!(
+            filled.iter().any(|f| f.starts_with(want)),
+            "{want}\n{filled:#?}"
+        );
+    }
+    assert!(
+        of(NoteKind::Assumed).is_empty(),
+        "on the host nothing is assumed"
+    );
+    assert_eq!(sys.count(rnccl::topo::NodeType::Gpu), 2);
 }

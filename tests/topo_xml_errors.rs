@@ -33,8 +33,11 @@ fn missing_or_bad_attributes_name_element_and_line() {
     assert!(e.starts_with("<string>:2:") && e.contains("numaid"), "{e}");
     let e = err("<system version=\"1\">\n  <cpu numaid=\"0\"/>\n</system>\n");
     assert!(e.starts_with("<string>:2:") && e.contains("arch"), "{e}");
+    // A complete file is read as it is: two GPUs claiming one rank. (A file that leaves
+    // something to the host is filled first, and filling gives every GPU its rank, as NCCL
+    // does on the host.)
     let e = err(&format!(
-        "{base}    <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\">\n      <gpu dev=\"0\" sm=\"80\" rank=\"0\"/>\n    </pci>\n    <pci busid=\"0000:02:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\">\n      <gpu dev=\"1\" sm=\"80\" rank=\"0\"/>\n    </pci>\n{end}"
+        "{base}    <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\">\n      <gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"1\"/>\n    </pci>\n    <pci busid=\"0000:02:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\">\n      <gpu dev=\"1\" sm=\"80\" rank=\"0\" gdr=\"1\"/>\n    </pci>\n{end}"
     ));
     assert!(
         e.starts_with("<string>:7:") && e.contains("rank 0 is already the GPU at line 4"),

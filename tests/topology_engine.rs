@@ -111,3 +111,57 @@ fn the_engine_writes_nccl_graph_dump_file() {
         assert_eq!(got, want, "rank {dump_rank}'s dump differs from NCCL's");
     }
 }
+
+/// NCCL_GRAPH_FILE replaces the search in the engine too: a ring graph of 3 channels read from
+/// the file gives 6 channels once doubled, and a file that fails NCCL's checks is an error
+/// naming the knob, file and line.
+#[test]
+fn the_engine_reads_nccl_graph_file() {
+    let topo = anchor();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("graph.xml");
+    let channel = "<channel><gpu dev=\"0x1\"/><gpu dev=\"0\"/></channel>";
+    std::fs::write(
+        &graph,
+        format!(
+            "<graphs version=\"1\">\n<graph id=\"0\" pattern=\"4\" crossnic=\"0\" nchannels=\"3\" speedintra=\"40\" speedinter=\"40\" latencyinter=\"0\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\">{}</graph>\n</graphs>\n",
+            channel.repeat(3)
+        ),
+    )
+    .unwrap();
+    let g = graph.to_str().unwrap().to_string();
+    all_ok(on_threads(
+        2,
+        &[("NCCL_TOPO_FILE", &topo), ("NCCL_GRAPH_FILE", &g)],
+        |c| {
+            if c.nchannels() != 6 {
+                return Err(format!("{} channels", c.nchannels()));
+            }
+            Ok(())
+        },
+    ));
+    std::fs::write(
+        &graph,
+        "<graphs version=\"1\">\n<graph id=\"0\" pattern=\"4\" crossnic=\"0\" nchannels=\"1\" speedintra=\"40\" speedinter=\"40\" latencyinter=\"0\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\">\n<channel><gpu dev=\"0x7\"/><gpu dev=\"0\"/></channel></graph>\n</graphs>\n",
+    )
+    .unwrap();
+    let mut cfg = rnccl::config::Config::defaults();
+    for (k, v) in [
+        ("NCCL_TOPO_FILE", topo.as_str()),
+        ("NCCL_GRAPH_FILE", g.as_str()),
+    ] {
+        cfg.set(k, v, rnccl::config::Source::Program("test".into()));
+    }
+    let e = rnccl::Communicator::init_all_with(
+        2,
+        rnccl::CommConfig::with_knobs(std::sync::Arc::new(cfg)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("NCCL_GRAPH_FILE")
+            && e.contains("graph.xml:3:")
+            && e.contains("dev 7 not found"),
+        "{e}"
+    );
+}

@@ -10,9 +10,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rnccl::Func;
+use rnccl::graph::file::GraphFile;
 use rnccl::graph::tuning::{Model, TuneInput, TuneParams};
 use rnccl::graph::xml::{graphs_xml, write_graph_dump};
-use rnccl::graph::{Channels, PlanParams, search_and_connect};
+use rnccl::graph::{Channels, PlanParams, search_or_load};
 use rnccl::topo::{NodeType, System};
 
 use crate::GlobalOpts;
@@ -44,6 +45,12 @@ pub struct Args {
     /// Read sysfs and procfs under DIR instead of / (GPUs from DIR/nvml.json).
     #[arg(long, value_name = "DIR")]
     pub sysfs_root: Option<PathBuf>,
+    /// With --topo-file: what to assume about the host the file describes, for what the file
+    /// leaves to it (cloud skeletons): gpu=MODEL, fabric=nvswitch|pairs|none, nvlinks=N,
+    /// nic=MODEL, nic-speed=GBPS, cpu=MODEL; repeat or separate with commas. Unstated ones are
+    /// guessed from the file's PCI ids, classes and link speeds; all are printed.
+    #[arg(long, value_name = "KEY=VALUE", action = clap::ArgAction::Append, long_help = rnccl::topo::assume::long_help())]
+    pub assume: Vec<String>,
     /// Also print NCCL's tuning table and the model's choice over a size sweep for this
     /// collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce).
     #[arg(long, value_name = "COLL")]
@@ -51,6 +58,11 @@ pub struct Args {
     /// Print the INFO lines as this rank prints them.
     #[arg(long, default_value_t = 0)]
     pub rank: usize,
+    /// Use the rings and trees of this NCCL graph XML (an NCCL_GRAPH_DUMP_FILE, or a file
+    /// written for NCCL_GRAPH_FILE) instead of searching them, after NCCL's checks against the
+    /// topology. Defaults to NCCL_GRAPH_FILE when that is set.
+    #[arg(long, value_name = "FILE")]
+    pub graph_file: Option<PathBuf>,
 }
 
 /// The searched and connected channels with their tuning model.
@@ -65,6 +77,8 @@ pub struct Planned {
     pub model: Model,
     /// Nodes.
     pub nodes: usize,
+    /// The graph file the graphs were read from, if any.
+    pub graph_file: Option<PathBuf>,
 }
 
 /// Runs `rnccl rings`.
@@ -79,8 +93,13 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
             })
         })
         .transpose()?;
-    let src = render::load(&cfg, args.topo_file.as_deref(), args.sysfs_root.as_ref())?;
-    let Some(system) = src.system else {
+    let src = render::load(
+        &cfg,
+        args.topo_file.as_deref(),
+        args.sysfs_root.as_ref(),
+        &args.assume,
+    )?;
+    let Some(system) = src.system.clone() else {
         anyhow::bail!(
             "{} has no GPU, so NCCL builds no channels here; use --topo-file FILE to study another machine",
             src.label
@@ -102,7 +121,26 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         .map(|n| (n * ngpus..(n + 1) * ngpus).collect())
         .collect();
     let params = PlanParams::from_config(&cfg)?;
-    let channels = search_and_connect(&system, &ranks, &params).context("planning channels")?;
+    let graph_path = match &args.graph_file {
+        Some(p) => Some(p.clone()),
+        None => cfg.text("NCCL_GRAPH_FILE")?.map(PathBuf::from),
+    };
+    let graphs = graph_path
+        .as_deref()
+        .map(GraphFile::load)
+        .transpose()
+        .context("reading the graph file")?;
+    let channels = search_or_load(&system, &ranks, &params, graphs.as_ref())
+        .with_context(|| {
+            format!(
+                "the graph file {} does not fit {}",
+                graph_path
+                    .as_deref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+                src.label
+            )
+        })?
+        .context("planning channels")?;
     let model = Model::new(
         &TuneInput::new(&system, &channels),
         &TuneParams::from_config(&cfg)?,
@@ -110,7 +148,8 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     write_graph_dump(&cfg, args.rank, &system, &channels)
         .context("writing NCCL_GRAPH_DUMP_FILE")?;
     let p = Planned {
-        label: src.label,
+        label: src.label.clone(),
+        graph_file: graph_path,
         system,
         channels,
         model,

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use rnccl::config::Finding;
 use rnccl::topo::diagnose::{diagnose, diagnose_host};
+use rnccl::topo::{NoteKind, TopoNote};
 
 use crate::GlobalOpts;
 use crate::{output, render};
@@ -49,12 +50,23 @@ pub struct Args {
     /// tests/fixtures/capture_sysfs.py; GPUs then come from DIR/nvml.json).
     #[arg(long, value_name = "DIR")]
     pub sysfs_root: Option<PathBuf>,
+    /// With --topo-file: what to assume about the host the file describes, for what the file
+    /// leaves to it (cloud skeletons): gpu=MODEL, fabric=nvswitch|pairs|none, nvlinks=N,
+    /// nic=MODEL, nic-speed=GBPS, cpu=MODEL; repeat or separate with commas. Unstated ones are
+    /// guessed from the file's PCI ids, classes and link speeds; all are printed.
+    #[arg(long, value_name = "KEY=VALUE", action = clap::ArgAction::Append, long_help = rnccl::topo::assume::long_help())]
+    pub assume: Vec<String>,
 }
 
 /// Runs `rnccl topo`.
 pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     let cfg = crate::config_load::load_config(global)?;
-    let src = render::load(&cfg, args.topo_file.as_deref(), args.sysfs_root.as_ref())?;
+    let src = render::load(
+        &cfg,
+        args.topo_file.as_deref(),
+        args.sysfs_root.as_ref(),
+        &args.assume,
+    )?;
     match args.format {
         Format::Xml => {
             let Some(sys) = &src.system else {
@@ -121,12 +133,37 @@ fn table(src: &render::Source) -> Vec<String> {
             out.push(format!("      -> {}", f.hint));
         }
     }
-    if let Some(sys) = &src.system
-        && !sys.notes.is_empty()
-    {
+    if let Some(sys) = &src.system {
+        out.extend(note_sections(&sys.notes));
+    }
+    out
+}
+
+/// The notes by kind, each kind under its own heading.
+fn note_sections(notes: &[TopoNote]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (kind, title) in [
+        (
+            NoteKind::Assumed,
+            "Assumed about the host the file describes (offline; NCCL takes these from the host it runs on)",
+        ),
+        (
+            NoteKind::Host,
+            "The file and this host disagree (NCCL goes by the host's devices)",
+        ),
+        (
+            NoteKind::Filled,
+            "Filled in where the file is silent, as NCCL fills it",
+        ),
+        (NoteKind::Read, "Reading the topology"),
+    ] {
+        let mine: Vec<&TopoNote> = notes.iter().filter(|n| n.kind == kind).collect();
+        if mine.is_empty() {
+            continue;
+        }
         out.push(String::new());
-        out.push("Reading the topology".into());
-        out.extend(sys.notes.iter().map(|n| format!("  {n}")));
+        out.push(title.into());
+        out.extend(mine.iter().map(|n| format!("  {n}")));
     }
     out
 }

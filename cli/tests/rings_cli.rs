@@ -209,3 +209,66 @@ fn graph_dump_file_is_written_like_nccls() {
         .success();
     assert_eq!(std::fs::read_to_string(out).unwrap(), anchor("graph.xml"));
 }
+
+/// What NCCL would build on AWS p4de.24xlarge (A100 and EFA models from the file's PCI ids),
+/// two instances: the summary, the channels and the NICs each uses.
+#[test]
+fn vendor_skeleton_channels_over_two_nodes() {
+    let out = stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/vendor/aws/p4de-24xl-topo.xml",
+        "--nodes",
+        "2",
+    ]);
+    let kept: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            !l.starts_with("  ")
+                || l.starts_with("  ring")
+                || l.starts_with("  tree")
+                || l.starts_with("  channels")
+                || l.starts_with("  Channel")
+                || l.starts_with("  GPU:")
+                || l.starts_with("  NIC:")
+        })
+        .take_while(|l| !l.starts_with("Expected bandwidth"))
+        .collect();
+    insta::assert_snapshot!(kept.join("\n"));
+}
+
+/// `--graph-file`: Azure's NC A100 v4 graphs used instead of the search; a file that names a
+/// GPU the topology lacks is refused with NCCL's reason.
+#[test]
+fn graph_file_replaces_the_search() {
+    let out = stdout(&[
+        "rings",
+        "--topo-file",
+        "tests/fixtures/vendor/azure/ncv4-topo.xml",
+        "--graph-file",
+        "tests/fixtures/vendor/azure/ncv4-graph.xml",
+    ]);
+    assert!(
+        out.contains("ring and tree read from tests/fixtures/vendor/azure/ncv4-graph.xml"),
+        "{out}"
+    );
+    assert!(out.contains("  Channel 01/04 : 0 3 2 1"), "{out}");
+    let err = rnccl()
+        .args([
+            "rings",
+            "--topo-file",
+            "tests/fixtures/anchors/h200x2/topo.xml",
+            "--graph-file",
+            "tests/fixtures/vendor/azure/ncv4-graph.xml",
+        ])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert!(
+        err.contains("ncv4-graph.xml:") && err.contains("dev 2 not found"),
+        "{err}"
+    );
+}

@@ -8,7 +8,8 @@ use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
 use crate::config::{BUFFSIZE_MAX, BUFFSIZE_MIN, Config};
 use crate::conn::NSLOTS;
 use crate::error::{Error, Result};
-use crate::graph::comm::{ChannelBounds, Channels, PlanParams, search_and_connect};
+use crate::graph::comm::{ChannelBounds, Channels, PlanParams, search_or_load};
+use crate::graph::file::GraphFile;
 use crate::graph::xml::write_graph_dump;
 use crate::topo::System;
 use crate::topo::kinds::NodeType;
@@ -139,8 +140,9 @@ pub(crate) fn ranks_by_host(peers: &[PeerInfo]) -> Vec<Vec<usize>> {
 }
 
 /// The channels NCCL's search builds for `peers` on this host's topology (`NCCL_TOPO_FILE`, or
-/// GPUs detected here), with the system and where it came from; `None` when there is no
-/// topology or its GPUs per node do not match the ranks per host.
+/// GPUs detected here) — or reads from `NCCL_GRAPH_FILE` — with the system and where it came
+/// from; `None` when there is no topology or its GPUs per node do not match the ranks per host.
+/// An `NCCL_GRAPH_FILE` that cannot be read or fails NCCL's checks is an error, as in NCCL.
 fn topology_channels(
     cfg: &Config,
     peers: &[PeerInfo],
@@ -160,7 +162,16 @@ fn topology_channels(
     let nodes = ranks_by_host(peers);
     let params = PlanParams::from_config(cfg).map_err(|e| Error::from(*e))?;
     let gpus = system.count(NodeType::Gpu);
-    match search_and_connect(&system, &nodes, &params) {
+    let graphs = match cfg.text("NCCL_GRAPH_FILE")? {
+        Some(f) => Some(
+            GraphFile::load(Path::new(f))
+                .map_err(|e| Error::invalid_usage(format!("NCCL_GRAPH_FILE: {e}")))?,
+        ),
+        None => None,
+    };
+    let planned = search_or_load(&system, &nodes, &params, graphs.as_ref())
+        .map_err(|e| Error::invalid_usage(format!("NCCL_GRAPH_FILE: {e}")))?;
+    match planned {
         Some(ch) => {
             let from = file.map_or_else(
                 || "detected GPUs".to_string(),

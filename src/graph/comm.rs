@@ -4,11 +4,12 @@
 use serde::Serialize;
 
 use super::connect::{Connected, TreeLinks, connect};
+use super::file::GraphFile;
 use super::search::{SearchParams, compute};
 use super::types::{Graph, Pattern};
 use crate::config::{Config, ConfigError};
 use crate::conn::MAX_CHANNELS;
-use crate::topo::{NodeType, System};
+use crate::topo::{NodeType, System, TopoError, TopoNote};
 
 /// The channels of a communicator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,13 +88,20 @@ pub struct PlanParams {
 }
 
 impl PlanParams {
-    /// Reads `NCCL_CROSS_NIC` and the channel bounds ([`ChannelBounds::from_config`]).
+    /// Reads `NCCL_CROSS_NIC`, `NCCL_MNNVL_SCATTER_NETS_ENABLE`, `NCCL_MNNVL_RAIL_PER_HOST`
+    /// and the channel bounds ([`ChannelBounds::from_config`]).
     ///
     /// Errors: [`ConfigError::BadValue`] for a value that is not an integer in range.
     pub fn from_config(cfg: &Config) -> Result<PlanParams, Box<ConfigError>> {
         let cross = cfg.int("NCCL_CROSS_NIC").map_err(Box::new)?.clamp(0, 2) as u8;
         Ok(PlanParams {
-            search: SearchParams { cross_nic: cross },
+            search: SearchParams {
+                cross_nic: cross,
+                scatter_nets: cfg
+                    .flag("NCCL_MNNVL_SCATTER_NETS_ENABLE")
+                    .map_err(Box::new)?,
+                rail_per_host: cfg.flag("NCCL_MNNVL_RAIL_PER_HOST").map_err(Box::new)?,
+            },
             bounds: ChannelBounds::from_config(cfg)?,
         })
     }
@@ -104,6 +112,10 @@ impl PlanParams {
 pub struct Channels {
     /// Whether the nodes talk over the network (more than one node).
     pub inter: bool,
+    /// The ids of the graphs read from `NCCL_GRAPH_FILE` instead of searched (0 ring, 1 tree).
+    pub from_file: Vec<u32>,
+    /// What reading the graph file noticed.
+    pub notes: Vec<TopoNote>,
     /// The ring graph (NCCL graph 0).
     pub ring: Graph,
     /// The tree graph (NCCL graph 1).
@@ -140,37 +152,76 @@ pub fn search_and_connect(
     ranks_by_node: &[Vec<usize>],
     params: &PlanParams,
 ) -> Option<Channels> {
+    search_or_load(system, ranks_by_node, params, None)
+        .ok()
+        .flatten()
+}
+
+/// As [`search_and_connect`], with the graphs `graphs` (an `NCCL_GRAPH_FILE`) holds used
+/// instead of searching them, as NCCL's `ncclTopoCompute` does: the ring (graph 0) and the
+/// tree (graph 1) each come from the file when it has that graph with channels, else from the
+/// search (the tree bounded by the ring's channel count).
+///
+/// Errors: [`TopoError::Xml`] naming the line when the file's graph fails NCCL's checks (see
+/// [`GraphFile::graph`]).
+pub fn search_or_load(
+    system: &System,
+    ranks_by_node: &[Vec<usize>],
+    params: &PlanParams,
+    graphs: Option<&GraphFile>,
+) -> Result<Option<Channels>, TopoError> {
     let ngpus = system.count(NodeType::Gpu);
     if ngpus == 0 || ranks_by_node.is_empty() || ranks_by_node.iter().any(|n| n.len() != ngpus) {
-        return None;
+        return Ok(None);
     }
     let inter = ranks_by_node.len() > 1;
-    let ring = compute(
-        system,
-        inter,
-        0,
-        Pattern::Ring,
-        1,
-        MAX_CHANNELS / 2,
-        params.search,
-    );
-    let tree = compute(
-        system,
-        inter,
-        1,
-        Pattern::BalancedTree,
-        ring.n_channels,
-        ring.n_channels,
-        params.search,
-    );
+    let cross = params.search.cross_nic;
+    let mut from_file = Vec::new();
+    let mut notes = graphs.map_or_else(Vec::new, |f| f.notes.clone());
+    let mut load = |id: u32| -> Result<Option<Graph>, TopoError> {
+        let Some(f) = graphs else { return Ok(None) };
+        Ok(f.graph(system, id, cross, inter)?.map(|l| {
+            from_file.push(id);
+            notes.extend(l.notes);
+            l.graph
+        }))
+    };
+    let ring = match load(0)? {
+        Some(g) => g,
+        None => compute(
+            system,
+            inter,
+            0,
+            Pattern::Ring,
+            1,
+            MAX_CHANNELS / 2,
+            params.search,
+        ),
+    };
+    let tree = match load(1)? {
+        Some(g) => g,
+        None => compute(
+            system,
+            inter,
+            1,
+            Pattern::BalancedTree,
+            ring.n_channels,
+            ring.n_channels,
+            params.search,
+        ),
+    };
     let cc_min = system.comp_cap().map_or(0, |c| c.0);
-    let connected = connect(&ring, &tree, ranks_by_node, cc_min, params.bounds)?;
-    Some(Channels {
+    let Some(connected) = connect(&ring, &tree, ranks_by_node, cc_min, params.bounds) else {
+        return Ok(None);
+    };
+    Ok(Some(Channels {
         inter,
+        from_file,
+        notes,
         ring,
         tree,
         connected,
-    })
+    }))
 }
 
 /// The channels NCCL would build on `system` for the ranks of `ranks_by_node` (node `n` runs

@@ -5,6 +5,7 @@
 pub mod btree;
 pub mod comm;
 pub mod connect;
+pub mod file;
 pub mod info;
 pub mod search;
 pub mod tuning;
@@ -14,6 +15,7 @@ pub mod xml;
 pub use crate::conn::MAX_CHANNELS;
 pub use comm::{
     ChannelBounds, ChannelPlan, Channels, PlanParams, plan_channels, search_and_connect,
+    search_or_load,
 };
 pub use connect::TreeLinks;
 pub use search::{SearchParams, compute};

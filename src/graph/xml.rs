@@ -1,6 +1,7 @@
 //! NCCL's graph XML (`NCCL_GRAPH_DUMP_FILE`; NCCL 2.28 src/graph/search.cc
 //! `ncclTopoGetXmlFromGraphs`; internals §3.6), written with NCCL's number formats: integers as
-//! `%d`, bandwidths and latency as `%g`, device ids as `%#lx`; and the dump itself
+//! `%d`, bandwidths and latency as `%g`, device ids as `%#lx` (a GPU's `dev` carries its host
+//! index in the top byte, `NCCL_TOPO_ID(systemId, dev)`); and the dump itself
 //! ([`write_graph_dump`]), for the engine and `rnccl rings` alike.
 
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use super::Channels;
 use super::types::{Graph, Pattern};
 use crate::config::Config;
+use crate::topo::system::build::topo_id;
 use crate::topo::xml::{XmlDoc, write};
 use crate::topo::{NodeType, PathType, System, TopoError};
 
@@ -76,10 +78,14 @@ fn add_graph(doc: &mut XmlDoc, parent: usize, sys: &System, g: &Graph, inter: bo
         for &rank in g.channel(c) {
             let dev = gpus
                 .iter()
-                .find_map(|n| n.gpu().filter(|x| x.rank == rank).map(|x| x.dev))
-                .unwrap_or(rank as i32);
+                .find_map(|n| {
+                    n.gpu()
+                        .filter(|x| x.rank == rank)
+                        .map(|x| topo_id(n.host(), x.dev as u64))
+                })
+                .unwrap_or(rank as u64);
             let n = doc.add(Some(ch), "gpu", 0);
-            doc.set_attr(n, "dev", &fmt_hex(dev as u64));
+            doc.set_attr(n, "dev", &fmt_hex(dev));
             if g.pattern == Pattern::Nvls {
                 break;
             }

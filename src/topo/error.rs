@@ -34,6 +34,14 @@ pub enum TopoError {
     /// The topology cannot serve the request (no GPU, GPU count differs from the ranks…).
     #[error("{0}")]
     Unusable(String),
+    /// An `--assume` item for studying a file offline is malformed.
+    #[error("--assume {item}: {message}")]
+    Assumption {
+        /// The item as given (`gpu=h1000`).
+        item: String,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
 }
 
 impl From<ConfigError> for TopoError {

@@ -3,6 +3,10 @@
 
 use std::path::Path as FsPath;
 
+use super::assume::Assumptions;
+use super::assume::host::{Needs, offline_host};
+use super::detect::fusion::Fusion;
+use super::detect::report::{filled_notes, host_notes};
 use super::detect::{self, Inventory};
 use super::params::TopoParams;
 use super::system::{System, build};
@@ -14,41 +18,100 @@ use crate::config::Config;
 impl System {
     /// Reads a whole machine from NCCL topology XML (an `NCCL_TOPO_DUMP_FILE`, or a file written
     /// for `NCCL_TOPO_FILE`), as if every GPU in it were a rank of one communicator: GPUs without
-    /// a `rank` attribute are numbered by `dev`. Paths use NCCL's default knobs.
+    /// a `rank` attribute are numbered by host, then `dev`. Paths use NCCL's default knobs. A
+    /// skeleton is filled as [`System::from_xml_assuming`] fills it, with guessed assumptions.
     ///
     /// Errors: [`TopoError::Xml`] naming the line when the XML is malformed or lacks what NCCL
-    /// requires (see [`build::build`]).
+    /// requires (see `topo::system::build` (NCCL `ncclTopoGetSystemFromXml`)).
     pub fn from_xml_str(text: &str) -> Result<System, TopoError> {
         System::from_xml_text(text, "<string>", TopoParams::default())
     }
 
     /// As [`System::from_xml_str`], naming `source` in errors and computing paths with `params`.
     ///
-    /// Errors: as [`System::from_xml_str`].
+    /// Errors: as [`System::from_xml_assuming`].
     pub fn from_xml_text(
         text: &str,
         source: &str,
         params: TopoParams,
     ) -> Result<System, TopoError> {
+        System::from_xml_assuming(text, source, params, &Assumptions::default())
+    }
+
+    /// Reads a topology file offline. A file that leaves to the host what NCCL fills from it
+    /// (a cloud skeleton: `<cpu>` without `arch`, bare GPU and NIC `<pci>` elements, `<nvlink>`
+    /// without `tclass`...), or any file when `assume` states something, is first filled as
+    /// NCCL fills it on a live host, from a host made of the file and `assume` (guessed from PCI
+    /// ids, classes and link speeds where `assume` is silent; see
+    /// [`crate::topo::assume::host::offline_host`]). Every assumption and every filled value is
+    /// a [`TopoNote`]. Complete files are read as they are.
+    ///
+    /// Errors: [`TopoError::Xml`] naming the line when the XML is malformed or lacks what NCCL
+    /// itself requires (see `topo::system::build` (NCCL `ncclTopoGetSystemFromXml`)); [`TopoError::Unusable`] for a skeleton that
+    /// names no GPU and cannot be read as it is (only PCI switches the live host's devices hang
+    /// under).
+    pub fn from_xml_assuming(
+        text: &str,
+        source: &str,
+        params: TopoParams,
+        assume: &Assumptions,
+    ) -> Result<System, TopoError> {
         let parsed = parse(text, source, Schema::Topology)?;
-        System::from_doc(parsed.doc, true, params, parsed.notes, None)
+        let needs = Needs::of(&parsed.doc);
+        let hosts = build::host_ids(&parsed.doc).1.len();
+        let fill = needs.any() || !assume.is_empty();
+        if hosts > 1 || !fill {
+            let mut notes = parsed.notes;
+            notes.extend(nvlinks_left_to_the_host(&parsed.doc, hosts));
+            return System::from_doc(parsed.doc, true, params, notes, None);
+        }
+        let (inv, assumed) = offline_host(&parsed.doc, assume);
+        if inv.gpus.is_empty() {
+            let as_is = System::from_doc(parsed.doc.clone(), true, params, parsed.notes, None);
+            let has_pci = parsed.doc.find_tag("pci").is_some();
+            if as_is.is_ok() || !has_pci {
+                return as_is;
+            }
+            return Err(TopoError::Unusable(format!(
+                "{source} names no GPU: it is a skeleton of PCI switches and NUMA nodes that NCCL hangs the devices it detects under; \
+                 offline there is nothing to place. Apply it to the instance (NCCL_TOPO_FILE={source} rnccl topo there), \
+                 or to a tree captured there (tests/fixtures/capture_sysfs.py, then --sysfs-root)"
+            )));
+        }
+        let doc = detect::fill::node_view(&parsed.doc, &inv, &params.fusion)?;
+        let mut notes = parsed.notes;
+        notes.extend(assumed);
+        notes.extend(filled_notes(&parsed.doc, &doc, "the assumptions"));
+        System::from_doc(doc, false, params, notes, None)
     }
 
     /// Reads the topology file `path` as [`System::from_xml_text`] does.
     ///
     /// Errors: [`TopoError::Io`] when the file cannot be read, else as [`System::from_xml_str`].
     pub fn from_file(path: &FsPath, params: TopoParams) -> Result<System, TopoError> {
+        System::from_file_assuming(path, params, &Assumptions::default())
+    }
+
+    /// Reads the topology file `path` as [`System::from_xml_assuming`] does.
+    ///
+    /// Errors: [`TopoError::Io`] when the file cannot be read, else as
+    /// [`System::from_xml_assuming`].
+    pub fn from_file_assuming(
+        path: &FsPath,
+        params: TopoParams,
+        assume: &Assumptions,
+    ) -> Result<System, TopoError> {
         let text = std::fs::read_to_string(path).map_err(|error| TopoError::Io {
             action: "read",
             path: path.to_path_buf(),
             error,
         })?;
-        System::from_xml_text(&text, &path.display().to_string(), params)
+        System::from_xml_assuming(&text, &path.display().to_string(), params, assume)
     }
 
     /// Builds the graph and its paths from a document.
     ///
-    /// Errors: as [`build::build`], and [`TopoError::Unusable`] for a one-sided link.
+    /// Errors: as `topo::system::build` (NCCL `ncclTopoGetSystemFromXml`), and [`TopoError::Unusable`] for a one-sided link.
     pub fn from_doc(
         doc: XmlDoc,
         assign_ranks: bool,
@@ -56,12 +119,14 @@ impl System {
         notes: Vec<TopoNote>,
         inventory: Option<Inventory>,
     ) -> Result<System, TopoError> {
-        let (mut nodes, more) = build::build(&doc, assign_ranks)?;
+        let built = build::build(&doc, assign_ranks)?;
+        let mut nodes = built.nodes;
         paths::compute(&mut nodes, &params)?;
         let mut notes = notes;
-        notes.extend(more);
+        notes.extend(built.notes);
         Ok(System {
             nodes,
+            hosts: built.hosts,
             params,
             notes,
             inventory,
@@ -81,8 +146,11 @@ impl System {
     /// as NCCL does (PCI skeletons from cloud vendors work this way); on a host without GPUs the
     /// file alone is read as [`System::from_file`] does. Without it, the topology is detected
     /// from `sysfs_root` (`/` for this host, or a captured tree) and NVML (or the `nvml.json`
-    /// facts captured in a tree other than `/`). `NCCL_TOPO_DUMP_FILE`, when set, receives the
-    /// result in NCCL's format, as NCCL writes it during init.
+    /// facts captured in a tree other than `/`). Network devices are fused as
+    /// `NCCL_NET_MERGE_LEVEL` says. `NCCL_TOPO_DUMP_FILE`, when set, receives the result in
+    /// NCCL's format, as NCCL writes it during init (with the physical network devices: NCCL
+    /// does not fuse while dumping). What filling the file changed, and devices on one side
+    /// only, are [`TopoNote`]s.
     ///
     /// Returns `Ok(None)` on a host with no GPU and no topology file.
     ///
@@ -110,6 +178,7 @@ impl System {
             }
             None => None,
         };
+        let mut dump = None;
         let system = match (file, inventory.gpus.is_empty()) {
             (None, true) => return Ok(None),
             (Some(p), true) => {
@@ -120,21 +189,63 @@ impl System {
                 s
             }
             (file, false) => {
-                let (base, notes) = match file {
+                let (base, mut notes) = match file {
                     Some(p) => (p.doc, p.notes),
                     None => (XmlDoc::new_system("detected"), Vec::new()),
                 };
-                let doc = detect::fill::node_view(&base, &inventory)?;
+                let doc = detect::fill::node_view(&base, &inventory, &params.fusion)?;
+                if base
+                    .root()
+                    .is_some_and(|r| !base.node(r).children.is_empty())
+                {
+                    notes.extend(host_notes(&base, &inventory));
+                    notes.extend(filled_notes(&base, &doc, "this host"));
+                }
+                if cfg.string("NCCL_TOPO_DUMP_FILE").is_some() {
+                    let physical = detect::fill::node_view(&base, &inventory, &Fusion::none())?;
+                    dump = Some(write::to_string(&physical));
+                }
                 System::from_doc(doc, false, params, notes, Some(inventory))?
             }
         };
-        if let Some(dump) = cfg.string("NCCL_TOPO_DUMP_FILE") {
-            std::fs::write(dump, system.to_xml_string()).map_err(|error| TopoError::Io {
+        if let Some(dump_file) = cfg.string("NCCL_TOPO_DUMP_FILE") {
+            let text = dump.unwrap_or_else(|| system.to_xml_string());
+            std::fs::write(dump_file, text).map_err(|error| TopoError::Io {
                 action: "write",
-                path: dump.into(),
+                path: dump_file.into(),
                 error,
             })?;
         }
         Ok(Some(system))
     }
+}
+
+/// A note for GPUs of a hand-written file (no `host_hash`: not an NCCL dump) that have a `<gpu>`
+/// element but no `<nvlink>`: on the host NCCL adds what NVML reports, offline rnccl cannot know.
+fn nvlinks_left_to_the_host(doc: &XmlDoc, hosts: usize) -> Option<TopoNote> {
+    let root = doc.root()?;
+    let all = doc.descendants(root);
+    let dump = all
+        .iter()
+        .any(|&i| doc.node(i).name == "cpu" && doc.attr(i, "host_hash").is_some());
+    if dump || hosts > 1 {
+        return None;
+    }
+    let bare: Vec<usize> = all
+        .into_iter()
+        .filter(|&g| {
+            doc.node(g).name == "gpu"
+                && doc.sub(g, "nvlink").is_none()
+                && doc
+                    .attr(g, "sm")
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+                    .is_some_and(|sm| sm >= 60)
+        })
+        .collect();
+    let first = *bare.first()?;
+    Some(TopoNote::note(format!(
+        "line {}: {} GPU(s) have a <gpu> element without <nvlink>: on the live host NCCL adds the NVLinks NVML reports; offline rnccl assumes none (state them with --assume fabric=nvswitch, or gpu=MODEL)",
+        doc.node(first).line,
+        bare.len()
+    )))
 }

@@ -6,6 +6,7 @@
 //! rnccl's. [`System::load`] gives this host's view (merged with `NCCL_TOPO_FILE` as NCCL merges
 //! it); [`System::from_xml_str`] reads another machine's file.
 
+pub mod assume;
 pub mod busid;
 pub mod bw;
 pub mod detect;
@@ -24,6 +25,6 @@ pub mod xml;
 
 pub use error::TopoError;
 pub use kinds::{LinkType, NodeType, PathType};
-pub use note::TopoNote;
+pub use note::{NoteKind, TopoNote};
 pub use params::TopoParams;
 pub use system::{Link, LinkId, Node, NodeInfo, NodeRef, Path, System};

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::topo::TopoError;
+use crate::topo::detect::fusion::Fusion;
 use crate::topo::kinds::PathType;
 
 /// Knobs of the path computation (NCCL 2.28 src/graph/paths.cc).
@@ -19,6 +20,70 @@ pub struct TopoParams {
     pub pxn_disable: bool,
     /// `NCCL_NET_GDR_LEVEL`: farthest GPU–NIC path type that uses GPUDirect RDMA; `None` = PXB.
     pub net_gdr_level: Option<PathType>,
+    /// `NCCL_NETDEVS_POLICY`: how many of its closest NICs each GPU uses.
+    pub netdevs: NetDevsPolicy,
+    /// NIC fusion: `NCCL_NET_MERGE_LEVEL`, `NCCL_NET_FORCE_MERGE`, `NCCL_IB_MERGE_NICS`.
+    pub fusion: Fusion,
+}
+
+/// `NCCL_NETDEVS_POLICY` (NCCL 2.28 src/graph/topo.cc `getNetDevsPolicyOnce`,
+/// `ncclTopoGetLocalNet`): how many of its closest NETs a GPU spreads its channels over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum NetDevsPolicy {
+    /// `AUTO` (default): the closest NETs shared out among the GPUs that are equally close to
+    /// them, `ceil(nets / gpus)` each.
+    #[default]
+    Auto,
+    /// `ALL`: every closest NET.
+    All,
+    /// `MAX:n`: at most `n` (n > 0) of the closest NETs; the search also tries at most `n`
+    /// NETs per GPU beyond them (`ncclTopoSelectNets`).
+    Max(usize),
+}
+
+impl NetDevsPolicy {
+    /// Parses a value as NCCL does: `AUTO`, `ALL` or `MAX:<n>` with `n > 0` (`atoi`), any case.
+    /// `None` for anything else (NCCL then falls back to AUTO; rnccl's registry refuses it).
+    pub fn parse(v: &str) -> Option<NetDevsPolicy> {
+        let v = v.trim();
+        if v.eq_ignore_ascii_case("AUTO") {
+            return Some(NetDevsPolicy::Auto);
+        }
+        if v.eq_ignore_ascii_case("ALL") {
+            return Some(NetDevsPolicy::All);
+        }
+        let n = v.get(..4).filter(|p| p.eq_ignore_ascii_case("MAX:"))?;
+        let digits: String = v[n.len()..]
+            .trim_start()
+            .chars()
+            .enumerate()
+            .take_while(|&(i, c)| c.is_ascii_digit() || (i == 0 && (c == '+' || c == '-')))
+            .map(|(_, c)| c)
+            .collect();
+        match digits.parse::<i64>() {
+            Ok(n) if n > 0 => Some(NetDevsPolicy::Max(n as usize)),
+            _ => None,
+        }
+    }
+
+    /// The NETs per GPU among `local` closest NETs shared by `gpus` equally close GPUs.
+    pub fn nets_per_gpu(self, local: usize, gpus: usize) -> usize {
+        match self {
+            NetDevsPolicy::Auto => local.div_ceil(gpus.max(1)),
+            NetDevsPolicy::All => local,
+            NetDevsPolicy::Max(n) => n.min(local),
+        }
+    }
+}
+
+impl std::fmt::Display for NetDevsPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetDevsPolicy::Auto => f.write_str("AUTO"),
+            NetDevsPolicy::All => f.write_str("ALL"),
+            NetDevsPolicy::Max(n) => write!(f, "MAX:{n}"),
+        }
+    }
 }
 
 /// NCCL's old numeric levels (src/graph/paths.cc `levelsOldToNew`).
@@ -35,7 +100,8 @@ impl TopoParams {
     /// Reads the knobs from `cfg`.
     ///
     /// Errors: [`TopoError::Config`] naming the knob when a value is not a level NCCL knows
-    /// (NCCL would silently ignore it).
+    /// (NCCL would silently ignore it), or `NCCL_NETDEVS_POLICY` is not `AUTO`, `ALL` or
+    /// `MAX:<n>` (NCCL would use AUTO).
     pub fn from_config(cfg: &Config) -> Result<TopoParams, TopoError> {
         let p2p_level = if cfg.flag("NCCL_P2P_DISABLE")? {
             Some(PathType::Loc)
@@ -47,6 +113,17 @@ impl TopoParams {
             nvb_disable: cfg.flag("NCCL_NVB_DISABLE")?,
             pxn_disable: cfg.flag("NCCL_PXN_DISABLE")?,
             net_gdr_level: level(cfg, "NCCL_NET_GDR_LEVEL")?,
+            netdevs: match cfg.text("NCCL_NETDEVS_POLICY")? {
+                None => NetDevsPolicy::Auto,
+                Some(v) => NetDevsPolicy::parse(v).ok_or_else(|| {
+                    TopoError::from(cfg.refuse(
+                        "NCCL_NETDEVS_POLICY",
+                        format!("{v:?} is not AUTO, ALL or MAX:<n>"),
+                        "write AUTO, ALL or e.g. MAX:2".into(),
+                    ))
+                })?,
+            },
+            fusion: Fusion::from_config(cfg)?,
         })
     }
 }
@@ -120,5 +197,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("NCCL_P2P_LEVEL") && e.contains("nvlink"), "{e}");
+    }
+
+    #[test]
+    fn netdevs_policy_as_nccl_reads_it() {
+        for (v, want) in [
+            ("auto", Some(NetDevsPolicy::Auto)),
+            ("ALL", Some(NetDevsPolicy::All)),
+            ("max:2", Some(NetDevsPolicy::Max(2))),
+            ("MAX:3x", Some(NetDevsPolicy::Max(3))),
+            ("MAX:0", None),
+            ("MAX:", None),
+            ("most", None),
+        ] {
+            assert_eq!(NetDevsPolicy::parse(v), want, "{v}");
+        }
+        assert_eq!(NetDevsPolicy::Auto.nets_per_gpu(4, 2), 2);
+        assert_eq!(NetDevsPolicy::Auto.nets_per_gpu(1, 2), 1);
+        assert_eq!(NetDevsPolicy::All.nets_per_gpu(4, 2), 4);
+        assert_eq!(NetDevsPolicy::Max(3).nets_per_gpu(4, 2), 3);
+        assert_eq!(NetDevsPolicy::Max(8).nets_per_gpu(4, 2), 4);
+        let p = TopoParams::from_config(&cfg(&[("NCCL_NETDEVS_POLICY", "MAX:2")])).unwrap();
+        assert_eq!(p.netdevs, NetDevsPolicy::Max(2));
+        assert!(TopoParams::from_config(&cfg(&[("NCCL_NETDEVS_POLICY", "some")])).is_err());
     }
 }

@@ -10,7 +10,7 @@
 use super::TopoError;
 use super::bw::LOC_BW;
 use super::kinds::{LinkType, NodeType, PathType};
-use super::params::TopoParams;
+use super::params::{NetDevsPolicy, TopoParams};
 use super::system::build::Nodes;
 use super::system::{CpuArch, CpuVendor, LinkId, NodeRef, Path, System};
 
@@ -94,14 +94,17 @@ pub(crate) fn compute(nodes: &mut Nodes, params: &TopoParams) -> Result<(), Topo
     for n in 0..nnets {
         for g in 0..ngpus {
             if !params.pxn_disable
-                && let Some(lg) = local_gpu(nodes, n)
+                && let Some(lg) = local_gpu(nodes, n, params.netdevs)
                 && lg != g
             {
                 let peer_net = path_of(nodes, gpu(lg), net(n)).clone();
                 let peer_gpu = path_of(nodes, gpu(lg), gpu(g)).ty;
                 let mine = path_of(nodes, gpu(g), net(n)).clone();
+                let same_host = nodes[NodeType::Gpu.index()][lg].host()
+                    == nodes[NodeType::Gpu.index()][g].host();
                 if peer_net.ty <= PathType::P2c
                     && peer_gpu <= PathType::Nvl
+                    && same_host
                     && (peer_net.bw > mine.bw || mine.ty > PathType::Pxn)
                 {
                     add_inter_step(nodes, gpu(lg), gpu(g), net(n));
@@ -117,7 +120,7 @@ pub(crate) fn compute(nodes: &mut Nodes, params: &TopoParams) -> Result<(), Topo
         }
     }
     for n in 0..nnets {
-        let lg = local_gpu(nodes, n);
+        let lg = local_gpu(nodes, n, params.netdevs);
         if let super::system::NodeInfo::Net(x) = &mut nodes[NodeType::Net.index()][n].info {
             x.local_gpu = lg;
         }
@@ -313,16 +316,21 @@ fn mirror_bits(val: usize, pow2: usize) -> usize {
     mirror
 }
 
-/// The NET index GPU `g` uses on channel `channel` (NCCL `ncclTopoGetLocalNet`,
-/// `NCCL_NETDEVS_POLICY=AUTO`): among its closest NETs, picked by its NVML index (bit-mirrored
-/// when the count is a power of two) plus the channel.
-pub(crate) fn local_net(nodes: &Nodes, g: usize, channel: usize) -> Option<usize> {
+/// The NET index GPU `g` uses on channel `channel` (NCCL `ncclTopoGetLocalNet`): among its
+/// closest NETs, picked by its NVML index (bit-mirrored when the count is a power of two) plus
+/// the channel modulo the NETs per GPU that `NCCL_NETDEVS_POLICY` allows.
+pub(crate) fn local_net(
+    nodes: &Nodes,
+    g: usize,
+    channel: usize,
+    policy: NetDevsPolicy,
+) -> Option<usize> {
     let (nets, _) = locals(nodes, gpu(g), NodeType::Net);
     if nets.is_empty() {
         return None;
     }
     let (gpus, _) = locals(nodes, net(nets[0]), NodeType::Gpu);
-    let per_gpu = nets.len().div_ceil(gpus.len().max(1));
+    let per_gpu = policy.nets_per_gpu(nets.len(), gpus.len());
     let dev = nodes[NodeType::Gpu.index()][g]
         .gpu()
         .map_or(0, |x| x.dev.max(0) as usize);
@@ -335,11 +343,11 @@ pub(crate) fn local_net(nodes: &Nodes, g: usize, channel: usize) -> Option<usize
 }
 
 /// The GPU NCCL associates with NET `n` (NCCL `ncclTopoGetLocalGpu`).
-pub(crate) fn local_gpu(nodes: &Nodes, n: usize) -> Option<usize> {
+pub(crate) fn local_gpu(nodes: &Nodes, n: usize, policy: NetDevsPolicy) -> Option<usize> {
     let (gpus, _) = locals(nodes, net(n), NodeType::Gpu);
     for c in 0..64 {
         for &g in &gpus {
-            if local_net(nodes, g, c) == Some(n) {
+            if local_net(nodes, g, c, policy) == Some(n) {
                 return Some(g);
             }
         }
@@ -387,7 +395,7 @@ impl System {
 
     /// The NET GPU `g` uses for channel `channel` when talking to the network.
     pub fn local_net(&self, g: usize, channel: usize) -> Option<usize> {
-        local_net(&self.nodes, g, channel)
+        local_net(&self.nodes, g, channel, self.params.netdevs)
     }
 
     /// NCCL's per-channel bandwidth limits for the search (`ncclTopoSearchInit`), GB/s:

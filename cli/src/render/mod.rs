@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use rnccl::config::Config;
+use rnccl::topo::assume::Assumptions;
 use rnccl::topo::detect::{self, Inventory};
 use rnccl::topo::{System, TopoParams};
 
@@ -99,21 +100,29 @@ pub struct Source {
     pub label: String,
 }
 
-/// Loads the topology: `--topo-file` alone (offline, paths with the knobs in `cfg`), else this
-/// host (or `--sysfs-root`) detected and merged with `NCCL_TOPO_FILE` as NCCL does.
+/// Loads the topology: `--topo-file` alone (offline, paths with the knobs in `cfg`, what the
+/// file leaves to the host filled from `assume` and guesses), else this host (or
+/// `--sysfs-root`) detected and merged with `NCCL_TOPO_FILE` as NCCL does.
 pub fn load(
     cfg: &Config,
     topo_file: Option<&Path>,
     sysfs_root: Option<&PathBuf>,
+    assume: &[String],
 ) -> anyhow::Result<Source> {
+    let assume = Assumptions::parse(assume)?;
     if let Some(f) = topo_file {
         let params = TopoParams::from_config(cfg)?;
-        let system = System::from_file(f, params)?;
+        let system = System::from_file_assuming(f, params, &assume)?;
         return Ok(Source {
             system: Some(system),
             inventory: None,
             label: format!("topology file {}", f.display()),
         });
+    }
+    if !assume.is_empty() {
+        anyhow::bail!(
+            "--assume describes the host of a --topo-file studied offline; here the host itself says what NCCL fills in (drop --assume, or add --topo-file FILE)"
+        );
     }
     let root = sysfs_root.cloned().unwrap_or_else(|| PathBuf::from("/"));
     let inventory = detect::detect(&root, cfg)

@@ -6,7 +6,7 @@ use rnccl::graph::info::{channel_lines, graph_lines, ring_lines, tree_lines, tre
 use rnccl::graph::tuning::Model;
 use rnccl::graph::{ChannelPlan, Graph, Pattern};
 use rnccl::topo::info::system_lines;
-use rnccl::topo::{NodeType, System};
+use rnccl::topo::{NodeType, NoteKind, System, TopoNote};
 use serde::Serialize;
 
 use super::{Planned, tune};
@@ -96,8 +96,48 @@ pub fn lines(p: &Planned, rank: usize) -> Vec<String> {
                 ""
             }
         ),
+    ];
+    if sys.hosts.len() > 1 {
+        out.push(format!(
+            "{} hosts in one NVLink domain (MNNVL): each node of the communicator is the whole clique",
+            sys.hosts.len()
+        ));
+    }
+    let assumed: Vec<&TopoNote> = sys
+        .notes
+        .iter()
+        .filter(|n| n.kind == NoteKind::Assumed)
+        .collect();
+    if !assumed.is_empty() {
+        out.push(
+            "Assumed about the host the file describes (rnccl topo lists every filled value):"
+                .into(),
+        );
+        out.extend(assumed.iter().map(|n| format!("  {n}")));
+    }
+    let searched = if ch.from_file.is_empty() {
+        "NCCL's search on one node".to_string()
+    } else {
+        let which: Vec<&str> = ch
+            .from_file
+            .iter()
+            .map(|&id| if id == 0 { "ring" } else { "tree" })
+            .collect();
+        format!(
+            "NCCL's graphs on one node ({} read from {} instead of searched)",
+            which.join(" and "),
+            p.graph_file
+                .as_deref()
+                .map_or("the graph file".to_string(), |f| f.display().to_string())
+        )
+    };
+    if !ch.notes.is_empty() {
+        out.push("Reading the graph file:".into());
+        out.extend(ch.notes.iter().map(|n| format!("  {n}")));
+    }
+    out.extend([
         String::new(),
-        "NCCL's search on one node".into(),
+        searched,
         format!("  ring (graph 0): {}", summary(sys, &ch.ring, ch.inter)),
         format!("  tree (graph 1): {}", summary(sys, &ch.tree, ch.inter)),
         format!(
@@ -106,7 +146,7 @@ pub fn lines(p: &Planned, rank: usize) -> Vec<String> {
         ),
         String::new(),
         format!("As NCCL_DEBUG=INFO prints them on rank {rank} (NCCL_DEBUG_SUBSYS=INIT,GRAPH)"),
-    ];
+    ]);
     let info: Vec<String> = system_lines(sys, ch.inter)
         .into_iter()
         .chain(graph_lines(sys, &ch.ring, ch.inter))

@@ -6,11 +6,17 @@ use rnccl::topo::{NodeType, System};
 
 use crate::render::{Table, gbs, mask_to_list};
 
+/// `GPU<dev>` / `NET<dev>`, prefixed `h<host>:` on a multi-host (MNNVL) system.
 fn name(sys: &System, r: NodeRef) -> String {
     let n = sys.node(r);
+    let host = if sys.hosts.len() > 1 {
+        format!("h{}:", n.host())
+    } else {
+        String::new()
+    };
     match r.ty {
-        NodeType::Gpu => format!("GPU{}", n.gpu().map_or(r.idx as i32, |g| g.dev)),
-        _ => format!("NET{}", n.net().map_or(r.idx as i64, |x| x.dev)),
+        NodeType::Gpu => format!("{host}GPU{}", n.gpu().map_or(r.idx as i32, |g| g.dev)),
+        _ => format!("{host}NET{}", n.net().map_or(r.idx as i64, |x| x.dev)),
     }
 }
 

@@ -7,11 +7,25 @@ use rnccl::topo::{LinkType, NodeType, System};
 
 use crate::render::{gbs, mask_to_list};
 
-/// The tree lines.
+/// The tree lines; on a multi-host (MNNVL) system each host's CPUs under a `Host N` heading.
 pub fn lines(sys: &System) -> Vec<String> {
     let mut out = Vec::new();
+    let mut host = None;
     for c in 0..sys.count(NodeType::Cpu) {
         let r = NodeRef::new(NodeType::Cpu, c);
+        if sys.hosts.len() > 1 && host != Some(sys.host_of(r)) {
+            let h = sys.host_of(r);
+            host = Some(h);
+            let gpus = sys
+                .nodes(NodeType::Gpu)
+                .iter()
+                .filter(|g| g.host() == h)
+                .count();
+            out.push(format!(
+                "Host {h} (host_hash {:#x}): {gpus} GPU(s)",
+                sys.hosts[h]
+            ));
+        }
         out.push(label(sys, r));
         let n = sys.node(r);
         let kids: Vec<(NodeRef, String)> = n

@@ -51,11 +51,21 @@ const TIMEOUT_SAME_CHANNELS: i64 = 1 << 8;
 pub struct SearchParams {
     /// `NCCL_CROSS_NIC`: 0 same NIC, 1 any NIC, 2 (default) try same, then alternate.
     pub cross_nic: u8,
+    /// `NCCL_MNNVL_SCATTER_NETS_ENABLE` (default on): on multi-host systems, list the GPUs'
+    /// preferred NETs GPU by GPU for each channel.
+    pub scatter_nets: bool,
+    /// `NCCL_MNNVL_RAIL_PER_HOST` (default off): on multi-host systems with
+    /// `NCCL_CROSS_NIC=0`, a rail is the NIC's PCI id and port rather than its GUID.
+    pub rail_per_host: bool,
 }
 
 impl Default for SearchParams {
     fn default() -> Self {
-        SearchParams { cross_nic: 2 }
+        SearchParams {
+            cross_nic: 2,
+            scatter_nets: true,
+            rail_per_host: false,
+        }
     }
 }
 
@@ -187,7 +197,7 @@ pub fn compute(
     {
         graph.min_channels = 2;
     }
-    let mut st = State::new(sys, inter);
+    let mut st = State::new(sys, inter, params);
     let mut tmp = graph.clone();
     let speed = speeds(inter, cc_min);
     let n = speed.len();

@@ -7,6 +7,7 @@
 use super::state::State;
 use crate::conn::MAX_CHANNELS;
 use crate::graph::types::{Graph, Pattern};
+use crate::topo::params::NetDevsPolicy;
 use crate::topo::paths::{local_net, locals};
 use crate::topo::system::NodeRef;
 use crate::topo::{LinkType, NodeType, PathType};
@@ -281,7 +282,9 @@ impl State<'_> {
         }
     }
 
-    /// NCCL `ncclTopoSearchCheckNet`: whether the channel may leave through NET `n`.
+    /// NCCL `ncclTopoSearchCheckNet`: whether the channel may leave through NET `n` (with
+    /// `NCCL_CROSS_NIC=0` only the NIC it came in by: same ASIC and port, or on another host of
+    /// an MNNVL system with `NCCL_MNNVL_RAIL_PER_HOST=1`, same PCI id and port).
     fn check_net(&self, g: &Graph, start: usize, n: usize, step: usize) -> bool {
         let nets = self.sys.nodes(NodeType::Net);
         let (a, b) = (&nets[n], &nets[start]);
@@ -294,41 +297,85 @@ impl State<'_> {
             }
         } else if g.cross_nic == 0 {
             let (x, y) = (a.net(), b.net());
-            if x.map(|v| (v.asic, v.port)) != y.map(|v| (v.asic, v.port)) {
+            let rail = if self.params.rail_per_host && a.host() != b.host() {
+                |v: &crate::topo::system::NetNode| (v.pci_id, v.port)
+            } else {
+                |v: &crate::topo::system::NetNode| (v.asic, v.port)
+            };
+            if x.map(rail) != y.map(rail) {
                 return false;
             }
         }
         !(g.pattern == Pattern::BalancedTree && step != 0 && a.id != g.inter[g.n_channels * 2 + 1])
     }
 
-    /// NCCL `ncclTopoSelectNets` (`NCCL_NETDEVS_POLICY=AUTO`): the NETs to try, the GPUs'
-    /// preferred NETs by channel first, then all NETs within `type_inter` by path type.
-    fn select_nets(&self, type_inter: PathType, only: Option<usize>) -> Vec<usize> {
+    /// The NETs GPU `gi` uses, channel by channel, until the list wraps (NCCL
+    /// `ncclTopoGetLocalNet` over channels).
+    fn preferred_nets(&self, gi: usize) -> Vec<usize> {
         let nodes = &self.sys.nodes;
-        let ngpus = self.sys.count(NodeType::Gpu);
-        let mut out: Vec<usize> = Vec::new();
-        for gi in (0..ngpus).filter(|&i| only.is_none_or(|o| o == i)) {
-            let mut mine: Vec<usize> = Vec::new();
-            for c in 0..MAX_CHANNELS {
-                let Some(n) = local_net(nodes, gi, c) else {
-                    break;
-                };
-                if !mine.is_empty() && n == mine[0] {
-                    break;
-                }
-                mine.push(n);
+        let policy = self.sys.params.netdevs;
+        let mut mine: Vec<usize> = Vec::new();
+        for c in 0..MAX_CHANNELS {
+            let Some(n) = local_net(nodes, gi, c, policy) else {
+                break;
+            };
+            if !mine.is_empty() && n == mine[0] {
+                break;
             }
-            for n in mine {
-                if !out.contains(&n) {
-                    out.push(n);
+            mine.push(n);
+        }
+        mine
+    }
+
+    /// NCCL `ncclTopoSelectNets`: the NETs to try for GPU `only` (all GPUs when `None`): first
+    /// the GPUs' preferred NETs — GPU by GPU for each channel on multi-host (MNNVL) systems
+    /// with `NCCL_MNNVL_SCATTER_NETS_ENABLE` (`ncclTopoPrefNetsGpuFirst`), else channel by
+    /// channel for each GPU (`ncclTopoPrefNetsChannelFirst`) — then every other NET within
+    /// `type_inter`, nearest path types first; with `NCCL_NETDEVS_POLICY=MAX:n` at most `n`
+    /// NETs per GPU in all.
+    fn select_nets(&self, type_inter: PathType, only: Option<usize>) -> Vec<usize> {
+        let ngpus = self.sys.count(NodeType::Gpu);
+        let gpus: Vec<usize> = (0..ngpus)
+            .filter(|&i| only.is_none_or(|o| o == i))
+            .collect();
+        let mut out: Vec<usize> = Vec::new();
+        let push = |out: &mut Vec<usize>, n: usize| {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        };
+        if self.sys.hosts.len() > 1 && self.params.scatter_nets {
+            let lists: Vec<Vec<usize>> = gpus.iter().map(|&g| self.preferred_nets(g)).collect();
+            let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
+            for c in 0..longest {
+                for l in &lists {
+                    if let Some(&n) = l.get(c) {
+                        push(&mut out, n);
+                    }
+                }
+            }
+        } else {
+            for &g in &gpus {
+                for n in self.preferred_nets(g) {
+                    push(&mut out, n);
                 }
             }
         }
+        let max = match self.sys.params.netdevs {
+            NetDevsPolicy::Max(n) => n * gpus.len(),
+            _ => usize::MAX,
+        };
+        if out.len() >= max {
+            return out;
+        }
         for t in PathType::ALL.into_iter().filter(|&t| t <= type_inter) {
-            for gi in (0..ngpus).filter(|&i| only.is_none_or(|o| o == i)) {
+            for &gi in &gpus {
                 for n in 0..self.sys.count(NodeType::Net).min(MAX_CHANNELS) {
-                    if self.path(gpu(gi), net(n)).ty == t && !out.contains(&n) {
-                        out.push(n);
+                    if self.path(gpu(gi), net(n)).ty == t {
+                        push(&mut out, n);
+                        if out.len() >= max {
+                            return out;
+                        }
                     }
                 }
             }

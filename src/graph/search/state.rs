@@ -9,6 +9,7 @@ use crate::topo::{LinkType, NodeType, PathType, System};
 pub(crate) struct State<'a> {
     pub sys: &'a System,
     pub inter: bool,
+    pub params: super::SearchParams,
     link_base: Vec<Vec<usize>>,
     link_bw: Vec<f32>,
     pub net_bw: Vec<f32>,
@@ -27,7 +28,7 @@ fn sub_round(a: f32, b: f32) -> f32 {
 }
 
 impl<'a> State<'a> {
-    pub(super) fn new(sys: &'a System, inter: bool) -> State<'a> {
+    pub(super) fn new(sys: &'a System, inter: bool, params: super::SearchParams) -> State<'a> {
         let mut link_base = Vec::new();
         let mut link_bw = Vec::new();
         for ty in NodeType::ALL {
@@ -46,6 +47,7 @@ impl<'a> State<'a> {
         State {
             sys,
             inter,
+            params,
             link_base,
             link_bw,
             net_bw,

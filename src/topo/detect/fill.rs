@@ -6,6 +6,7 @@
 //! are fused. The result matches NCCL's `NCCL_TOPO_DUMP_FILE` attribute for attribute.
 
 use super::Inventory;
+use super::fusion::{Fusion, make_vnics};
 use super::nvml::GpuInfo;
 use super::pci::{PciDevice, gts};
 use super::sysfs::{basename, dirname};
@@ -15,10 +16,12 @@ use crate::topo::xml::XmlDoc;
 use crate::topo::xml::fuse::{fuse, trim};
 
 /// The node's view: `base` (a parsed `NCCL_TOPO_FILE`, or an empty `<system>`) filled with every
-/// detected GPU (rank = NVML index order) and network device, as NCCL's ranks fill and fuse it.
+/// detected GPU (rank = NVML index order) and network device, the devices fused as `fusion`
+/// says (`fusion::make_vnics`), as NCCL's ranks fill and fuse it.
 ///
-/// Errors: [`TopoError::Unusable`] when the base document has no `<system>`.
-pub fn node_view(base: &XmlDoc, inv: &Inventory) -> Result<XmlDoc, TopoError> {
+/// Errors: [`TopoError::Unusable`] when the base document has no `<system>`, or an
+/// `NCCL_NET_FORCE_MERGE` group cannot be made.
+pub fn node_view(base: &XmlDoc, inv: &Inventory, fusion: &Fusion) -> Result<XmlDoc, TopoError> {
     let mut fused = XmlDoc::new(base.source.clone());
     let mut gpus: Vec<&GpuInfo> = inv.gpus.iter().collect();
     gpus.sort_by_key(|g| g.index);
@@ -45,6 +48,7 @@ pub fn node_view(base: &XmlDoc, inv: &Inventory) -> Result<XmlDoc, TopoError> {
         for (dev, net) in inv.nets.iter().enumerate() {
             f.fill_net(dev, net);
         }
+        make_vnics(&mut x, &inv.nets, fusion)?;
         trim(&mut x);
         fuse(&mut fused, &x);
     }

@@ -5,10 +5,12 @@
 
 pub mod cpu;
 pub mod fill;
+pub mod fusion;
 pub mod iface;
 pub mod net;
 pub mod nvml;
 pub mod pci;
+pub mod report;
 pub mod sysfs;
 
 use std::path::Path;

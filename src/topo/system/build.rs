@@ -35,7 +35,8 @@ pub fn class_type(class: &str) -> NodeType {
 pub(crate) type Nodes = [Vec<Node>; 6];
 
 /// A visitor of XML elements with the bus id of the closest PCI element above them.
-type Visit<'b, 'd> = dyn FnMut(&mut Builder<'d>, usize, Option<&str>) -> Result<(), TopoError> + 'b;
+type Visit<'b, 'd> =
+    dyn FnMut(&mut Builder<'d>, usize, Option<&str>, usize) -> Result<(), TopoError> + 'b;
 
 struct Builder<'a> {
     doc: &'a XmlDoc,
@@ -43,6 +44,62 @@ struct Builder<'a> {
     ranks: BTreeMap<usize, usize>,
     notes: Vec<TopoNote>,
     one_way: Vec<(NodeRef, NodeRef, LinkType, usize)>,
+    hosts: Vec<u64>,
+}
+
+/// The nodes and links of a document, with the hosts they belong to.
+pub(crate) struct Built {
+    /// Nodes by type.
+    pub nodes: Nodes,
+    /// `host_hash` of every host, in order of first appearance: a node's id carries the index
+    /// (NCCL's `systemId`) in its top 8 bits.
+    pub hosts: Vec<u64>,
+    /// What was noticed.
+    pub notes: Vec<TopoNote>,
+}
+
+/// NCCL's `NCCL_TOPO_ID(systemId, localId)`: the host index in the top 8 bits, the local id
+/// (bus id, NUMA id, net dev) below.
+pub fn topo_id(system: usize, local: u64) -> u64 {
+    ((system as u64) << 56).wrapping_add(local & LOCAL_ID_MASK)
+}
+
+/// The `host_hash` of a `<cpu>` as NCCL reads it (`strtoull(s, NULL, 16)`, 0 when absent or not
+/// hexadecimal).
+pub(crate) fn host_hash(doc: &XmlDoc, cpu: usize) -> u64 {
+    doc.attr(cpu, "host_hash").map_or(0, |h| {
+        let t = h.trim();
+        let t = t
+            .strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .unwrap_or(t);
+        let end = t.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(t.len());
+        u64::from_str_radix(&t[..end], 16).unwrap_or(0)
+    })
+}
+
+/// The host index of every `<cpu>` directly under the root, in NCCL's order
+/// (`ncclGetSystemId`: a new index for every `host_hash` not seen before), and the hashes.
+pub(crate) fn host_ids(doc: &XmlDoc) -> (BTreeMap<usize, usize>, Vec<u64>) {
+    let mut ids = BTreeMap::new();
+    let mut hosts: Vec<u64> = Vec::new();
+    if let Some(root) = doc.root() {
+        for &c in &doc.node(root).children {
+            if doc.node(c).name != "cpu" {
+                continue;
+            }
+            let h = host_hash(doc, c);
+            let id = match hosts.iter().position(|&x| x == h) {
+                Some(i) => i,
+                None => {
+                    hosts.push(h);
+                    hosts.len() - 1
+                }
+            };
+            ids.insert(c, id);
+        }
+    }
+    (ids, hosts)
 }
 
 /// Builds the nodes and links described by `doc`.
@@ -51,29 +108,41 @@ struct Builder<'a> {
 /// already used (rnccl's offline view of a whole machine); without it such GPUs are left out,
 /// as NCCL leaves out GPUs no rank owns.
 ///
+/// Several `host_hash` values make several hosts (a multi-node NVLink dump, as NCCL writes it
+/// for an MNNVL clique): node ids carry the host index (NCCL `ncclGetSystemId`), one NVSwitch
+/// node serves every host, and CPUs connect only within their host (`ncclTopoConnectCpus`).
+///
 /// Errors: [`TopoError::Xml`] naming the element's line when an attribute NCCL requires is
 /// missing or not a number (`cpu numaid/arch`, `pci busid/class/link_width/link_speed`,
 /// `gpu sm`, `nvlink count/tclass/target`, `c2c count/bw`, `net dev`), or two GPUs share a rank.
-pub fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<(Nodes, Vec<TopoNote>), TopoError> {
+pub(crate) fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<Built, TopoError> {
+    let (cpu_hosts, hosts) = host_ids(doc);
     let mut b = Builder {
         doc,
         nodes: Default::default(),
         ranks: BTreeMap::new(),
         notes: Vec::new(),
         one_way: Vec::new(),
+        hosts,
     };
-    b.ranks = gpu_ranks(doc, assign_ranks)?;
+    b.ranks = gpu_ranks(doc, assign_ranks, &cpu_hosts)?;
     let root = doc
         .root()
         .ok_or_else(|| TopoError::Unusable("empty topology".into()))?;
     for &c in &doc.node(root).children {
         if doc.node(c).name == "cpu" {
-            b.add_cpu(c)?;
+            b.add_cpu(c, cpu_hosts[&c])?;
         }
     }
-    b.walk(root, None, &mut |b, i, busid| b.add_nvlink(i, busid))?;
-    b.walk(root, None, &mut |b, i, busid| b.add_c2c(i, busid))?;
-    b.walk(root, None, &mut |b, i, busid| b.add_pcilink(i, busid))?;
+    b.walk(root, None, 0, &mut |b, i, busid, sys| {
+        b.add_nvlink(i, busid, sys)
+    })?;
+    b.walk(root, None, 0, &mut |b, i, busid, sys| {
+        b.add_c2c(i, busid, sys)
+    })?;
+    b.walk(root, None, 0, &mut |b, i, busid, sys| {
+        b.add_pcilink(i, busid, sys)
+    })?;
     for &(a, r, ty, x) in &b.one_way {
         if !b.nodes[r.ty.index()][r.idx]
             .links
@@ -96,11 +165,20 @@ pub fn build(doc: &XmlDoc, assign_ranks: bool) -> Result<(Nodes, Vec<TopoNote>),
     super::links::flatten_bcm_switches(&mut b.nodes);
     super::links::connect_cpus(&mut b.nodes);
     super::links::sort_links(&mut b.nodes);
-    Ok((b.nodes, b.notes))
+    Ok(Built {
+        nodes: b.nodes,
+        hosts: b.hosts,
+        notes: b.notes,
+    })
 }
 
-/// The rank of every `<gpu>` element that gets one, by element index.
-fn gpu_ranks(doc: &XmlDoc, assign: bool) -> Result<BTreeMap<usize, usize>, TopoError> {
+/// The rank of every `<gpu>` element that gets one, by element index; GPUs without a rank are
+/// numbered by host, then `dev`.
+fn gpu_ranks(
+    doc: &XmlDoc,
+    assign: bool,
+    cpu_hosts: &BTreeMap<usize, usize>,
+) -> Result<BTreeMap<usize, usize>, TopoError> {
     let Some(root) = doc.root() else {
         return Ok(BTreeMap::new());
     };
@@ -132,14 +210,18 @@ fn gpu_ranks(doc: &XmlDoc, assign: bool) -> Result<BTreeMap<usize, usize>, TopoE
             }
             None if assign => {
                 let dev = doc.attr(g, "dev").and_then(crate::config::parse_c_int);
-                unranked.push((dev.unwrap_or(i64::MAX), g));
+                let host = doc
+                    .ancestor(g, "cpu")
+                    .and_then(|c| cpu_hosts.get(&c).copied())
+                    .unwrap_or(0);
+                unranked.push((host, dev.unwrap_or(i64::MAX), g));
             }
             None => {}
         }
     }
     unranked.sort();
     let mut next = 0;
-    for (_, g) in unranked {
+    for (_, _, g) in unranked {
         while owner.contains_key(&next) {
             next += 1;
         }
@@ -214,7 +296,7 @@ fn create(
     let v = &mut nodes[ty.index()];
     v.push(Node {
         ty,
-        id: id & LOCAL_ID_MASK,
+        id,
         info,
         links: Vec::new(),
         busid,
@@ -227,12 +309,12 @@ fn create(
 fn find(nodes: &Nodes, ty: NodeType, id: u64) -> Option<NodeRef> {
     nodes[ty.index()]
         .iter()
-        .position(|n| n.id == id & LOCAL_ID_MASK)
+        .position(|n| n.id == id)
         .map(|i| NodeRef::new(ty, i))
 }
 
 impl<'a> Builder<'a> {
-    fn add_cpu(&mut self, x: usize) -> Result<(), TopoError> {
+    fn add_cpu(&mut self, x: usize, sys: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         let numa = required_int(doc, x, "numaid")?;
         let arch_s = required(doc, x, "arch")?;
@@ -277,28 +359,30 @@ impl<'a> Builder<'a> {
             model,
             affinity: doc.attr(x, "affinity").map(str::to_string),
         });
-        let cpu = create(&mut self.nodes, NodeType::Cpu, numa as u64, info, None, x);
+        let cpu = create(
+            &mut self.nodes,
+            NodeType::Cpu,
+            topo_id(sys, numa as u64),
+            info,
+            None,
+            x,
+        );
         for &c in &doc.node(x).children {
             match doc.node(c).name.as_str() {
-                "pci" => self.add_pci(c, cpu, numa)?,
+                "pci" => self.add_pci(c, cpu, sys)?,
                 "nic" => {
-                    let nic = match find(&self.nodes, NodeType::Nic, (numa as u64) << 56) {
+                    let id = topo_id(sys, 0);
+                    let nic = match find(&self.nodes, NodeType::Nic, id) {
                         Some(n) => n,
                         None => {
-                            let n = create(
-                                &mut self.nodes,
-                                NodeType::Nic,
-                                (numa as u64) << 56,
-                                NodeInfo::Nic,
-                                None,
-                                c,
-                            );
+                            let n =
+                                create(&mut self.nodes, NodeType::Nic, id, NodeInfo::Nic, None, c);
                             connect(&mut self.nodes, cpu, n, LinkType::Pci, LOC_BW);
                             connect(&mut self.nodes, n, cpu, LinkType::Pci, LOC_BW);
                             n
                         }
                     };
-                    self.add_nic(c, nic)?;
+                    self.add_nic(c, nic, sys)?;
                 }
                 _ => {}
             }
@@ -306,7 +390,7 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn add_pci(&mut self, x: usize, parent: NodeRef, numa: i64) -> Result<(), TopoError> {
+    fn add_pci(&mut self, x: usize, parent: NodeRef, sys: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         let class = required(doc, x, "class")?;
         let mut ty = class_type(class);
@@ -339,14 +423,14 @@ impl<'a> Builder<'a> {
             node = Some(create(
                 &mut self.nodes,
                 NodeType::Gpu,
-                busid,
+                topo_id(sys, busid),
                 info,
                 Some(busid_s.to_string()),
                 x,
             ));
         }
         if let Some(n) = doc.sub(x, "nic") {
-            let id = (numa as u64) << 56 | busid;
+            let id = topo_id(sys, busid);
             let nic = match find(&self.nodes, NodeType::Nic, id) {
                 Some(r) => r,
                 None => {
@@ -362,7 +446,7 @@ impl<'a> Builder<'a> {
                     r
                 }
             };
-            self.add_nic(n, nic)?;
+            self.add_nic(n, nic, sys)?;
         } else if ty == NodeType::Pci {
             let mut device: u64 = 0;
             for (key, shift) in [
@@ -378,7 +462,7 @@ impl<'a> Builder<'a> {
             let r = create(
                 &mut self.nodes,
                 NodeType::Pci,
-                busid,
+                topo_id(sys, busid),
                 NodeInfo::Pci { device },
                 Some(busid_s.to_string()),
                 x,
@@ -386,7 +470,7 @@ impl<'a> Builder<'a> {
             node = Some(r);
             for &c in &doc.node(x).children {
                 if doc.node(c).name == "pci" {
-                    self.add_pci(c, r, numa)?;
+                    self.add_pci(c, r, sys)?;
                 }
             }
         } else if ty != NodeType::Gpu {
@@ -412,7 +496,7 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn add_nic(&mut self, x: usize, nic: NodeRef) -> Result<(), TopoError> {
+    fn add_nic(&mut self, x: usize, nic: NodeRef, sys: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         let pci_busid = doc.ancestor(x, "pci").and_then(|p| doc.attr(p, "busid"));
         for &n in &doc.node(x).children {
@@ -420,7 +504,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
             let dev = required_int(doc, n, "dev")?;
-            let id = dev as u64 & LOCAL_ID_MASK;
+            let id = topo_id(sys, dev as u64);
             let asic = match doc.attr(n, "guid") {
                 Some(g) => u64::from_str_radix(
                     g.trim().trim_start_matches("0x").trim_start_matches("0X"),
@@ -463,31 +547,46 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Visits `i` and its subtree with the closest bus id above and the host index (NCCL's
+    /// recursive `ncclTopoAddNvLinks` and siblings, which take the system id from each `<cpu>`).
     fn walk(
         &mut self,
         i: usize,
         busid: Option<&str>,
+        sys: usize,
         f: &mut Visit<'_, 'a>,
     ) -> Result<(), TopoError> {
-        f(self, i, busid)?;
         let doc = self.doc;
+        let sys = if doc.node(i).name == "cpu" {
+            self.hosts
+                .iter()
+                .position(|&h| h == host_hash(doc, i))
+                .unwrap_or(sys)
+        } else {
+            sys
+        };
+        f(self, i, busid, sys)?;
         let here = doc.attr(i, "busid").or(busid);
         for &c in &doc.node(i).children {
-            self.walk(c, here, f)?;
+            self.walk(c, here, sys, f)?;
         }
         Ok(())
     }
 
-    fn gpu_at(&self, busid: Option<&str>) -> Option<NodeRef> {
-        find(&self.nodes, NodeType::Gpu, busid_to_u64(busid?))
+    fn gpu_at(&self, busid: Option<&str>, sys: usize) -> Option<NodeRef> {
+        find(
+            &self.nodes,
+            NodeType::Gpu,
+            topo_id(sys, busid_to_u64(busid?)),
+        )
     }
 
-    fn add_nvlink(&mut self, i: usize, busid: Option<&str>) -> Result<(), TopoError> {
+    fn add_nvlink(&mut self, i: usize, busid: Option<&str>, sys: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         if doc.node(i).name != "nvlink" {
             return Ok(());
         }
-        let Some(gpu) = self.gpu_at(busid) else {
+        let Some(gpu) = self.gpu_at(busid, sys) else {
             return Ok(());
         };
         let count = required_int(doc, i, "count")?;
@@ -495,7 +594,11 @@ impl<'a> Builder<'a> {
         let remote = match class_type(tclass) {
             NodeType::Gpu => {
                 let target = required(doc, i, "target")?;
-                find(&self.nodes, NodeType::Gpu, busid_to_u64(target))
+                find(
+                    &self.nodes,
+                    NodeType::Gpu,
+                    topo_id(sys, busid_to_u64(target)),
+                )
             }
             NodeType::Cpu => find_local_cpu(&self.nodes, gpu, None),
             _ => Some(match self.nodes[NodeType::Nvs.index()].is_empty() {
@@ -517,12 +620,12 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn add_c2c(&mut self, i: usize, busid: Option<&str>) -> Result<(), TopoError> {
+    fn add_c2c(&mut self, i: usize, busid: Option<&str>, sys: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         if doc.node(i).name != "c2c" {
             return Ok(());
         }
-        let Some(gpu) = self.gpu_at(busid) else {
+        let Some(gpu) = self.gpu_at(busid, sys) else {
             return Ok(());
         };
         let count = required_int(doc, i, "count")?;
@@ -535,17 +638,22 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn add_pcilink(&mut self, i: usize, busid: Option<&str>) -> Result<(), TopoError> {
+    fn add_pcilink(&mut self, i: usize, busid: Option<&str>, sys: usize) -> Result<(), TopoError> {
         let doc = self.doc;
         if doc.node(i).name != "pcilink" {
             return Ok(());
         }
-        let Some(pci) = busid.and_then(|b| find(&self.nodes, NodeType::Pci, busid_to_u64(b)))
+        let Some(pci) =
+            busid.and_then(|b| find(&self.nodes, NodeType::Pci, topo_id(sys, busid_to_u64(b))))
         else {
             return Err(doc.error(i, "<pcilink> outside a PCI switch that NCCL keeps"));
         };
         let target = required(doc, i, "target")?;
-        if let Some(r) = find(&self.nodes, NodeType::Pci, busid_to_u64(target)) {
+        if let Some(r) = find(
+            &self.nodes,
+            NodeType::Pci,
+            topo_id(sys, busid_to_u64(target)),
+        ) {
             connect(&mut self.nodes, pci, r, LinkType::Loc, LOC_BW);
             self.one_way.push((pci, r, LinkType::Loc, i));
         }

@@ -113,11 +113,14 @@ fn inter_cpu_bw(c: &CpuNode) -> f32 {
     }
 }
 
+/// Links every CPU to every other CPU of its host with the inter-socket bandwidth (NCCL
+/// `ncclTopoConnectCpus`; CPUs of different hosts stay unconnected).
 pub(crate) fn connect_cpus(nodes: &mut Nodes) {
     let n = nodes[NodeType::Cpu.index()].len();
     for a in 0..n {
         for b in 0..n {
-            if a == b {
+            let cpus = &nodes[NodeType::Cpu.index()];
+            if a == b || cpus[a].id >> 56 != cpus[b].id >> 56 {
                 continue;
             }
             let bw = nodes[NodeType::Cpu.index()][a]

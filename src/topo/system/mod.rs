@@ -238,6 +238,11 @@ pub struct Node {
 }
 
 impl Node {
+    /// The host index (NCCL `NCCL_TOPO_ID_SYSTEM_ID`) in the node's id.
+    pub fn host(&self) -> usize {
+        (self.id >> 56) as usize
+    }
+
     /// NCCL's `TYPE/sys-id` label as INFO GRAPH prints it (`GPU/0-1b000`, `CPU/0-ffffffffffffff`).
     pub fn label(&self) -> String {
         format!(
@@ -278,6 +283,9 @@ impl Node {
 #[derive(Debug, Clone)]
 pub struct System {
     pub(crate) nodes: [Vec<Node>; 6],
+    /// The `host_hash` of every host the topology spans, in NCCL's `systemId` order: one for a
+    /// node's own view, several for a multi-node NVLink (MNNVL) dump.
+    pub hosts: Vec<u64>,
     /// The knobs the paths were computed with.
     pub params: TopoParams,
     /// NCCL-compatibility notes from reading the XML (those NCCL would refuse the file over are
@@ -366,5 +374,10 @@ impl System {
     /// The XML document the system was built from.
     pub fn xml(&self) -> &XmlDoc {
         &self.xml
+    }
+
+    /// The host index (NCCL's `systemId`, an index into [`System::hosts`]) of node `r`.
+    pub fn host_of(&self, r: NodeRef) -> usize {
+        (self.node(r).id >> 56) as usize
     }
 }
