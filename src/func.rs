@@ -7,7 +7,9 @@ use crate::config::syntax::FUNCTIONS;
 /// A function of nccl.h. The first five are the collectives NCCL's tuning model covers, with
 /// NCCL's `ncclFunc_t` indices (Broadcast 0 … AllReduce 4; `NCCL_NUM_FUNCTIONS` = 5): the tuning
 /// tables and [`FUNCTIONS`] are indexed by [`Func::tuned_index`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Func {
     /// `ncclBroadcast`.
     Broadcast = 0,

@@ -10,7 +10,7 @@
 //! ([`Communicator`], [`Group`], [`comm`]), how ranks find each other under a launcher
 //! ([`launch`]), knobs ([`config`]), topology ([`topo`]), channels and the tuning model
 //! ([`graph`]), the benchmark ([`bench`](mod@bench)), live counters ([`stats`]), NCCL_DEBUG logging
-//! ([`log`]) and typed errors ([`Error`]). Plans, the executor, transports and kernels are
+//! ([`log`]), job status across hosts ([`status`]) and typed errors ([`Error`]). Plans, the executor, transports and kernels are
 //! internal.
 
 pub mod bench;
@@ -31,6 +31,7 @@ mod mem;
 mod redop;
 mod shm_names;
 pub mod stats;
+pub mod status;
 pub mod topo;
 mod transport;
 

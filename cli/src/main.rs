@@ -8,6 +8,7 @@ mod output;
 mod plot;
 mod render;
 mod rings;
+mod status;
 mod top;
 mod topo;
 mod tui;
@@ -49,6 +50,8 @@ enum Command {
     Topo(topo::Args),
     /// Show the rings and trees NCCL would build, and the tuning model.
     Rings(rings::Args),
+    /// Ask a running job (any host) how far each rank got, what it waits on, who is behind.
+    Status(status::Args),
     /// Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links.
     Top(top::Args),
     /// Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best.
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),
+        Command::Status(a) => status::run(a, &cli.global),
         Command::Top(a) => top::run(a, &cli.global),
         Command::Tune(a) => tune::run(a, &cli.global),
         Command::Completions(a) => docs::run_completions(a, &cli.global),

@@ -29,6 +29,7 @@ fn once_prints_one_screen_of_the_jobs_in_a_folder() {
     let page = Page {
         pid,
         written_unix_ns: 1,
+        status: None,
         comms: vec![CommPage {
             comm_id: 0xabcd,
             rank: 0,

@@ -85,6 +85,7 @@ impl BootstrapNet {
             bootstrap: local(&msg_listener)?,
             iface: iface.name.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            status: crate::status::start(iface.addr),
         };
         let mailbox = Arc::new(Mailbox::new(nranks));
         let service = Service::start(msg_listener, id.magic, mailbox.clone(), silent_link)?;

@@ -24,6 +24,8 @@ pub(crate) struct PeerInfo {
     pub iface: String,
     /// rnccl version, which must match across ranks.
     pub version: String,
+    /// The process's status service (`crate::status`), if it runs one.
+    pub status: Option<SocketAddr>,
 }
 
 impl PeerInfo {

@@ -306,6 +306,7 @@ mod tests {
                 bootstrap: "127.0.0.1:1".parse().unwrap(),
                 iface: "lo".into(),
                 version: "test".into(),
+                status: None,
             })
             .collect()
     }

@@ -694,6 +694,63 @@ impl crate::stats::page::Published for Core {
     fn op(&self) -> &crate::stats::OpProgress {
         self.stats.op()
     }
+
+    fn peers(&self) -> Vec<crate::status::StatusPeer> {
+        let peers = self.net.peers();
+        (0..self.nranks)
+            .map(|r| {
+                let p = &peers[self.net_rank[r]];
+                crate::status::StatusPeer {
+                    rank: r,
+                    host: p.hostname.clone(),
+                    pid: p.pid,
+                    status: p.status,
+                }
+            })
+            .collect()
+    }
+
+    fn magic(&self) -> Option<u64> {
+        Some(self.net.magic())
+    }
+}
+
+impl Core {
+    /// `e` with what the job's status shows when it is a timeout (see
+    /// [`crate::status::hang`]), which also goes to this rank's NCCL_DEBUG log and to the ranks
+    /// not stuck with this one; any other error as it is.
+    pub(crate) fn with_hang_report(&self, e: Error) -> Error {
+        let Error::Timeout {
+            what,
+            waited_for,
+            after,
+        } = e
+        else {
+            return e;
+        };
+        use crate::stats::page::Published;
+        let plain = Error::Timeout {
+            what: what.clone(),
+            waited_for: waited_for.clone(),
+            after,
+        };
+        let comm_id = self.meta().comm_id;
+        let Some(report) = crate::status::hang::report(
+            comm_id,
+            &Published::peers(self),
+            self.net.magic(),
+            &format!("{}: {plain}", self.describe(self.rank)),
+        ) else {
+            return plain;
+        };
+        let e = Error::Timeout {
+            what,
+            waited_for: format!("{waited_for}; job status: {report}"),
+            after,
+        };
+        tracing::warn!(target: "rnccl::status", "{}: {e}", self.describe(self.rank));
+        e
+    }
 }
 
 /// The id counter pages give a communicator: the same on all its ranks (the bootstrap's magic,

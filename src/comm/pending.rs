@@ -41,7 +41,10 @@ impl<'a> Pending<'a> {
     /// Errors: the first failure of any operation ([`Error::Remote`], [`Error::Timeout`],
     /// [`Error::Aborted`]…); the communicators involved are unusable afterwards.
     pub fn wait(mut self) -> Result<()> {
-        let result = self.run();
+        let result = self.run().map_err(|e| match (&e, self.works.first()) {
+            (Error::Timeout { .. }, Some(w)) => w.comm.core.with_hang_report(e),
+            _ => e,
+        });
         if let Err(e) = &result {
             self.fail(e);
         }
@@ -71,7 +74,7 @@ impl<'a> Pending<'a> {
                 st.conns = Connections::default();
             }
             st.failed.get_or_insert_with(|| e.to_string());
-            w.comm.core.stats.op().end();
+            w.comm.core.stats.op().fail();
         }
         self.finished = true;
     }

@@ -3,12 +3,15 @@
 //! the executor updates it with relaxed atomics while any thread reads it (`rnccl bench
 //! --format json`, the coming live view and hang reports).
 
+mod history;
 mod op;
 pub mod page;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub(crate) use history::coarse_unix_ns;
+pub use history::{HISTORY_LEN, OpRecord};
 pub(crate) use op::coarse_now_ns;
 pub use op::{OpInfo, OpProgress, OpSnapshot};
 
@@ -73,7 +76,7 @@ impl LinkCounters {
 }
 
 /// Which way a link carries data, seen from this rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Direction {
     /// This rank sends.
     Send,
@@ -84,7 +87,7 @@ pub enum Direction {
 }
 
 /// How a link's bytes move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Path {
     /// A heap FIFO between ranks of one process.
     SameProcess,

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::time::{ClockId, clock_gettime};
 
+use super::history::{History, OpRecord};
 use crate::dtype::DataType;
 use crate::func::Func;
 
@@ -112,6 +113,8 @@ pub struct OpProgress {
     bytes_done: AtomicU64,
     /// Operations completed.
     completed: AtomicU64,
+    /// The operations started and finished, newest last.
+    history: History,
 }
 
 impl Default for OpProgress {
@@ -124,6 +127,7 @@ impl Default for OpProgress {
             steps_done: AtomicU64::new(0),
             bytes_done: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            history: History::default(),
         }
     }
 }
@@ -146,6 +150,7 @@ pub struct OpSnapshot {
 impl OpProgress {
     /// An operation of `steps_total` steps starts.
     pub fn begin(&self, info: OpInfo, steps_total: u64) {
+        self.history.begin(&info);
         let now = coarse_now_ns();
         let seq = self.lock.load(Ordering::Relaxed);
         self.lock.store(seq + 1, Ordering::Relaxed);
@@ -168,11 +173,31 @@ impl OpProgress {
         self.bytes_done.store(bytes_done, Ordering::Relaxed);
     }
 
-    /// The operation finished (or failed): nothing is in flight.
+    /// The operation finished: nothing is in flight.
     pub fn end(&self) {
         if self.in_flight.swap(0, Ordering::AcqRel) == 1 {
+            self.history.end(false);
             self.completed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The operation failed: nothing is in flight, and the history says it failed.
+    pub fn fail(&self) {
+        if self.in_flight.swap(0, Ordering::AcqRel) == 1 {
+            self.history.end(true);
+            self.completed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The operations started and finished, oldest first (the last
+    /// [`HISTORY_LEN`](super::HISTORY_LEN)).
+    pub fn history(&self) -> Vec<OpRecord> {
+        self.history.records()
+    }
+
+    /// The sequence number of the last operation that started, 0 before the first.
+    pub fn started_seq(&self) -> u64 {
+        self.read().map_or(0, |(info, _)| info.seq)
     }
 
     /// An earlier operation finished while a later one is still in flight (NVIDIA NCCL's

@@ -301,6 +301,7 @@ pub(super) mod tests {
             page: Ok(Page {
                 pid,
                 written_unix_ns: 0,
+                status: None,
                 comms: vec![CommPage {
                     comm_id: 0xabcd,
                     rank,

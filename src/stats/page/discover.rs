@@ -123,6 +123,7 @@ mod tests {
         encode(&Page {
             pid,
             written_unix_ns: 1,
+            status: None,
             comms: vec![],
         })
     }

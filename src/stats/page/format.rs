@@ -3,15 +3,17 @@
 //! stale, foreign or hostile: decoding checks every length against the bytes present and
 //! returns an error, never panics.
 
+use std::net::SocketAddr;
+
 use super::{CommPage, Page};
 use crate::stats::{Direction, LinkSnapshot, OpInfo, OpSnapshot, Path};
 
 /// The first 8 bytes of every page.
 pub const MAGIC: [u8; 8] = *b"RNCCLST\0";
 /// The layout version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes of the page header.
-pub(super) const HEADER_BYTES: usize = 40;
+pub(super) const HEADER_BYTES: usize = 64;
 /// Bytes of one communicator record.
 pub(super) const COMM_BYTES: usize = 120;
 /// Bytes of one link record.
@@ -67,7 +69,20 @@ pub fn encode(page: &Page) -> Vec<u8> {
     put64(&mut b, page.written_unix_ns);
     put64(&mut b, total as u64);
     put32(&mut b, page.comms.len() as u32);
-    put32(&mut b, 0);
+    let (port, family, ip) = match page.status {
+        None => (0, 0, [0u8; 16]),
+        Some(SocketAddr::V4(a)) => {
+            let mut ip = [0u8; 16];
+            ip[..4].copy_from_slice(&a.ip().octets());
+            (a.port(), 4, ip)
+        }
+        Some(SocketAddr::V6(a)) => (a.port(), 6, a.ip().octets()),
+    };
+    b.extend_from_slice(&port.to_le_bytes());
+    b.push(family);
+    b.push(0);
+    b.extend_from_slice(&ip);
+    put64(&mut b, 0);
     for c in &page.comms {
         put64(&mut b, c.comm_id);
         put32(&mut b, c.rank as u32);
@@ -182,7 +197,20 @@ pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
         )));
     }
     let ncomms = c.u32()? as usize;
-    c.u32()?;
+    let port = c.u16()?;
+    let family = c.u8()?;
+    c.u8()?;
+    let ip: [u8; 16] = c.take(16)?.try_into().expect("16 bytes");
+    c.u64()?;
+    let status = match family {
+        0 => None,
+        4 => Some(SocketAddr::from((
+            std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]),
+            port,
+        ))),
+        6 => Some(SocketAddr::from((std::net::Ipv6Addr::from(ip), port))),
+        f => return Err(bad(format!("address family {f}"))),
+    };
     if ncomms > MAX_RECORDS {
         return Err(bad(format!("{ncomms} communicators")));
     }
@@ -199,6 +227,7 @@ pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
     Ok(Page {
         pid,
         written_unix_ns,
+        status,
         comms,
     })
 }
@@ -317,6 +346,7 @@ mod tests {
         Page {
             pid: 4242,
             written_unix_ns: 1_700_000_000_000_000_000,
+            status: Some("10.1.2.3:40123".parse().unwrap()),
             comms: vec![
                 CommPage {
                     comm_id: 0xfeed,

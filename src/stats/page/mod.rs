@@ -9,17 +9,21 @@
 //! communicator of the process is dropped and when the process exits normally; a page whose
 //! process is gone (killed) is stale, and [`discover`] reports and removes it.
 //!
-//! Layout version 1, little-endian, no padding beyond what is listed:
+//! Layout version 2, little-endian, no padding beyond what is listed:
 //!
-//! | bytes | header (40 bytes) |
+//! | bytes | header (64 bytes) |
 //! |---|---|
 //! | 0..8 | magic `RNCCLST\0` |
-//! | 8..12 | layout version (1) |
+//! | 8..12 | layout version (2) |
 //! | 12..16 | pid of the writer |
 //! | 16..24 | when written, ns since the Unix epoch |
 //! | 24..32 | page bytes in all |
 //! | 32..36 | communicator records that follow |
-//! | 36..40 | 0 |
+//! | 36..38 | TCP port of the process's status service (`crate::status`) |
+//! | 38 | its address family: 0 none, 4 IPv4, 6 IPv6 |
+//! | 39 | 0 |
+//! | 40..56 | its address (IPv4 in the first 4 bytes) |
+//! | 56..64 | 0 |
 //!
 //! Each communicator record (120 bytes) is followed by its link records (48 bytes each):
 //!
@@ -50,7 +54,7 @@
 
 mod discover;
 mod format;
-mod publisher;
+pub(crate) mod publisher;
 
 use std::path::{Path as FsPath, PathBuf};
 use std::time::Duration;
@@ -82,6 +86,8 @@ pub struct Page {
     pub pid: u32,
     /// When it was written, ns since the Unix epoch.
     pub written_unix_ns: u64,
+    /// Where the process's status service answers, if it runs one.
+    pub status: Option<std::net::SocketAddr>,
     /// Its communicators (one record per rank the process drives).
     pub comms: Vec<CommPage>,
 }

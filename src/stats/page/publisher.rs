@@ -22,6 +22,16 @@ pub trait Published: Send + Sync {
     fn links(&self) -> Vec<LinkSnapshot>;
     /// The operation in flight.
     fn op(&self) -> &OpProgress;
+    /// Every rank of the communicator, for the status service (none by default: NVIDIA
+    /// NCCL's communicators, seen through the profiler plugin, do not say).
+    fn peers(&self) -> Vec<crate::status::StatusPeer> {
+        Vec::new()
+    }
+    /// The job's magic (from its unique id), which a rank of the job proves itself with when
+    /// it sends a hang report to this process; `None` accepts no report.
+    fn magic(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a page says about a communicator rank besides its counters.
@@ -79,6 +89,20 @@ impl Drop for Registration {
     }
 }
 
+/// The process's publisher, once a communicator registered.
+static GLOBAL: OnceLock<Arc<Publisher>> = OnceLock::new();
+
+/// The communicators this process publishes now (for the status service).
+pub(crate) fn registered() -> Vec<Arc<dyn Published>> {
+    GLOBAL.get().map_or_else(Vec::new, |p| {
+        p.lock()
+            .entries
+            .iter()
+            .filter_map(|e| e.source.upgrade())
+            .collect()
+    })
+}
+
 /// Puts `source` on this process's page (`/dev/shm/rnccl-stats-<pid>`), unless `RNCCL_STATS`
 /// is off; the page drops it once it is gone. Publishing never fails a communicator: a page
 /// that cannot be written is warned about once and given up. `None` when `RNCCL_STATS` is off.
@@ -86,7 +110,6 @@ pub fn register(cfg: &Config, source: Weak<dyn Published>) -> Option<Registratio
     if !cfg.flag("RNCCL_STATS").unwrap_or(true) {
         return None;
     }
-    static GLOBAL: OnceLock<Arc<Publisher>> = OnceLock::new();
     let p = GLOBAL.get_or_init(|| {
         // SAFETY: `remove_at_exit` is an `extern "C" fn()` that only unlinks two paths; atexit
         // runs it once at normal process exit.
@@ -193,6 +216,7 @@ impl Publisher {
         let page = Page {
             pid: std::process::id(),
             written_unix_ns,
+            status: crate::status::address(),
             comms,
         };
         if let Err(e) = self.write(&encode(&page)) {
