@@ -28,6 +28,9 @@ _rnccl() {
             rnccl,help)
                 cmd="rnccl__subcmd__help"
                 ;;
+            rnccl,ibcheck)
+                cmd="rnccl__subcmd__ibcheck"
+                ;;
             rnccl,man)
                 cmd="rnccl__subcmd__man"
                 ;;
@@ -55,6 +58,9 @@ _rnccl() {
             rnccl__subcmd__help,help)
                 cmd="rnccl__subcmd__help__subcmd__help"
                 ;;
+            rnccl__subcmd__help,ibcheck)
+                cmd="rnccl__subcmd__help__subcmd__ibcheck"
+                ;;
             rnccl__subcmd__help,man)
                 cmd="rnccl__subcmd__help__subcmd__man"
                 ;;
@@ -77,7 +83,7 @@ _rnccl() {
 
     case "${cmd}" in
         rnccl)
-            opts="-h -V --config --help --version bench env-explain topo rings top tune completions man help"
+            opts="-h -V --config --help --version bench env-explain topo rings ibcheck top tune completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -329,7 +335,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__help)
-            opts="bench env-explain topo rings top tune completions man help"
+            opts="bench env-explain topo rings ibcheck top tune completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,6 +391,20 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rnccl__subcmd__help__subcmd__ibcheck)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -461,6 +481,60 @@ _rnccl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rnccl__subcmd__ibcheck)
+            opts="-h -V --format --strict --hca --sysfs-root --interval --expect-rate --bw --peer --serve --port --size --iters --config --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --hca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-rate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
