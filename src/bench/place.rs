@@ -29,6 +29,10 @@ pub struct RankPlace {
     pub bus_id: Option<String>,
     /// The GPU's name (`NVIDIA H200`), or the CPU model followed by `(host memory)`.
     pub name: String,
+    /// The network transport its connections to other hosts use, as NCCL names it
+    /// (`NET/IB`, `NET/Socket`); `None` when every peer is on this host.
+    #[serde(default)]
+    pub net: Option<String>,
 }
 
 impl RankPlace {
@@ -48,6 +52,7 @@ impl RankPlace {
                 ),
             ),
         };
+        let net = comm.net_transport();
         RankPlace {
             rank: comm.rank(),
             pid: std::process::id(),
@@ -55,6 +60,7 @@ impl RankPlace {
             device,
             bus_id,
             name,
+            net: net.map(str::to_string),
         }
     }
 
@@ -121,6 +127,7 @@ mod tests {
             device: 1,
             bus_id: Some("0000:19:00.0".into()),
             name: "\u{1}".repeat(1000),
+            net: Some("NET/IB".into()),
         };
         let r = p.record().unwrap();
         assert!(r.len() <= RECORD);

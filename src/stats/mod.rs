@@ -108,6 +108,8 @@ pub enum Path {
     /// A network transfer of NVIDIA NCCL's proxy, seen through rnccl's NCCL profiler plugin:
     /// bytes and steps as NCCL's proxy reports them.
     NcclNet,
+    /// RDMA writes between hosts over InfiniBand/RoCE (host memory at both ends).
+    Ib,
 }
 
 impl From<TransportKind> for Path {
@@ -116,6 +118,7 @@ impl From<TransportKind> for Path {
             TransportKind::SameProcess => Path::SameProcess,
             TransportKind::Shm => Path::Shm,
             TransportKind::Tcp => Path::Tcp,
+            TransportKind::Ib => Path::Ib,
         }
     }
 }

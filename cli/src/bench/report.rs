@@ -101,13 +101,18 @@ pub fn device_line(
     )
 }
 
-/// The device line of a rank: its GPU's PCI address and name, or `[cpu]` and the CPU model.
+/// The device line of a rank: its GPU's PCI address and name, or `[cpu]` and the CPU model,
+/// followed by `via NET/IB` (or `NET/Socket`) when it reaches other hosts.
 pub fn place_line(p: &RankPlace) -> String {
     let bus = p
         .bus_id
         .as_deref()
         .map_or_else(|| "cpu".to_string(), pci_label);
-    device_line(p.rank, p.pid, &p.host, p.device, &bus, &p.name)
+    let line = device_line(p.rank, p.pid, &p.host, p.device, &bus, &p.name);
+    match &p.net {
+        Some(n) => format!("{line} via {n}"),
+        None => line,
+    }
 }
 
 /// nccl-tests' PCI address of a GPU, `%04x:%02x:%02x` (domain, bus, device), from the driver's
@@ -246,6 +251,7 @@ mod tests {
             device: 3,
             bus_id: Some("0000:9B:00.0".into()),
             name: "NVIDIA H200".into(),
+            net: None,
         };
         assert_eq!(
             place_line(&p),
@@ -262,6 +268,11 @@ mod tests {
             place_line(&cpu),
             "#  Rank  3 Group  0 Pid    812 on      node7 device  3 [cpu] AMD EPYC (host memory)"
         );
+        let ib = RankPlace {
+            net: Some("NET/IB".into()),
+            ..cpu
+        };
+        assert!(place_line(&ib).ends_with("(host memory) via NET/IB"));
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub static HONOURED: &[&str] = &[
     "RNCCL_BENCH_NPROCS",
     "RNCCL_BENCH_PROC",
     "RNCCL_CONFIG",
+    "RNCCL_IB_FAKE",
     "RNCCL_KERNEL_CACHE",
     "RNCCL_STATS",
     "RNCCL_SYSTEM_CONF",

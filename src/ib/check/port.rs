@@ -112,6 +112,28 @@ pub(super) fn host_checks(
             )),
             (None, None) => {}
         }
+        if verbs.unavailable.is_none() {
+            let unseen: Vec<&str> = names
+                .iter()
+                .filter(|n| !verbs.devices.iter().any(|d| d.name == **n))
+                .copied()
+                .collect();
+            if !unseen.is_empty() {
+                out.push(Check::found(
+                    "verbs",
+                    "host",
+                    Verdict::Error,
+                    format!(
+                        "libibverbs does not list {} although sysfs shows {}: no user-space provider drives {} (or the kernel's verbs interface is missing), so NCCL cannot use {}",
+                        unseen.join(", "),
+                        if unseen.len() == 1 { "it" } else { "them" },
+                        if unseen.len() == 1 { "it" } else { "them" },
+                        if unseen.len() == 1 { "it" } else { "them" },
+                    ),
+                    "install the provider library (ibverbs-providers for mlx5, or DOCA-OFED) matching the kernel driver; check ibv_devices",
+                ));
+            }
+        }
         for d in verbs.devices.iter().filter(|d| d.error.is_some()) {
             out.push(Check::found(
                 "verbs",

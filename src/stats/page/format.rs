@@ -36,7 +36,7 @@ pub enum PageError {
 }
 
 const DIRECTIONS: [Direction; 3] = [Direction::Send, Direction::Recv, Direction::Read];
-const PATHS: [Path; 9] = [
+const PATHS: [Path; 10] = [
     Path::SameProcess,
     Path::Shm,
     Path::Tcp,
@@ -46,6 +46,7 @@ const PATHS: [Path; 9] = [
     Path::GpuNet,
     Path::NcclKernel,
     Path::NcclNet,
+    Path::Ib,
 ];
 
 fn put32(b: &mut Vec<u8>, v: u32) {
