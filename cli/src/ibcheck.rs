@@ -31,8 +31,9 @@ pub enum Format {
 
 const AFTER_HELP: &str = "\
 Exit status: 0 when no check failed, 1 when a check warns and --strict is given,
-2 when a check finds an error (and on a usage error). A host without RDMA
-adapters prints one line and exits 0.
+2 when a check finds an error. A host without RDMA adapters prints one line and
+exits 0. A command that cannot run (a bad --interval, a missing --sysfs-root)
+says why on standard error and exits 1; the argument parser exits 2.
 
 Counters are totals until --interval N reads them a second time N seconds
 later; then what grew, and the data rates, are judged.";

@@ -132,6 +132,12 @@ fn bad_arguments_are_refused() {
     ]);
     assert!(e.contains("--sysfs-root"), "{e}");
     assert!(fails(&["ibcheck", "--serve", "--bw"]).contains("--bw"));
+    // No RDMA port here (CI): --serve says why instead of listening.
+    let e = fails(&["ibcheck", "--serve", "--port", "0"]);
+    assert!(
+        e.contains("--serve needs libibverbs") || e.contains("no ACTIVE InfiniBand/RoCE port"),
+        "{e}"
+    );
 }
 
 /// Runs `rnccl args…`, asserts it fails, and returns its standard error.

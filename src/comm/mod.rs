@@ -545,12 +545,19 @@ impl Communicator {
             .filter(|&&r| r != core.net_rank[core.rank])
             .map(|&r| core.params.select(me, &peers[r]))
             .collect();
-        let ib = kinds.contains(&TransportKind::Ib);
-        let tcp = kinds.contains(&TransportKind::Tcp);
-        match (ib || tcp, core.gpu.is_some(), ib) {
-            (false, _, _) => None,
-            (true, true, _) | (true, false, false) => Some(TransportKind::Tcp.nccl_name()),
-            (true, false, true) => Some(TransportKind::Ib.nccl_name()),
+        if core.gpu.is_some() {
+            let remote = core
+                .net_rank
+                .iter()
+                .any(|&r| peers[r].host_hash != me.host_hash);
+            return remote.then(|| TransportKind::Tcp.nccl_name());
+        }
+        if kinds.contains(&TransportKind::Ib) {
+            Some(TransportKind::Ib.nccl_name())
+        } else if kinds.contains(&TransportKind::Tcp) {
+            Some(TransportKind::Tcp.nccl_name())
+        } else {
+            None
         }
     }
 

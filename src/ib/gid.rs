@@ -26,16 +26,6 @@ pub enum AddrFamily {
     Inet6,
 }
 
-impl AddrFamily {
-    /// NCCL's name (`AF_INET`, `AF_INET6`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AddrFamily::Inet => "AF_INET",
-            AddrFamily::Inet6 => "AF_INET6",
-        }
-    }
-}
-
 impl Gid {
     /// Parses the sysfs form, eight colon-separated groups of four hex digits
     /// (`fe80:0000:0000:0000:0c42:a1ff:fe0b:1234`); the compressed IPv6 form (`::ffff:10.0.0.1`)

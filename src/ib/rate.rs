@@ -1,21 +1,9 @@
-//! Link rates: a port's sysfs `rate` decoded into width and per-lane speed (NCCL 2.30
-//! src/transport/net_ib/init.cc `ibvSpeeds`/`ibvWidths`), what the adapter could do at best
-//! (known NVIDIA/Mellanox parts by PCI device id), and what its PCIe link can carry.
+//! Link rates: a port's sysfs `rate` decoded into width and per-lane speed, the verbs' width
+//! and speed codes (NCCL 2.30 src/transport/net_ib/init.cc `ibvSpeeds`/`ibvWidths`), what
+//! the adapter could do at best (known NVIDIA/Mellanox parts by PCI device id), and what its
+//! PCIe link can carry.
 
 use serde::Serialize;
-
-/// Per-lane signalling names and their rates in Gb/s (NCCL `ibvSpeeds`, Mb/s / 1000).
-pub const LANE_SPEEDS: &[(&str, f64)] = &[
-    ("SDR", 2.5),
-    ("DDR", 5.0),
-    ("QDR", 10.0),
-    ("FDR10", 10.0),
-    ("FDR", 14.0),
-    ("EDR", 25.0),
-    ("HDR", 50.0),
-    ("NDR", 100.0),
-    ("XDR", 200.0),
-];
 
 /// A port's rate as sysfs `rate` states it: `400 Gb/sec (4X NDR)`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,12 +37,6 @@ impl PortRate {
             None => (None, None),
         };
         Some(PortRate { gbps, width, speed })
-    }
-
-    /// The per-lane rate of the named speed, Gb/s.
-    pub fn lane_gbps(&self) -> Option<f64> {
-        let s = self.speed.as_deref()?;
-        LANE_SPEEDS.iter().find(|(n, _)| *n == s).map(|(_, g)| *g)
     }
 }
 
@@ -235,7 +217,6 @@ mod tests {
             (r.gbps, r.width, r.speed.as_deref()),
             (400.0, Some(4), Some("NDR"))
         );
-        assert_eq!(r.lane_gbps(), Some(100.0));
         let r = PortRate::parse("2.5 Gb/sec (1X SDR)").unwrap();
         assert_eq!((r.gbps, r.width), (2.5, Some(1)));
         let r = PortRate::parse("100 Gb/sec").unwrap();

@@ -179,10 +179,11 @@ pub(super) fn host_checks(
     // Link layers among the ports NCCL would use.
     let mut layers: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (h, p) in host.ports() {
-        if p.base.active() && params.selects(&h.name, p.base.port) {
-            if let Some(l) = p.link_layer() {
-                layers.entry(l.nccl_name()).or_default().push(subject(h, p));
-            }
+        if p.base.active()
+            && params.selects(&h.name, p.base.port)
+            && let Some(l) = p.link_layer()
+        {
+            layers.entry(l.nccl_name()).or_default().push(subject(h, p));
         }
     }
     if layers.len() > 1 {

@@ -141,11 +141,6 @@ impl PortAttr {
             _ => None,
         }
     }
-
-    /// `active_mtu` in bytes.
-    pub fn active_mtu_bytes(&self) -> u32 {
-        mtu_bytes(self.active_mtu)
-    }
 }
 
 /// Bytes of an `enum ibv_mtu` value (0 when unknown).

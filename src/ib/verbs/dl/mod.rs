@@ -164,32 +164,32 @@ impl DlVerbs {
             })
         };
         macro_rules! f {
-            ($name:literal) => {
+            ($name:literal, $ty:ty) => {
                 // SAFETY: the symbol is libibverbs' function of that name at IBVERBS_1.1, whose C
                 // signature the target type spells out (verbs.h).
-                unsafe { std::mem::transmute::<*mut c_void, _>(need($name)?) }
+                unsafe { std::mem::transmute::<*mut c_void, $ty>(need($name)?) }
             };
         }
         Ok(DlVerbs {
             lib: lib.to_string(),
             fns: Arc::new(Fns {
-                get_device_list: f!("ibv_get_device_list"),
-                free_device_list: f!("ibv_free_device_list"),
-                get_device_name: f!("ibv_get_device_name"),
-                open_device: f!("ibv_open_device"),
-                close_device: f!("ibv_close_device"),
-                query_device: f!("ibv_query_device"),
-                query_port: f!("ibv_query_port"),
-                query_gid: f!("ibv_query_gid"),
-                alloc_pd: f!("ibv_alloc_pd"),
-                dealloc_pd: f!("ibv_dealloc_pd"),
-                reg_mr: f!("ibv_reg_mr"),
-                dereg_mr: f!("ibv_dereg_mr"),
-                create_cq: f!("ibv_create_cq"),
-                destroy_cq: f!("ibv_destroy_cq"),
-                create_qp: f!("ibv_create_qp"),
-                modify_qp: f!("ibv_modify_qp"),
-                destroy_qp: f!("ibv_destroy_qp"),
+                get_device_list: f!("ibv_get_device_list", GetDeviceList),
+                free_device_list: f!("ibv_free_device_list", FreeDeviceList),
+                get_device_name: f!("ibv_get_device_name", GetDeviceName),
+                open_device: f!("ibv_open_device", OpenDevice),
+                close_device: f!("ibv_close_device", CloseDevice),
+                query_device: f!("ibv_query_device", QueryDevice),
+                query_port: f!("ibv_query_port", QueryPort),
+                query_gid: f!("ibv_query_gid", QueryGid),
+                alloc_pd: f!("ibv_alloc_pd", AllocPd),
+                dealloc_pd: f!("ibv_dealloc_pd", DeallocPd),
+                reg_mr: f!("ibv_reg_mr", RegMr),
+                dereg_mr: f!("ibv_dereg_mr", DeregMr),
+                create_cq: f!("ibv_create_cq", CreateCq),
+                destroy_cq: f!("ibv_destroy_cq", DestroyCq),
+                create_qp: f!("ibv_create_qp", CreateQp),
+                modify_qp: f!("ibv_modify_qp", ModifyQp),
+                destroy_qp: f!("ibv_destroy_qp", DestroyQp),
                 has_dmabuf: sym("ibv_reg_dmabuf_mr", "IBVERBS_1.12").is_some(),
             }),
         })
