@@ -28,6 +28,9 @@ _rnccl() {
             rnccl,help)
                 cmd="rnccl__subcmd__help"
                 ;;
+            rnccl,ibcheck)
+                cmd="rnccl__subcmd__ibcheck"
+                ;;
             rnccl,man)
                 cmd="rnccl__subcmd__man"
                 ;;
@@ -36,6 +39,9 @@ _rnccl() {
                 ;;
             rnccl,rings)
                 cmd="rnccl__subcmd__rings"
+                ;;
+            rnccl,status)
+                cmd="rnccl__subcmd__status"
                 ;;
             rnccl,top)
                 cmd="rnccl__subcmd__top"
@@ -58,6 +64,9 @@ _rnccl() {
             rnccl__subcmd__help,help)
                 cmd="rnccl__subcmd__help__subcmd__help"
                 ;;
+            rnccl__subcmd__help,ibcheck)
+                cmd="rnccl__subcmd__help__subcmd__ibcheck"
+                ;;
             rnccl__subcmd__help,man)
                 cmd="rnccl__subcmd__help__subcmd__man"
                 ;;
@@ -66,6 +75,9 @@ _rnccl() {
                 ;;
             rnccl__subcmd__help,rings)
                 cmd="rnccl__subcmd__help__subcmd__rings"
+                ;;
+            rnccl__subcmd__help,status)
+                cmd="rnccl__subcmd__help__subcmd__status"
                 ;;
             rnccl__subcmd__help,top)
                 cmd="rnccl__subcmd__help__subcmd__top"
@@ -83,7 +95,7 @@ _rnccl() {
 
     case "${cmd}" in
         rnccl)
-            opts="-h -V --config --help --version bench env-explain plot topo rings top tune completions man help"
+            opts="-h -V --config --help --version bench env-explain plot topo rings status ibcheck top tune completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -343,7 +355,7 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__help)
-            opts="bench env-explain plot topo rings top tune completions man help"
+            opts="bench env-explain plot topo rings status ibcheck top tune completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -412,6 +424,20 @@ _rnccl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rnccl__subcmd__help__subcmd__ibcheck)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rnccl__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -441,6 +467,20 @@ _rnccl() {
             return 0
             ;;
         rnccl__subcmd__help__subcmd__rings)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rnccl__subcmd__help__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -489,6 +529,60 @@ _rnccl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rnccl__subcmd__ibcheck)
+            opts="-h -V --format --strict --hca --sysfs-root --interval --expect-rate --bw --peer --serve --port --size --iters --config --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --hca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-rate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -596,6 +690,44 @@ _rnccl() {
                     return 0
                     ;;
                 --graph-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rnccl__subcmd__status)
+            opts="-h -V --format --watch --timeout --stuck --pages --config --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --watch)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stuck)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pages)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -32,6 +32,8 @@ complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "env-explain" -d 'Explai
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
+complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "status" -d 'Ask a running job (any host) how far each rank got, what it waits on, who is behind'
+complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "ibcheck" -d 'Check this host\'s InfiniBand/RoCE adapters, ports, GIDs, counters and placement; test RDMA bandwidth'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
@@ -145,6 +147,31 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l graph-file -d 'Use
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rnccl -n "__fish_rnccl_using_subcommand rings" -s V -l version -d 'Print version'
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -l format -d 'Output format' -r -f -a "text\t'A table per communicator and what is wrong, in sentences'
+json\t'Every communicator\'s diagnosis as JSON'"
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -l watch -d 'Ask again every SECS seconds until interrupted, printing each answer' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -l timeout -d 'Seconds each process gets to answer before it is reported as not answering' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -l stuck -d 'Seconds an operation may be in flight before its rank counts as stuck' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -l pages -d 'Folder holding the counter pages (for finding this host\'s jobs)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rnccl -n "__fish_rnccl_using_subcommand status" -s V -l version -d 'Print version'
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l format -d 'Output format' -r -f -a "text\t'Tables and verdicts for people'
+json\t'Everything as JSON: what was read, each check with its evidence, the test results'"
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l hca -d 'Examine only these ports, in NCCL_IB_HCA syntax (`mlx5_0`, `=mlx5_1:1`, `^mlx5_4`)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l sysfs-root -d 'Read sysfs and procfs under DIR instead of / (a captured tree; libibverbs is not asked)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l interval -d 'Read the counters again after this many seconds and judge what grew' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l expect-rate -d 'The rate every port should run at, Gb/s (slower ports are errors)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l peer -d 'Test against `rnccl ibcheck --serve` on HOST[:PORT] (default port 18515)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l port -d 'TCP port of --serve (and of --peer without one)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l size -d 'Bytes per write (K, M, G suffixes)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l iters -d 'Writes per bandwidth test (and round trips per latency test)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l strict -d 'Exit with 1 when a check warns (errors always give 2)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l bw -d 'Measure RDMA write bandwidth and latency (ib_write_bw / ib_write_lat\'s method): between the first two ports NCCL would use (one port: a loopback), or with --peer'
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -l serve -d 'Serve --bw tests from other hosts (on --port), until interrupted'
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rnccl -n "__fish_rnccl_using_subcommand ibcheck" -s V -l version -d 'Print version'
 complete -c rnccl -n "__fish_rnccl_using_subcommand top" -l interval -d 'Milliseconds between samples' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand top" -l stuck -d 'Seconds a rank may stall on one link before it is marked stuck' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand top" -l pages -d 'Folder holding the counter pages' -r -F
@@ -163,13 +190,15 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand completions" -s V -l version
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -s h -l help -d 'Print help'
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -s V -l version -d 'Print version'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "man" -d 'Write the man pages (one per command) into a folder'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings top tune completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "status" -d 'Ask a running job (any host) how far each rank got, what it waits on, who is behind'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "ibcheck" -d 'Check this host\'s InfiniBand/RoCE adapters, ports, GIDs, counters and placement; test RDMA bandwidth'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "man" -d 'Write the man pages (one per command) into a folder'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -25,6 +25,7 @@ mod error;
 mod exec;
 mod func;
 pub mod graph;
+pub mod ib;
 pub mod launch;
 pub mod log;
 mod mem;

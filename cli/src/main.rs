@@ -4,6 +4,7 @@ mod bench;
 mod config_load;
 mod docs;
 mod env_explain;
+mod ibcheck;
 mod output;
 mod plot;
 mod render;
@@ -52,6 +53,9 @@ enum Command {
     Rings(rings::Args),
     /// Ask a running job (any host) how far each rank got, what it waits on, who is behind.
     Status(status::Args),
+    /// Check this host's InfiniBand/RoCE adapters, ports, GIDs, counters and placement; test
+    /// RDMA bandwidth.
+    Ibcheck(ibcheck::Args),
     /// Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links.
     Top(top::Args),
     /// Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best.
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),
         Command::Status(a) => status::run(a, &cli.global),
+        Command::Ibcheck(a) => ibcheck::run(a, &cli.global),
         Command::Top(a) => top::run(a, &cli.global),
         Command::Tune(a) => tune::run(a, &cli.global),
         Command::Completions(a) => docs::run_completions(a, &cli.global),

@@ -33,6 +33,10 @@ pub struct RankPlace {
     /// (`SHM/direct/direct`, `NET/Socket`…; [`Communicator::transports`]), at most
     /// [`MAX_SENDS`] of them.
     pub sends: Vec<(usize, String)>,
+    /// The network transport its connections to other hosts use, as NCCL names it
+    /// (`NET/IB`, `NET/Socket`); `None` when every peer is on this host.
+    #[serde(default)]
+    pub net: Option<String>,
 }
 
 /// Peers kept in a [`RankPlace`]'s `sends`.
@@ -55,6 +59,7 @@ impl RankPlace {
                 ),
             ),
         };
+        let net = comm.net_transport();
         RankPlace {
             rank: comm.rank(),
             pid: std::process::id(),
@@ -68,6 +73,7 @@ impl RankPlace {
                 .take(MAX_SENDS)
                 .map(|(peer, path)| (peer, path.nccl_name().to_string()))
                 .collect(),
+            net: net.map(str::to_string),
         }
     }
 
@@ -137,6 +143,7 @@ mod tests {
             sends: (0..MAX_SENDS)
                 .map(|p| (p + 1000, "NET/Socket (host staged)".into()))
                 .collect(),
+            net: Some("NET/IB".into()),
         };
         let r = p.record().unwrap();
         assert!(r.len() <= RECORD);

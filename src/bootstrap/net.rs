@@ -32,7 +32,8 @@ pub(crate) struct BootstrapNet {
 
 impl BootstrapNet {
     /// Checks in with the root of `id` as `rank` of `nranks` and starts this rank's listeners.
-    /// Rank 0 starts the root first when the id came from `NCCL_COMM_ID`.
+    /// Rank 0 starts the root first when the id came from `NCCL_COMM_ID`. `ib_fabric` is the
+    /// RDMA fabric this rank can reach others on (told to them in its [`PeerInfo`]).
     ///
     /// Errors: [`Error::Timeout`] naming the ranks that never arrived (reported by the root), or
     /// that the root was unreachable; [`Error::InvalidUsage`] for knob problems, a refused
@@ -44,6 +45,7 @@ impl BootstrapNet {
         nranks: usize,
         cfg: &Config,
         timeout: Duration,
+        ib_fabric: Option<u64>,
     ) -> Result<Arc<BootstrapNet>> {
         let deadline = Deadline::after(timeout);
         let retry = Retry::from_config(cfg)?;
@@ -84,6 +86,7 @@ impl BootstrapNet {
             shm_dev: host::shm_dev(),
             bootstrap: local(&msg_listener)?,
             iface: iface.name.clone(),
+            ib_fabric,
             version: env!("CARGO_PKG_VERSION").to_string(),
             status: crate::status::start(iface.addr),
         };

@@ -22,6 +22,10 @@ pub(crate) struct PeerInfo {
     pub bootstrap: SocketAddr,
     /// Name of the interface that address is on.
     pub iface: String,
+    /// The RDMA fabric this rank can use the IB transport on (a usable HCA port,
+    /// `NCCL_IB_DISABLE` unset): 0 for real InfiniBand/RoCE, a process-private id for
+    /// `RNCCL_IB_FAKE`'s simulated fabric; `None` without IB.
+    pub ib_fabric: Option<u64>,
     /// rnccl version, which must match across ranks.
     pub version: String,
     /// The process's status service (`crate::status`), if it runs one.

@@ -306,7 +306,7 @@ fn endpoints(comm: &Communicator) -> Endpoints<'_> {
         comm_tag: core.tag,
         rank: core.rank,
         net_rank: &core.net_rank,
-        params: core.params,
+        params: core.params.clone(),
         slot_bytes: core.geo.slot_bytes,
         deadline: core.deadline(),
         abort: &core.abort,

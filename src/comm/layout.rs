@@ -305,6 +305,7 @@ mod tests {
                 shm_dev: 1,
                 bootstrap: "127.0.0.1:1".parse().unwrap(),
                 iface: "lo".into(),
+                ib_fabric: None,
                 version: "test".into(),
                 status: None,
             })

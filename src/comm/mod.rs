@@ -36,8 +36,8 @@ use crate::exec::{Connections, PeerView, WaitPolicy, spin_cores};
 use crate::graph::tuning::cpu::CpuTuneInput;
 use crate::graph::tuning::{Model, TuneParams};
 use crate::stats::{CommStats, LinkSnapshot, Path};
-use crate::transport::TransportParams;
 use crate::transport::tcp::listener::DataListener;
+use crate::transport::{TransportKind, TransportParams};
 
 /// What every rank of a communicator shares and never changes.
 pub(crate) struct Core {
@@ -339,7 +339,14 @@ impl Communicator {
         let params = TransportParams::from_config(&knobs)?;
         // Fail fast on a bad NCCL_BUFFSIZE before meeting the other ranks.
         layout::slot_bytes(&knobs, 1, config.device.is_some())?;
-        let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout)?;
+        let net = BootstrapNet::init(
+            id,
+            rank,
+            nranks,
+            &knobs,
+            timeout,
+            params.ib.as_ref().map(|ib| ib.fabric),
+        )?;
         let tag = fnv1a(&id.magic.to_le_bytes());
         let net_rank: Vec<usize> = (0..nranks).collect();
         let deadline = Deadline::after(timeout);
@@ -536,6 +543,35 @@ impl Communicator {
     /// The CUDA device this rank runs on (`ncclCommCuDevice`), if it runs on one.
     pub fn gpu_ordinal(&self) -> Option<usize> {
         self.core.gpu.as_ref().map(|g| g.info.ordinal)
+    }
+
+    /// The network transport this rank's connections to other hosts use, as NCCL names it
+    /// (`NET/IB`, `NET/Socket`), or `None` when every peer is reached through memory. GPU
+    /// ranks stage inter-host traffic through host memory over sockets.
+    pub(crate) fn net_transport(&self) -> Option<&'static str> {
+        let core = &self.core;
+        let peers = core.net.peers();
+        let me = &peers[core.net_rank[core.rank]];
+        let kinds: Vec<TransportKind> = core
+            .net_rank
+            .iter()
+            .filter(|&&r| r != core.net_rank[core.rank])
+            .map(|&r| core.params.select(me, &peers[r]))
+            .collect();
+        if core.gpu.is_some() {
+            let remote = core
+                .net_rank
+                .iter()
+                .any(|&r| peers[r].host_hash != me.host_hash);
+            return remote.then(|| TransportKind::Tcp.nccl_name());
+        }
+        if kinds.contains(&TransportKind::Ib) {
+            Some(TransportKind::Ib.nccl_name())
+        } else if kinds.contains(&TransportKind::Tcp) {
+            Some(TransportKind::Tcp.nccl_name())
+        } else {
+            None
+        }
     }
 
     /// The GPU this rank runs on: name, PCI bus id, compute capability.

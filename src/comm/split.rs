@@ -94,7 +94,7 @@ impl Communicator {
             net_rank,
             rings,
             geo: core.geo,
-            params: core.params,
+            params: core.params.clone(),
             algo_knob: core.algo_knob.clone(),
             proto: core.proto.clone(),
             tuning,

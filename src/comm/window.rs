@@ -90,10 +90,12 @@ fn direct_capable(core: &Core) -> bool {
     let peers = core.net.peers();
     let me = &peers[core.net_rank[core.rank]];
     core.nranks > 1
-        && core
-            .net_rank
-            .iter()
-            .all(|&r| core.params.select(me, &peers[r]) != TransportKind::Tcp)
+        && core.net_rank.iter().all(|&r| {
+            matches!(
+                core.params.select(me, &peers[r]),
+                TransportKind::SameProcess | TransportKind::Shm
+            )
+        })
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -46,6 +46,11 @@ pub struct Finding {
     /// What to do about it (empty when nothing).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub hint: String,
+    /// The devices the finding is about, by PCI bus id (`0000:1b:00.0`), so a report on some
+    /// devices (`ibcheck` on the HCAs) can take the findings of a whole-host rule that concern
+    /// them; empty when the finding is about no particular device.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub about: Vec<String>,
 }
 
 impl Finding {
@@ -56,6 +61,7 @@ impl Finding {
             code: "",
             message: message.into(),
             hint: hint.into(),
+            about: Vec::new(),
         }
     }
 
@@ -77,6 +83,12 @@ impl Finding {
     /// The same finding with a stable code.
     pub fn with_code(mut self, code: &'static str) -> Finding {
         self.code = code;
+        self
+    }
+
+    /// The same finding, about these devices (PCI bus ids).
+    pub fn about<S: Into<String>>(mut self, devices: impl IntoIterator<Item = S>) -> Finding {
+        self.about.extend(devices.into_iter().map(Into::into));
         self
     }
 }

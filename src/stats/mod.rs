@@ -111,6 +111,8 @@ pub enum Path {
     /// A network transfer of NVIDIA NCCL's proxy, seen through rnccl's NCCL profiler plugin:
     /// bytes and steps as NCCL's proxy reports them.
     NcclNet,
+    /// RDMA writes between hosts over InfiniBand/RoCE (host memory at both ends).
+    Ib,
 }
 
 impl Path {
@@ -121,6 +123,7 @@ impl Path {
             Path::SameProcess => TransportKind::SameProcess.nccl_name(),
             Path::Shm => TransportKind::Shm.nccl_name(),
             Path::Tcp => TransportKind::Tcp.nccl_name(),
+            Path::Ib => TransportKind::Ib.nccl_name(),
             Path::Window => "P2P/window",
             Path::GpuP2p => "P2P/IPC",
             Path::GpuHost => "SHM/host memory",
@@ -137,6 +140,7 @@ impl From<TransportKind> for Path {
             TransportKind::SameProcess => Path::SameProcess,
             TransportKind::Shm => Path::Shm,
             TransportKind::Tcp => Path::Tcp,
+            TransportKind::Ib => Path::Ib,
         }
     }
 }

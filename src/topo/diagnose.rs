@@ -47,51 +47,65 @@ fn kind(d: &PciDevice) -> &'static str {
 
 fn pcie_links(inv: &Inventory, out: &mut Vec<Finding>) {
     for d in &inv.pci {
-        let k = kind(d);
-        if k == "device" {
-            continue;
-        }
-        let (Some(max_w), Some(cur_w)) = (d.max_link_width, d.current_link_width) else {
-            continue;
-        };
-        let max_s = d.max_link_speed.as_deref().and_then(gts);
-        let cur_s = d.current_link_speed.as_deref().and_then(gts);
-        if cur_w > 0 && cur_w < max_w {
-            out.push(Finding::new(
+        out.extend(pcie_link(d));
+    }
+}
+
+/// The findings about one PCI function's link (code `pcie-link`): trained narrower than its
+/// maximum width (warning), or slower than its maximum speed (a warning for NICs and bridges, a
+/// note for GPUs, which slow their links when idle). Devices other than GPUs, NICs and bridges
+/// get none.
+pub fn pcie_link(d: &PciDevice) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let k = kind(d);
+    if k == "device" {
+        return out;
+    }
+    let (Some(max_w), Some(cur_w)) = (d.max_link_width, d.current_link_width) else {
+        return out;
+    };
+    let max_s = d.max_link_speed.as_deref().and_then(gts);
+    let cur_s = d.current_link_speed.as_deref().and_then(gts);
+    if cur_w > 0 && cur_w < max_w {
+        out.push(
+            Finding::new(
                 Severity::Warning,
                 format!("{k} {} runs its PCIe link at x{cur_w}, below its x{max_w}", d.busid),
                 "reseat the card or check the slot and riser wiring; the missing lanes cap bandwidth",
             )
-            .with_code("pcie-link"));
-        }
-        if let (Some(m), Some(c)) = (max_s, cur_s)
-            && c > 0.0
-            && c < m
-        {
-            let (severity, advice) = if k == "GPU" {
-                (
-                    Severity::Note,
-                    "GPUs lower the link speed when idle; check again under load (nvidia-smi -q -d PCI)",
-                )
-            } else {
-                (
-                    Severity::Warning,
-                    "check BIOS PCIe generation settings and the slot; a slow link caps bandwidth",
-                )
-            };
-            out.push(
-                Finding::new(
-                    severity,
-                    format!(
-                        "{k} {} runs its PCIe link at {} GT/s, below its {} GT/s",
-                        d.busid, c, m
-                    ),
-                    advice,
-                )
-                .with_code("pcie-link"),
-            );
-        }
+            .with_code("pcie-link")
+            .about([d.busid.clone()]),
+        );
     }
+    if let (Some(m), Some(c)) = (max_s, cur_s)
+        && c > 0.0
+        && c < m
+    {
+        let (severity, advice) = if k == "GPU" {
+            (
+                Severity::Note,
+                "GPUs lower the link speed when idle; check again under load (nvidia-smi -q -d PCI)",
+            )
+        } else {
+            (
+                Severity::Warning,
+                "check BIOS PCIe generation settings and the slot; a slow link caps bandwidth",
+            )
+        };
+        out.push(
+            Finding::new(
+                severity,
+                format!(
+                    "{k} {} runs its PCIe link at {} GT/s, below its {} GT/s",
+                    d.busid, c, m
+                ),
+                advice,
+            )
+            .with_code("pcie-link")
+            .about([d.busid.clone()]),
+        );
+    }
+    out
 }
 
 fn chain<'a>(inv: &'a Inventory, busid: &str) -> Vec<&'a PciDevice> {
@@ -147,7 +161,8 @@ fn acs(inv: &Inventory, out: &mut Vec<Finding>) {
                         br.busid
                     ),
                 )
-                .with_code("acs"));
+                .with_code("acs")
+                .about([br.busid.clone(), a.clone(), b.clone()]));
             }
         }
     }
@@ -181,6 +196,17 @@ fn net_name(sys: &System, n: usize) -> String {
         .map_or_else(|| format!("NET{n}"), |x| x.name.clone())
 }
 
+/// The PCI bus ids of GPU `g` and of the adapter (NIC node) of network device `n`.
+pub fn pair_busids(sys: &System, g: usize, n: usize) -> Vec<String> {
+    let gpu = sys.nodes(NodeType::Gpu)[g].busid.clone();
+    let nic = sys.nodes(NodeType::Net)[n]
+        .links
+        .iter()
+        .find(|l| l.rem.ty == NodeType::Nic)
+        .and_then(|l| sys.node(l.rem).busid.clone());
+    gpu.into_iter().chain(nic).collect()
+}
+
 fn numa(sys: &System, out: &mut Vec<Finding>) {
     for g in 0..sys.count(NodeType::Gpu) {
         let Some(gn) = numa_of(sys, NodeRef::new(NodeType::Gpu, g)) else {
@@ -202,7 +228,8 @@ fn numa(sys: &System, out: &mut Vec<Finding>) {
                 ),
                 "pin ranks to the GPU's NUMA node and prefer NICs on the same socket (NCCL_IB_HCA), or move the NIC",
             )
-            .with_code("numa"));
+            .with_code("numa")
+            .about(pair_busids(sys, g, n)));
         }
     }
 }
@@ -305,7 +332,8 @@ fn p2p_and_gdr(sys: &System, out: &mut Vec<Finding>) {
                     ),
                     "place the NIC under the GPU's PCIe switch, or raise NCCL_NET_GDR_LEVEL if the platform handles it",
                 )
-                .with_code("no-gdr"));
+                .with_code("no-gdr")
+                .about(pair_busids(sys, g, n)));
             }
         }
     }

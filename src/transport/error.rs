@@ -38,6 +38,17 @@ pub(crate) enum TransportError {
         /// What this end was doing ("sending to", "receiving from").
         action: &'static str,
     },
+    /// A work request on an RDMA connection failed (or a verb did): the peer exited, the path
+    /// or GID is wrong, or the fabric dropped it.
+    #[error("{detail} ({peer}, over {port})")]
+    Fabric {
+        /// The peer.
+        peer: String,
+        /// The local port (`mlx5_0:1`).
+        port: String,
+        /// What failed and why, in words.
+        detail: String,
+    },
     /// The peer sent something that does not follow the protocol.
     #[error("malformed frame from {peer}: {detail}")]
     Malformed {

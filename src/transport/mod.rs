@@ -3,13 +3,14 @@
 //! Every connection is a slot FIFO seen through two traits, [`SendEnd`] and [`RecvEnd`]; the
 //! transports differ in where the slots live: a heap block shared by ranks of one process or a
 //! POSIX shared-memory segment for processes of one host ([`fifo`], [`shm`]), or each end's own
-//! memory with TCP in between ([`tcp`]). [`setup`] picks the transport per peer and connects
+//! memory with TCP ([`tcp`]) or RDMA writes over InfiniBand/RoCE ([`ib`]) in between. [`setup`] picks the transport per peer and connects
 //! through the bootstrap. Failures are [`TransportError`]s naming the peer.
 
 pub(crate) mod error;
 pub(crate) mod fifo;
 pub(crate) mod gpu;
 pub(crate) mod gpu_net;
+pub(crate) mod ib;
 pub(crate) mod params;
 pub(crate) mod setup;
 pub(crate) mod shm;
@@ -33,6 +34,8 @@ pub enum TransportKind {
     Shm,
     /// Different hosts (or shared memory disabled): TCP sockets ("NET/Socket").
     Tcp,
+    /// Different hosts, both with a usable InfiniBand/RoCE port: RDMA writes ("NET/IB").
+    Ib,
 }
 
 impl TransportKind {
@@ -42,6 +45,7 @@ impl TransportKind {
             TransportKind::SameProcess => "P2P/direct pointer",
             TransportKind::Shm => "SHM/direct/direct",
             TransportKind::Tcp => "NET/Socket",
+            TransportKind::Ib => "NET/IB",
         }
     }
 }

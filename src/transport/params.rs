@@ -1,6 +1,9 @@
 //! The transport knobs a communicator reads once, and the choice of transport per peer.
 
+use std::sync::Arc;
+
 use super::TransportKind;
+use super::ib::IbNet;
 use crate::bootstrap::PeerInfo;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -8,8 +11,8 @@ use crate::error::{Error, Result};
 /// Sockets per TCP connection when `NCCL_NSOCKS_PERTHREAD` is auto.
 pub(super) const AUTO_SOCKETS: usize = 4;
 
-/// Transport knobs, read once per communicator.
-#[derive(Debug, Clone, Copy)]
+/// Transport knobs, read once per communicator, and the IB devices found then.
+#[derive(Debug, Clone)]
 pub(crate) struct TransportParams {
     /// `NCCL_SHM_DISABLE`.
     pub shm_disable: bool,
@@ -20,6 +23,9 @@ pub(crate) struct TransportParams {
     /// Data sockets per TCP connection (`NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD`, at least 1,
     /// at most 64; [`AUTO_SOCKETS`] when `NCCL_NSOCKS_PERTHREAD` is auto).
     pub sockets: usize,
+    /// The usable IB ports (none with `NCCL_IB_DISABLE=1`, without libibverbs or without an
+    /// ACTIVE port `NCCL_IB_HCA` selects).
+    pub ib: Option<Arc<IbNet>>,
 }
 
 impl TransportParams {
@@ -55,16 +61,21 @@ impl TransportParams {
             p2p_disable: cfg.flag("NCCL_P2P_DISABLE")?,
             socket_threads: nthreads,
             sockets,
+            ib: IbNet::probe(cfg)?.map(Arc::new),
         })
     }
 
-    /// The transport between `me` and `peer`.
+    /// The transport between `me` and `peer`: same process, shared memory, then the network:
+    /// IB when both ranks have a usable port on the same fabric (as NCCL prefers its IB
+    /// plugin), else TCP.
     pub(crate) fn select(&self, me: &PeerInfo, peer: &PeerInfo) -> TransportKind {
         let same_host = me.host_hash == peer.host_hash;
         if same_host && me.pid == peer.pid && me.pid_ns == peer.pid_ns && !self.p2p_disable {
             TransportKind::SameProcess
         } else if same_host && me.shm_dev == peer.shm_dev && !self.shm_disable {
             TransportKind::Shm
+        } else if self.ib.is_some() && me.ib_fabric.is_some() && me.ib_fabric == peer.ib_fabric {
+            TransportKind::Ib
         } else {
             TransportKind::Tcp
         }

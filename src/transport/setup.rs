@@ -1,10 +1,11 @@
 //! Connecting, through the bootstrap.
 //!
 //! The receiving end of every connection decides and creates: a heap FIFO registered under a
-//! random token (same process), a shared-memory segment (same host), or a token the sender's data
-//! sockets will present to this rank's TCP data listener (other hosts). It sends that offer to
-//! the sender, which attaches and acknowledges; the receiver then unlinks the segment or collects
-//! the sockets. Offers go out before any wait, so a set of connections between any ranks
+//! random token (same process), a shared-memory segment (same host), a token the sender's data
+//! sockets will present to this rank's TCP data listener (other hosts), or its IB queue pairs
+//! and registered slots (other hosts with IB). It sends that offer to the sender, which
+//! attaches and acknowledges (for IB, with its own queue pairs and CTS FIFO); the receiver then
+//! unlinks the segment, collects the sockets or connects its queue pairs. Offers go out before any wait, so a set of connections between any ranks
 //! completes without ordering constraints.
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_fifo, region_bytes};
+use super::ib::{IbAddr, IbNet, IbReceiver, IbSender};
 use super::params::TransportParams;
 use super::shm::{ShmFifo, ShmSegment};
 use super::tcp::listener::{self, DataListener};
@@ -38,6 +40,11 @@ enum Offer {
         token: u64,
         sockets: u32,
         threads: u32,
+        slot_bytes: u64,
+    },
+    Ib {
+        /// The receiver's queue pairs and slots.
+        addr: IbAddr,
         slot_bytes: u64,
     },
 }
@@ -92,31 +99,41 @@ impl Endpoints<'_> {
     }
 
     fn ack_to(&self, key: &ConnKey) -> Result<()> {
+        self.ack_with(key, b"")
+    }
+
+    fn ack_with(&self, key: &ConnKey, body: &[u8]) -> Result<()> {
         self.net.send(
             self.net_rank[key.peer],
             self.comm_tag,
             tags::conn_ack(key),
-            b"",
+            body,
             self.deadline,
         )
     }
 
-    fn wait_ack(&self, key: &ConnKey) -> Result<()> {
+    fn wait_ack(&self, key: &ConnKey) -> Result<Vec<u8>> {
         let what = format!(
             "waiting for {} to attach channel {}",
             self.describe(key.peer),
             key.channel
         );
-        self.net
-            .recv_abortable(
-                self.net_rank[key.peer],
-                self.comm_tag,
-                tags::conn_ack(key),
-                self.deadline,
-                &what,
-                self.abort,
-            )
-            .map(drop)
+        self.net.recv_abortable(
+            self.net_rank[key.peer],
+            self.comm_tag,
+            tags::conn_ack(key),
+            self.deadline,
+            &what,
+            self.abort,
+        )
+    }
+
+    /// The IB devices, for a connection the selection made IB.
+    fn ib(&self) -> Result<&IbNet> {
+        self.params
+            .ib
+            .as_deref()
+            .ok_or_else(|| Error::Internal("an IB connection without IB devices".into()))
     }
 
     /// A FIFO end failed to attach: the peer's memory is not what its offer said.
@@ -156,6 +173,7 @@ enum Pending {
         sockets: usize,
         threads: usize,
     },
+    Ib(Box<IbReceiver>),
 }
 
 /// Connections being set up in three phases, so one thread can connect several communicators
@@ -239,6 +257,20 @@ impl ConnectJob {
                     };
                     (offer, p)
                 }
+                TransportKind::Ib => {
+                    let ib = ep.ib()?;
+                    let peer = ep.describe(key.peer);
+                    let port = ib.port_for(usize::from(key.channel)).map_err(|e| {
+                        Error::Remote(format!("opening the IB port for {peer}: {e}"))
+                    })?;
+                    let end = IbReceiver::new(port, &ib.params, slot, &peer)
+                        .map_err(|e| Error::Remote(e.to_string()))?;
+                    let offer = Offer::Ib {
+                        addr: end.addr(),
+                        slot_bytes: slot as u64,
+                    };
+                    (offer, Pending::Ib(Box::new(end)))
+                }
             };
             ep.offer_to(key, &offer)?;
             pending.push((*key, p, kind));
@@ -318,6 +350,19 @@ impl ConnectJob {
                     let end = TcpSender::new(socks, slot_bytes as usize, threads as usize, &peer)?;
                     (Box::new(end) as SendConn, TransportKind::Tcp)
                 }
+                Offer::Ib { addr, slot_bytes } => {
+                    let ib = ep.ib()?;
+                    let port = ib.port_for(usize::from(key.channel)).map_err(|e| {
+                        Error::Remote(format!("opening the IB port for {peer}: {e}"))
+                    })?;
+                    let end = IbSender::new(port, &ib.params, slot_bytes as usize, &peer, &addr)
+                        .map_err(|e| Error::Remote(e.to_string()))?;
+                    let body = serde_json::to_vec(&end.addr()).map_err(|e| {
+                        Error::Internal(format!("encoding an IB connection answer: {e}"))
+                    })?;
+                    ep.ack_with(&key, &body)?;
+                    (Box::new(end) as SendConn, TransportKind::Ib)
+                }
             };
             log_connection(ep, ep.rank, key.peer, &key, kind);
             self.attached.push((key, conn, kind));
@@ -373,6 +418,16 @@ impl ConnectJob {
                             .map_err(|e| Error::system("configuring a data socket", e))?;
                     }
                     Box::new(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer)?)
+                }
+                Pending::Ib(mut end) => {
+                    let peer = ep.describe(key.peer);
+                    let body = ep.wait_ack(&key)?;
+                    let sender: IbAddr = serde_json::from_slice(&body).map_err(|e| {
+                        Error::Remote(format!("malformed IB connection answer from {peer}: {e}"))
+                    })?;
+                    end.connect(&sender, &ep.ib()?.params)
+                        .map_err(|e| Error::Remote(e.to_string()))?;
+                    end
                 }
             };
             recv_conns.push((key, conn, kind));

@@ -104,13 +104,18 @@ pub fn device_line(
     )
 }
 
-/// The device line of a rank: its GPU's PCI address and name, or `[cpu]` and the CPU model.
+/// The device line of a rank: its GPU's PCI address and name, or `[cpu]` and the CPU model,
+/// followed by `via NET/IB` (or `NET/Socket`) when it reaches other hosts.
 pub fn place_line(p: &RankPlace) -> String {
     let bus = p
         .bus_id
         .as_deref()
         .map_or_else(|| "cpu".to_string(), pci_label);
-    device_line(p.rank, p.pid, &p.host, p.device, &bus, &p.name)
+    let line = device_line(p.rank, p.pid, &p.host, p.device, &bus, &p.name);
+    match &p.net {
+        Some(n) => format!("{line} via {n}"),
+        None => line,
+    }
 }
 
 /// Pairs listed per transport in [`transport_lines`] before the rest are counted.
@@ -283,6 +288,7 @@ mod tests {
             bus_id: Some("0000:9B:00.0".into()),
             name: "NVIDIA H200".into(),
             sends: vec![(0, "P2P/IPC".into())],
+            net: None,
         };
         assert_eq!(
             place_line(&p),
@@ -304,7 +310,7 @@ mod tests {
             sends: (1..=30).map(|p| (p, "NET/Socket".to_string())).collect(),
             ..cpu.clone()
         };
-        let lines = transport_lines(&[many, cpu]);
+        let lines = transport_lines(&[many, cpu.clone()]);
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(
             lines[1].starts_with("#   NET/Socket: 0->1 0->2 "),
@@ -312,6 +318,11 @@ mod tests {
         );
         assert!(lines[1].ends_with("0->24 … and 6 more"), "{lines:?}");
         assert_eq!(lines[2], "#   P2P/IPC: 3->0");
+        let ib = RankPlace {
+            net: Some("NET/IB".into()),
+            ..cpu
+        };
+        assert!(place_line(&ib).ends_with("(host memory) via NET/IB"));
     }
 
     #[test]

@@ -115,6 +115,7 @@ fn path_name(p: Path) -> &'static str {
         Path::GpuNet => "gpu-net",
         Path::NcclKernel => "nccl-kernel",
         Path::NcclNet => "nccl-net",
+        Path::Ib => "ib",
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::config::registry::KnobSpec;
 use crate::config::value::{format_bytes, format_duration};
 use crate::config::{Config, lookup, value};
+use crate::ib::params::{ack_timeout, time_to_failure};
 
 /// The value NCCL uses for `name`: the setting if it reads cleanly, else the default.
 fn effective_int(cfg: &Config, name: &str) -> Option<i64> {
@@ -30,23 +31,21 @@ pub(super) fn compute(cfg: &Config, spec: &KnobSpec) -> Vec<String> {
     }
 }
 
-/// Local ACK timeout t = 4.096 µs × 2^NCCL_IB_TIMEOUT (InfiniBand Architecture Specification
-/// vol. 1, §12.7.34); the NIC gives up after the first attempt and NCCL_IB_RETRY_CNT retries
-/// (§12.7.38), so a lost peer is reported after about t × (retry + 1). NCCL's env.rst quotes
-/// t × retry, leaving out the first attempt.
+/// How long a lost InfiniBand peer goes unnoticed ([`crate::ib::params::time_to_failure`]:
+/// the first attempt and NCCL_IB_RETRY_CNT retries, each waiting the local ACK timeout; NCCL's
+/// env.rst quotes t × retry, leaving out the first attempt).
 fn ib_time_to_failure(cfg: &Config) -> Option<String> {
     let timeout = effective_int(cfg, "NCCL_IB_TIMEOUT")?;
-    let retry = effective_int(cfg, "NCCL_IB_RETRY_CNT")?;
-    if timeout == 0 || timeout >= 32 {
+    let retry = effective_int(cfg, "NCCL_IB_RETRY_CNT")?.clamp(0, 7);
+    let exp = u8::try_from(timeout).unwrap_or(0);
+    let (Some(t), Some(total)) = (ack_timeout(exp), time_to_failure(exp, retry as u8)) else {
         return Some("with NCCL_IB_TIMEOUT at 0 (or 32 and up) the NIC waits forever: a lost peer hangs the job".into());
-    }
-    let t = 4.096e-6 * 2f64.powi(timeout as i32);
-    let total = t * (retry.clamp(0, 7) + 1) as f64;
+    };
     Some(format!(
         "a lost peer or path is reported after about {} ({} per attempt × {} attempts, NCCL_IB_TIMEOUT={timeout}, NCCL_IB_RETRY_CNT={retry})",
-        format_duration(total),
-        format_duration(t),
-        retry.clamp(0, 7) + 1
+        format_duration(total.as_secs_f64()),
+        format_duration(t.as_secs_f64()),
+        retry + 1
     ))
 }
 

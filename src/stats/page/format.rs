@@ -38,7 +38,7 @@ pub enum PageError {
 }
 
 const DIRECTIONS: [Direction; 3] = [Direction::Send, Direction::Recv, Direction::Read];
-const PATHS: [Path; 9] = [
+const PATHS: [Path; 10] = [
     Path::SameProcess,
     Path::Shm,
     Path::Tcp,
@@ -48,6 +48,7 @@ const PATHS: [Path; 9] = [
     Path::GpuNet,
     Path::NcclKernel,
     Path::NcclNet,
+    Path::Ib,
 ];
 
 fn put32(b: &mut Vec<u8>, v: u32) {
@@ -392,9 +393,12 @@ mod tests {
         let b = encode(&sample());
         assert_eq!(decode(b"hello").unwrap_err(), PageError::Foreign);
         assert_eq!(decode(&[0u8; 64]).unwrap_err(), PageError::Foreign);
-        let mut v2 = b.clone();
-        v2[8] = 2;
-        assert_eq!(decode(&v2).unwrap_err(), PageError::Version(2));
+        let mut v1 = b.clone();
+        v1[8] = 1;
+        assert_eq!(decode(&v1).unwrap_err(), PageError::Version(1));
+        let mut family = b.clone();
+        family[38] = 5;
+        assert!(matches!(decode(&family), Err(PageError::Malformed(_))));
         for cut in [HEADER_BYTES, HEADER_BYTES + 5, b.len() - 1] {
             assert!(
                 matches!(decode(&b[..cut]), Err(PageError::Malformed(_))),
