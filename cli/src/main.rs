@@ -1,6 +1,7 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
 mod bench;
+mod check;
 mod config_load;
 mod docs;
 mod env_explain;
@@ -39,6 +40,8 @@ pub struct GlobalOpts {
 enum Command {
     /// Run and time collectives (nccl-tests' flags and output); all_reduce by default.
     Bench(bench::Args),
+    /// Check hosts' health: each host alone, pairs, rails; a busbw matrix, outliers flagged.
+    Check(check::Args),
     /// Explain the NCCL_* settings in effect, or any knob.
     EnvExplain(env_explain::Args),
     /// Show this host's (or a topology file's) GPUs, NICs, PCI tree and paths.
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = init_log(&cli.global).and_then(|()| match cli.command {
         Command::Bench(a) => bench::run(a, &cli.global),
+        Command::Check(a) => check::run(a, &cli.global),
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),
