@@ -434,7 +434,7 @@ fn under_a_launcher_rank_0_reports_the_throttled_pair() {
         .collect();
     assert_eq!(flagged.len(), 1, "{stdout}");
     assert!(
-        flagged[0].starts_with("FLAGGED  pair node0-node2:"),
+        flagged[0].starts_with("FLAGGED  pair node0 <-> node2:"),
         "{stdout}"
     );
 }

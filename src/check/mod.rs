@@ -23,7 +23,9 @@ pub use driver::run_rank;
 pub use planes::{Rails, RankSetup};
 pub use report::{Event, HostFacts, HostProblem, Measurement, Outcome, SizeResult};
 pub use schedule::{Group, Pairing};
-pub use verdict::{CheckReport, CheckSetup, Judged, RailReport, Rule, Suspect, judge, median};
+pub use verdict::{
+    CheckReport, CheckSetup, Judged, RailReport, Rule, Suspect, gbps, judge, median,
+};
 
 use crate::bench::BenchOptions;
 

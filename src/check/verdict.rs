@@ -147,6 +147,18 @@ pub struct CheckReport {
     pub exit_code: u8,
 }
 
+/// A bandwidth in GB/s with about three significant digits (`0.00612`, `1.18`, `48.2`, `480`).
+pub fn gbps(x: f64) -> String {
+    match x {
+        x if x >= 100.0 => format!("{x:.0}"),
+        x if x >= 10.0 => format!("{x:.1}"),
+        x if x >= 1.0 => format!("{x:.2}"),
+        x if x >= 0.1 => format!("{x:.3}"),
+        x if x >= 0.01 => format!("{x:.4}"),
+        x => format!("{x:.5}"),
+    }
+}
+
 /// The median of `v` (mean of the middle two for an even count); `None` when empty.
 pub fn median(v: &[f64]) -> Option<f64> {
     let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
@@ -271,8 +283,11 @@ fn judge_kind(
                 let bar = rule.below_median * med;
                 if rule.below_median > 0.0 && b < bar {
                     reasons.push(format!(
-                        "busbw {b:.3} GB/s is below {:.2} × the median of {kind} ({med:.3} GB/s) = {bar:.3} GB/s",
-                        rule.below_median
+                        "busbw {} GB/s is below {:.2} × the median of {kind} ({} GB/s) = {} GB/s",
+                        gbps(b),
+                        rule.below_median,
+                        gbps(med),
+                        gbps(bar)
                     ));
                 }
             }
@@ -280,7 +295,8 @@ fn judge_kind(
                 && b < min
             {
                 reasons.push(format!(
-                    "busbw {b:.3} GB/s is below {floor_flag} {min} GB/s"
+                    "busbw {} GB/s is below {floor_flag} {min} GB/s",
+                    gbps(b)
                 ));
             }
             Judged {
@@ -384,6 +400,11 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0]), Some(3.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
+        let shown: Vec<String> = [0.006123, 0.0612, 0.612, 1.184, 48.25, 480.4]
+            .into_iter()
+            .map(gbps)
+            .collect();
+        assert_eq!(shown, ["0.00612", "0.0612", "0.612", "1.18", "48.2", "480"]);
     }
 
     #[test]

@@ -124,7 +124,7 @@ pub struct Args {
     /// Also write the JSON report to this file.
     #[arg(short = 'J', long, value_name = "FILE")]
     pub output_file: Option<PathBuf>,
-    /// Run as a worker of a coordinating `rnccl check` (it starts these itself).
+    /// Internal: run as a worker of a coordinating `rnccl check`, which starts it on each host.
     #[arg(long, hide = true)]
     pub worker: bool,
 }
@@ -211,7 +211,7 @@ enum Mode {
     /// Every process one rank, started by a launcher.
     Launched(Box<launched::Launched>),
     /// Workers started on hosts (or on this host alone).
-    Hosts(coordinator::Fanout),
+    Hosts(Box<coordinator::Fanout>),
 }
 
 impl Mode {
@@ -235,9 +235,10 @@ fn prepare(args: &Args, global: &GlobalOpts) -> anyhow::Result<Mode> {
     if !listed && let Some(l) = rnccl::launch::detect(&env)? {
         if args.ranks_per_host.is_some() {
             bail!(
-                "--ranks-per-host is for host lists: {} started {} processes, one rank each; start as many per host as you want ranks (e.g. srun --ntasks-per-node=8)",
+                "--ranks-per-host is for host lists: {} started {} process{}, one rank each; start as many per host as you want ranks (e.g. srun --ntasks-per-node=8)",
                 l.launcher,
-                l.size
+                l.size,
+                if l.size == 1 { "" } else { "es" }
             );
         }
         return Ok(Mode::Launched(Box::new(launched::Launched::new(
@@ -258,7 +259,7 @@ fn prepare(args: &Args, global: &GlobalOpts) -> anyhow::Result<Mode> {
         );
     }
     let rsh = listed.then(|| rsh::Rsh::parse(&args.rsh)).transpose()?;
-    Ok(Mode::Hosts(coordinator::Fanout::new(
+    Ok(Mode::Hosts(Box::new(coordinator::Fanout::new(
         hosts,
         rsh,
         args,
@@ -266,7 +267,7 @@ fn prepare(args: &Args, global: &GlobalOpts) -> anyhow::Result<Mode> {
         rule,
         &knobs,
         Duration::from_secs(args.connect_timeout),
-    )?))
+    )?)))
 }
 
 /// Prints the report as asked, writes the JSON file, and gives the exit status.

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use rnccl::check::{CheckReport, Judged, Pairing, RailReport};
+use rnccl::check::{CheckReport, Judged, Pairing, RailReport, gbps as bw};
 
 /// Widest host name used as a column heading; longer names get numbered columns.
 const NAME_COLUMN: usize = 12;
@@ -12,21 +12,11 @@ const NAME_COLUMN: usize = 12;
 /// `1 MiB`, `64 MiB`, `4 GiB`, `1000 B`.
 fn size(b: usize) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{} {unit}", b >> shift);
         }
     }
     format!("{b} B")
-}
-
-/// A bandwidth with three significant digits or so.
-fn bw(x: f64) -> String {
-    match x {
-        x if x >= 100.0 => format!("{x:.0}"),
-        x if x >= 10.0 => format!("{x:.1}"),
-        x if x >= 1.0 => format!("{x:.2}"),
-        x => format!("{x:.3}"),
-    }
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -240,7 +230,7 @@ fn findings(o: &mut String, r: &CheckReport) {
         for j in rail.pairs.iter().filter(|j| j.flagged) {
             lines.push(format!(
                 "FLAGGED  pair {}{on}: {}",
-                j.measurement.hosts.join("-"),
+                j.measurement.hosts.join(" <-> "),
                 j.reasons.join("; ")
             ));
         }
