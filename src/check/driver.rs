@@ -179,6 +179,47 @@ fn who(layout: &Layout, r: usize) -> String {
     format!("rank {r} (host {})", layout.hosts[layout.host_of[r]].name)
 }
 
+/// Where ranks are, by host: `host a (rank 0) and host b (ranks 8-11, 13)`.
+fn where_(layout: &Layout, ranks: &[usize]) -> String {
+    let mut by_host: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &r in ranks {
+        let h = layout.host_of[r];
+        match by_host.iter_mut().find(|(x, _)| *x == h) {
+            Some((_, v)) => v.push(r),
+            None => by_host.push((h, vec![r])),
+        }
+    }
+    let parts: Vec<String> = by_host
+        .iter()
+        .map(|(h, rs)| {
+            let mut spans: Vec<(usize, usize)> = Vec::new();
+            for &r in rs {
+                match spans.last_mut() {
+                    Some((_, hi)) if *hi + 1 == r => *hi = r,
+                    _ => spans.push((r, r)),
+                }
+            }
+            let list: Vec<String> = spans
+                .iter()
+                .map(|&(a, b)| {
+                    if a == b {
+                        a.to_string()
+                    } else {
+                        format!("{a}-{b}")
+                    }
+                })
+                .collect();
+            let word = if rs.len() == 1 { "rank" } else { "ranks" };
+            format!(
+                "host {} ({word} {})",
+                layout.hosts[*h].name,
+                list.join(", ")
+            )
+        })
+        .collect();
+    parts.join(" and ")
+}
+
 /// The knobs of a plane's communicator: a rendezvous of its own, the rail's NIC, and the
 /// measurement timeout for every wait.
 fn plane_knobs(knobs: &Config, nic: Option<&str>, opts: &CheckOptions) -> Config {
@@ -313,10 +354,7 @@ fn merge(layout: &Layout, plane: &Plane, g: Group, gi: usize, all: &[RoundRecord
         _ => Outcome::Failed {
             reason: order
                 .iter()
-                .map(|why| {
-                    let ranks: Vec<String> = reasons[why].iter().map(|&r| who(layout, r)).collect();
-                    format!("{} on {}", why, ranks.join(", "))
-                })
+                .map(|why| format!("{}: {why}", where_(layout, &reasons[why])))
                 .collect::<Vec<_>>()
                 .join("; "),
         },
@@ -421,20 +459,26 @@ mod tests {
         }
     }
 
-    /// A group still running at the timeout is stopped and reported; the check goes on with
-    /// the next round.
+    /// A group still running at the timeout is stopped and reported, naming its ranks by
+    /// host; the check goes on with the next round.
     #[test]
     fn a_measurement_past_its_timeout_is_stopped() {
-        let o = opts(Pairing::Quick, 32 << 20, 100_000, Duration::from_secs(1));
-        let events = check(&["a", "b", "c"], &o);
+        let o = opts(Pairing::Quick, 8 << 20, 1_000_000, Duration::from_secs(1));
+        let events = check(&["a", "a", "b", "b", "c", "c"], &o);
         let m = measured(&events);
-        assert_eq!(m.len(), 2, "{m:?}");
-        for (h, o) in m {
+        assert_eq!(m.len(), 5, "3 hosts alone, then 2 pairs: {m:?}");
+        let want = [
+            "host a (ranks 0-1): did not finish within 1 s",
+            "host b (ranks 2-3): did not finish",
+            "host c (ranks 4-5): did not finish",
+            "host a (ranks 0-1) and host b (ranks 2-3): did not finish",
+            "host a (ranks 0-1) and host c (ranks 4-5): did not finish",
+        ];
+        for ((h, o), want) in m.into_iter().zip(want) {
             let Outcome::Failed { reason } = o else {
                 panic!("{h:?}: {o:?}")
             };
-            assert!(reason.contains("did not finish within 1 s"), "{reason}");
-            assert!(reason.contains("(host a)"), "{reason}");
+            assert!(reason.starts_with(want), "{reason}");
         }
     }
 }

@@ -93,8 +93,6 @@ struct Worker {
     stdin: Option<ChildStdin>,
     tail: Arc<Mutex<VecDeque<String>>>,
     state: State,
-    /// Its standard output closed.
-    closed: bool,
 }
 
 impl Worker {
@@ -286,7 +284,6 @@ impl Fanout {
             child: Some(child),
             tail,
             state: State::Starting,
-            closed: false,
         };
         let setup = ToWorker::Setup {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -375,7 +372,6 @@ impl Run {
         let Some(w) = self.workers[i].as_mut() else {
             return;
         };
-        w.closed = true;
         let status = w.exited(Duration::from_secs(2));
         let words = w.last_words();
         match (status, w.state) {
