@@ -31,13 +31,13 @@ const TAIL: usize = 20;
 /// How long the other workers may go on after one failed, to report their own view.
 const GRACE: Duration = Duration::from_secs(5);
 
-/// The knobs a coordinator passes on: NCCL_* and RNCCL_* values the user set (environment or
-/// YAML), except those naming this host or this process's rendezvous.
+/// The knobs a coordinator passes on: the registry's knobs the user set (environment or YAML),
+/// except those naming this host or this process's rendezvous.
 fn forwarded(knobs: &Config) -> Vec<(String, String)> {
     knobs
         .settings()
         .filter(|(k, s)| {
-            (k.starts_with("NCCL_") || k.starts_with("RNCCL_"))
+            rnccl::config::lookup(k).is_some()
                 && !matches!(*k, "NCCL_COMM_ID" | "NCCL_HOSTID" | "RNCCL_CONFIG")
                 && matches!(s.source, Source::Env | Source::Yaml(_))
         })
@@ -540,5 +540,25 @@ impl Run {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_users_knobs_go_to_the_workers_but_not_this_hosts_identity() {
+        let mut c = Config::defaults();
+        c.set("NCCL_SOCKET_IFNAME", "=eth1", Source::Env);
+        c.set("NCCL_COMM_ID", "10.0.0.1:29500", Source::Env);
+        c.set("NCCL_HOSTID", "login1", Source::Env);
+        c.set("NCCL_DEBUG", "INFO", Source::Program("a flag".into()));
+        // Not a knob (spelled so that the registry's literal scan passes it by).
+        c.set(&format!("NCCL_{}", "NOT_A_KNOB"), "1", Source::Env);
+        assert_eq!(
+            forwarded(&c),
+            [("NCCL_SOCKET_IFNAME".to_string(), "=eth1".to_string())]
+        );
     }
 }

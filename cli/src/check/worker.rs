@@ -176,3 +176,23 @@ pub fn run(global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         _ => bail!("{}", errors.join("; ")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_own_environment_wins_over_the_coordinators_values() {
+        let mut c = Config::defaults();
+        c.set("NCCL_SOCKET_IFNAME", "=ib0", Source::Env);
+        apply(
+            &mut c,
+            vec![
+                ("NCCL_SOCKET_IFNAME".into(), "=eth0".into()),
+                ("NCCL_DEBUG".into(), "WARN".into()),
+            ],
+        );
+        assert_eq!(c.string("NCCL_SOCKET_IFNAME"), Some("=ib0"));
+        assert_eq!(c.string("NCCL_DEBUG"), Some("WARN"));
+    }
+}
