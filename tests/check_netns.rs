@@ -438,3 +438,57 @@ fn under_a_launcher_rank_0_reports_the_throttled_pair() {
         "{stdout}"
     );
 }
+
+/// Killing the coordinator stops every worker: their standard input closes, and nothing is
+/// left running on the hosts.
+#[test]
+fn workers_stop_when_the_coordinator_dies() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(h) = hosts("co", 2, 1) else { return };
+    let pids = |ns: &str| -> usize {
+        let out = Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let list = h.hosts.join(",");
+    let mut coordinator = Command::new(rnccl_bin())
+        .args([
+            "check",
+            "--cpu",
+            "--hosts",
+            &list,
+            "--rsh",
+            RSH,
+            "--pairwise",
+            "--ranks-per-host",
+            "1",
+            "-b",
+            "16M",
+            "-n",
+            "100000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start rnccl");
+    let until = Instant::now() + Duration::from_secs(30);
+    while h.hosts.iter().any(|ns| pids(ns) == 0) {
+        assert!(Instant::now() < until, "the workers never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let them get into the measurement.
+    std::thread::sleep(Duration::from_millis(500));
+    coordinator.kill().unwrap();
+    coordinator.wait().unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while h.hosts.iter().any(|ns| pids(ns) > 0) {
+        assert!(
+            Instant::now() < until,
+            "workers still running 5 s after their coordinator died"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -166,7 +166,7 @@ fn plane_rounds(
     rounds
 }
 
-/// `rail eth1` or `default interface`, for messages.
+/// `rail eth1`, or `measurement` for the default interface, for messages.
 fn plane_name(plane: &Plane) -> String {
     match &plane.label {
         Some(l) => format!("rail {l}"),

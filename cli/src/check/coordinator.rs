@@ -61,6 +61,14 @@ pub fn progress(show: bool) -> indicatif::ProgressBar {
     bar
 }
 
+/// Shows a line of `host`'s output on standard error, prefixed with `[host]` (ignoring a
+/// standard error that went away: the check itself goes on).
+fn forward(bar: &indicatif::ProgressBar, host: &str, line: &str) {
+    bar.suspend(|| {
+        let _ = writeln!(std::io::stderr(), "[{host}] {line}");
+    });
+}
+
 /// What a worker's readers report.
 enum Note {
     /// A protocol message.
@@ -92,6 +100,8 @@ struct Worker {
     child: Option<Child>,
     stdin: Option<ChildStdin>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// The thread reading its standard error into `tail`.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     state: State,
 }
 
@@ -114,8 +124,15 @@ impl Worker {
         )
     }
 
-    /// Its last lines of output, for a failure's reason.
+    /// Its last lines of output, for a failure's reason. Once it has exited (no child left),
+    /// its final lines may still be in the reader's hands: wait for that reader (at most 1 s).
     fn last_words(&self) -> String {
+        if let (None, Some(reader)) = (&self.child, &self.stderr_reader) {
+            let until = Instant::now() + Duration::from_secs(1);
+            while !reader.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         let tail = self.tail.lock().map(|t| t.clone()).unwrap_or_default();
         let lines: Vec<&str> = tail
             .iter()
@@ -252,7 +269,7 @@ impl Fanout {
                     let note = match protocol::parse_from_worker(&line) {
                         Ok(Some(m)) => Note::Msg(m),
                         Ok(None) => {
-                            bar.suspend(|| eprintln!("[{host}] {line}"));
+                            forward(&bar, &host, &line);
                             continue;
                         }
                         Err(e) => Note::Bad(e.to_string()),
@@ -264,11 +281,11 @@ impl Fanout {
                 let _ = notes.send((i, Note::Closed));
             });
         }
-        if let Some(err) = child.stderr.take() {
+        let stderr_reader = child.stderr.take().map(|err| {
             let (tail, host, bar) = (tail.clone(), host.to_string(), bar.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    bar.suspend(|| eprintln!("[{host}] {line}"));
+                    forward(&bar, &host, &line);
                     if let Ok(mut t) = tail.lock() {
                         if t.len() == TAIL {
                             t.pop_front();
@@ -276,13 +293,14 @@ impl Fanout {
                         t.push_back(line);
                     }
                 }
-            });
-        }
+            })
+        });
         let mut w = Worker {
             host: host.to_string(),
             stdin: child.stdin.take(),
             child: Some(child),
             tail,
+            stderr_reader,
             state: State::Starting,
         };
         let setup = ToWorker::Setup {

@@ -135,7 +135,11 @@ pub fn run(global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     };
     std::thread::spawn(move || {
         while lines.recv().is_ok() {}
-        eprintln!("rnccl check: the coordinator went away; stopping this host's ranks");
+        // Standard error may have gone with the coordinator: never panic on it here.
+        let _ = writeln!(
+            std::io::stderr(),
+            "rnccl check: the coordinator went away; stopping this host's ranks"
+        );
         std::process::exit(i32::from(ORPHANED));
     });
     let world_knobs = Arc::new(world_knobs);
