@@ -423,6 +423,13 @@ fn a_worker_killed_mid_check_is_named() {
         )) || first.contains("killed by signal 9"),
         "{stdout}"
     );
+    for host in &h.hosts {
+        let times = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("FAILED   host {host}:")))
+            .count();
+        assert!(times <= 1, "{host} reported {times} times:\n{stdout}");
+    }
     assert!(took < Duration::from_secs(30), "took {took:?}:\n{stdout}");
 }
 

@@ -128,3 +128,25 @@ fn under_a_launcher() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nothing was measured"), "{err}");
 }
+
+/// A host whose worker never answers is stopped and named after the connect timeout; the check
+/// does not wait for it any longer.
+#[test]
+fn a_host_that_never_answers_is_named() {
+    let start = std::time::Instant::now();
+    let (code, out, err) = check(&[
+        "--hosts",
+        "silent",
+        "--rsh",
+        "sh -c 'exec sleep 30' {host}",
+        "--connect-timeout",
+        "1",
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("FAILED   host silent: did not answer within 1 s"),
+        "{out}"
+    );
+    assert!(out.contains("rnccl check: 1 host;"), "{out}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}

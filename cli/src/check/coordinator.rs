@@ -387,7 +387,11 @@ impl Run {
     /// Worker `i`'s output closed: it finished when it exited with 0 after measuring, else it
     /// failed (`starting`: it never answered).
     fn closed(&mut self, i: usize) {
-        let Some(w) = self.workers[i].as_mut() else {
+        let Some(w) = self.workers[i]
+            .as_mut()
+            .filter(|w| !matches!(w.state, State::Failed | State::Finished))
+        else {
+            // Already reported (a worker this coordinator stopped closes its output too).
             return;
         };
         let status = w.exited(Duration::from_secs(2));
