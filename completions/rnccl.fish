@@ -28,6 +28,7 @@ complete -c rnccl -n "__fish_rnccl_needs_command" -l config -d 'YAML config with
 complete -c rnccl -n "__fish_rnccl_needs_command" -s h -l help -d 'Print help'
 complete -c rnccl -n "__fish_rnccl_needs_command" -s V -l version -d 'Print version'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
+complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "check" -d 'Check hosts\' health: each host alone, pairs, rails; a busbw matrix, outliers flagged'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
 complete -c rnccl -n "__fish_rnccl_needs_command" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
@@ -69,6 +70,31 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l threads -d 'Run ev
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l cpu -d 'Run CPU ranks on host buffers even on a host with GPUs'
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s V -l version -d 'Print version'
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l hosts -d 'Hosts to check, comma-separated; Slurm hostlist expressions work (gpu[01-08,11])' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l hostfile -d 'File naming the hosts, one per line (# comments; "host slots=N" and "host:N" lines work)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l rsh -d 'How to start a program on a host: a command template with {host}; the worker\'s command is appended' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l rnccl -d 'The rnccl executable on the hosts [default: this executable\'s path]' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l rails -d 'NICs to measure pairs on: auto (one rail per NIC where hosts have several), none (the interface NCCL picks), or interface names (eth0,eth1)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l ranks-per-host -d 'Ranks per host, host-list mode [default: one per GPU, or 2 CPU ranks]' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s b -l size -d 'all_reduce sizes per rank, comma-separated (K, M, G suffixes); the largest is judged' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s n -l iters -d 'Timed iterations per size' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s w -l warmup -d 'Warm-up iterations per size' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s c -l check -d 'Data-check iterations per size (0: off)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s T -l timeout -d 'Seconds one measurement (a host alone, or a pair) may take; past it, it is stopped and flagged' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l connect-timeout -d 'Seconds a host may take to start its worker (ssh included)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l below-median -d 'Flag results below this fraction of their kind\'s median busbw (0: off)' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l min-busbw -d 'Flag pairs below this busbw, GB/s' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l min-host-busbw -d 'Flag hosts alone below this busbw, GB/s' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l format -d 'Output format on standard output' -r -f -a "text\t'The bandwidth matrix and the findings'
+json\t'The whole report as one JSON document'"
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s J -l output-file -d 'Also write the JSON report to this file' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l pairwise -d 'Also measure every pair of hosts (n(n-1)/2 pairs, in n-1 rounds of disjoint pairs)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l pairwise-quick -d 'Also measure one pair per host (host i with host i+n/2: one round)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l cpu -d 'CPU ranks on host memory even on hosts with GPUs'
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -l worker -d 'Internal: run as a worker of a coordinating `rnccl check`, which starts it on each host'
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rnccl -n "__fish_rnccl_using_subcommand check" -s V -l version -d 'Print version'
 complete -c rnccl -n "__fish_rnccl_using_subcommand env-explain" -l subsystem -d 'Only knobs of this subsystem (repeatable)' -r -f -a "alloc\t''
 bootstrap\t''
 collnet\t''
@@ -190,15 +216,16 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand completions" -s V -l version
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -l config -d 'YAML config with NCCL_* knob values (also RNCCL_CONFIG)' -r -F
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -s h -l help -d 'Print help'
 complete -c rnccl -n "__fish_rnccl_using_subcommand man" -s V -l version -d 'Print version'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "status" -d 'Ask a running job (any host) how far each rank got, what it waits on, who is behind'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "ibcheck" -d 'Check this host\'s InfiniBand/RoCE adapters, ports, GIDs, counters and placement; test RDMA bandwidth'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "man" -d 'Write the man pages (one per command) into a folder'
-complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench env-explain plot topo rings status ibcheck top tune completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "bench" -d 'Run and time collectives (nccl-tests\' flags and output); all_reduce by default'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "check" -d 'Check hosts\' health: each host alone, pairs, rails; a busbw matrix, outliers flagged'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "env-explain" -d 'Explain the NCCL_* settings in effect, or any knob'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "plot" -d 'Draw saved results (rnccl\'s or nccl-tests\' JSON or text output) as curves against size'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "topo" -d 'Show this host\'s (or a topology file\'s) GPUs, NICs, PCI tree and paths'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "rings" -d 'Show the rings and trees NCCL would build, and the tuning model'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "status" -d 'Ask a running job (any host) how far each rank got, what it waits on, who is behind'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "ibcheck" -d 'Check this host\'s InfiniBand/RoCE adapters, ports, GIDs, counters and placement; test RDMA bandwidth'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "top" -d 'Watch the rnccl jobs on this host live: per-rank, channel and peer traffic, stuck links'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "tune" -d 'Tune NCCL knobs interactively: sweep with them, compare busbw curves, save the best'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "man" -d 'Write the man pages (one per command) into a folder'
+complete -c rnccl -n "__fish_rnccl_using_subcommand help; and not __fish_seen_subcommand_from bench check env-explain plot topo rings status ibcheck top tune completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

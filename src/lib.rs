@@ -9,12 +9,14 @@
 //! The public API is what users of the library need: communicators and their collectives
 //! ([`Communicator`], [`Group`], [`comm`]), how ranks find each other under a launcher
 //! ([`launch`]), knobs ([`config`]), topology ([`topo`]), channels and the tuning model
-//! ([`graph`]), the benchmark ([`bench`](mod@bench)), live counters ([`stats`]), NCCL_DEBUG logging
-//! ([`log`]), job status across hosts ([`status`]) and typed errors ([`Error`]). Plans, the executor, transports and kernels are
+//! ([`graph`]), the benchmark ([`bench`](mod@bench)), multi-host health checks ([`check`]),
+//! live counters ([`stats`]), NCCL_DEBUG logging ([`log`]), job status across hosts
+//! ([`status`]) and typed errors ([`Error`]). Plans, the executor, transports and kernels are
 //! internal.
 
 pub mod bench;
 mod bootstrap;
+pub mod check;
 mod coll;
 pub mod comm;
 pub mod config;

@@ -1,6 +1,7 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
 mod bench;
+mod check;
 mod config_load;
 mod docs;
 mod env_explain;
@@ -43,6 +44,8 @@ pub struct GlobalOpts {
 enum Command {
     /// Run and time collectives (nccl-tests' flags and output); all_reduce by default.
     Bench(Box<bench::Args>),
+    /// Check hosts' health: each host alone, pairs, rails; a busbw matrix, outliers flagged.
+    Check(check::Args),
     /// Explain the NCCL_* settings in effect, or any knob.
     EnvExplain(env_explain::Args),
     /// Draw saved results (rnccl's or nccl-tests' JSON or text output) as curves against size.
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
     let result = init_log(&cli.global).and_then(|()| match cli.command {
         Command::Bench(a) => bench::run(*a, &cli.global),
         Command::Plot(a) => plot::run(a, &cli.global),
+        Command::Check(a) => check::run(a, &cli.global),
         Command::EnvExplain(a) => env_explain::run(a, &cli.global),
         Command::Topo(a) => topo::run(a, &cli.global),
         Command::Rings(a) => rings::run(a, &cli.global),

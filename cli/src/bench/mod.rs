@@ -8,7 +8,7 @@
 //! `-t` threads, each driving `-g` ranks (nccl-tests' model; see [`shape`]).
 
 mod args;
-mod backend;
+pub(crate) mod backend;
 mod bind;
 mod failures;
 mod json;
