@@ -312,6 +312,7 @@ impl CommDiagnosis {
                 }
             }
         }
+        out.extend(self.stalled_links());
         for s in self.stuck.iter().filter(|s| !s.waits.is_empty()) {
             out.push(format!(
                 "{} {}",
@@ -327,6 +328,76 @@ impl CommDiagnosis {
             out.push(format!("{} {why}", describe(view(r))));
         }
         out
+    }
+}
+
+impl CommDiagnosis {
+    /// Links that carry nothing: a stuck rank waits for data from a peer that has sent it more
+    /// than it received on that channel — the bytes sit between them (in the peer's FIFO slots,
+    /// its socket, or the network), so the transport or the network between the two is
+    /// stalled, not a rank. (Senders count a slot when they post it, receivers when they
+    /// consume it.)
+    fn stalled_links(&self) -> Vec<String> {
+        let bytes = |rank: usize, peer: usize, channel: u16, dir: Direction| -> Option<u64> {
+            match &self.ranks.get(rank)?.state {
+                RankState::Answered(c) => Some(
+                    c.links
+                        .iter()
+                        .filter(|l| l.peer == peer && l.channel == channel && l.direction == dir)
+                        .map(|l| l.bytes)
+                        .sum(),
+                ),
+                _ => None,
+            }
+        };
+        /// One direction of one pair of ranks: its stalled channels, the bytes held between
+        /// the two, the longest wait (s) and the transport.
+        struct Held {
+            channels: Vec<u16>,
+            bytes: u64,
+            waited_s: f64,
+            via: &'static str,
+        }
+        let mut found: BTreeMap<(usize, usize), Held> = BTreeMap::new();
+        for r in &self.stuck {
+            for w in r.waits.iter().filter(|w| w.direction == Direction::Recv) {
+                let sent = bytes(w.peer, r.rank, w.channel, Direction::Send);
+                let got = bytes(r.rank, w.peer, w.channel, Direction::Recv);
+                let (Some(sent), Some(got)) = (sent, got) else {
+                    continue;
+                };
+                if sent > got {
+                    let e = found.entry((w.peer, r.rank)).or_insert(Held {
+                        channels: Vec::new(),
+                        bytes: 0,
+                        waited_s: 0.0,
+                        via: w.transport.nccl_name(),
+                    });
+                    e.channels.push(w.channel);
+                    e.bytes += sent - got;
+                    e.waited_s = e.waited_s.max(w.stalled_s);
+                }
+            }
+        }
+        found
+            .into_iter()
+            .map(|((from, to), mut h)| {
+                h.channels.sort_unstable();
+                let list: Vec<String> = h.channels.iter().map(u16::to_string).collect();
+                format!(
+                    "the link from {} to {} carries nothing on channel{} {} ({}): {} bytes \
+                     sent are not received while the receiver has waited {:.1} s for them; \
+                     look at the transport or the network between their hosts",
+                    describe(&self.ranks[from]),
+                    describe(&self.ranks[to]),
+                    if h.channels.len() == 1 { "" } else { "s" },
+                    list.join(", "),
+                    h.via,
+                    h.bytes,
+                    h.waited_s
+                )
+            })
+            .collect()
     }
 }
 
@@ -484,6 +555,51 @@ mod tests {
             ]
         );
         assert_eq!(d.slowest_links.len(), 4, "two ranks × two channels waited");
+    }
+
+    #[test]
+    fn a_link_that_carries_nothing_is_named_with_both_ends() {
+        let mut sender = rank(
+            2,
+            7,
+            Some(8.0),
+            &[(1, Direction::Recv), (0, Direction::Send)],
+        );
+        for l in &mut sender.comms[0].links {
+            if l.direction == Direction::Send && l.channel == 1 {
+                l.bytes += 4096;
+            }
+        }
+        let job = JobStatus {
+            processes: vec![
+                (addr(0), Ok(rank(0, 7, Some(8.0), &[(2, Direction::Recv)]))),
+                (
+                    addr(1),
+                    Ok(rank(
+                        1,
+                        7,
+                        Some(8.0),
+                        &[(0, Direction::Recv), (2, Direction::Send)],
+                    )),
+                ),
+                (addr(2), Ok(sender)),
+                (addr(3), Ok(rank(3, 7, Some(8.0), &[]))),
+            ],
+        };
+        let d = &diagnose(&job, 5.0)[0];
+        let f = d.findings(NOW);
+        assert_eq!(
+            f[1],
+            "the link from rank 2 (host h1, pid 102) to rank 0 (host h0, pid 100) carries nothing \
+             on channel 1 (NET/Socket): 4096 bytes sent are not received while the receiver has \
+             waited 6.0 s for them; look at the transport or the network between their hosts",
+            "{f:#?}"
+        );
+        assert_eq!(
+            f.iter().filter(|l| l.contains("carries nothing")).count(),
+            1,
+            "links whose bytes all arrived are not named: {f:#?}"
+        );
     }
 
     #[test]

@@ -157,8 +157,19 @@ impl TestHosts {
         rail: usize,
         mbit: u32,
     ) -> Result<(), String> {
+        self.shape(a, b, rail, &format!("{mbit}mbit"))
+    }
+
+    /// Stalls the traffic between hosts `a` and `b` on `rail`: [`TestHosts::throttle`] at
+    /// 8 kbit/s, where a collective's data crawls while the hosts still answer.
+    ///
+    /// Errors: as [`TestHosts::throttle`].
+    pub(crate) fn stall(&self, a: usize, b: usize, rail: usize) -> Result<(), String> {
+        self.shape(a, b, rail, "8kbit")
+    }
+
+    fn shape(&self, a: usize, b: usize, rail: usize, rate: &str) -> Result<(), String> {
         let dev = format!("rnv{rail}");
-        let rate = format!("{mbit}mbit");
         for (from, to) in [(a, b), (b, a)] {
             let ns = &self.hosts[from];
             let dst = format!("{}/32", self.rail_addrs[rail][to]);
@@ -171,8 +182,7 @@ impl TestHosts {
                 "qdisc", "add", "dev", &dev, "root", "handle", "1:", "htb", "default", "10",
             ])?;
             tc(&[
-                "class", "add", "dev", &dev, "parent", "1:", "classid", "1:20", "htb", "rate",
-                &rate,
+                "class", "add", "dev", &dev, "parent", "1:", "classid", "1:20", "htb", "rate", rate,
             ])?;
             tc(&[
                 "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
