@@ -129,6 +129,8 @@ struct MrEntry {
 struct DevEntry {
     ports: Vec<FakePort>,
     link_up: bool,
+    /// `false` once [`FakeFabric::pull_cable`] pulled it.
+    cabled: bool,
 }
 
 #[derive(Default)]
@@ -331,6 +333,7 @@ impl FakeFabric {
             DevEntry {
                 ports,
                 link_up: true,
+                cabled: true,
             },
         );
     }
@@ -344,10 +347,20 @@ impl FakeFabric {
     }
 
     /// Takes every link of device `name` down (`false`) or up: writes from or to it go
-    /// unacknowledged, as with a pulled cable.
+    /// unacknowledged, as with a path broken somewhere in the fabric; its ports still read
+    /// ACTIVE.
     pub fn set_link(&self, name: &str, up: bool) {
         if let Some(d) = self.lock().devices.get_mut(name) {
             d.link_up = up;
+        }
+    }
+
+    /// Pulls device `name`'s cable: its link goes down as with [`FakeFabric::set_link`], and
+    /// its ports read DOWN (physical state Polling).
+    pub fn pull_cable(&self, name: &str) {
+        if let Some(d) = self.lock().devices.get_mut(name) {
+            d.link_up = false;
+            d.cabled = false;
         }
     }
 
@@ -398,7 +411,15 @@ impl FakeDevice {
             .lock()
             .devices
             .get(&self.name)
-            .and_then(|d| d.ports.get(usize::from(port).wrapping_sub(1)).cloned())
+            .and_then(|d| {
+                let mut p = d.ports.get(usize::from(port).wrapping_sub(1)).cloned()?;
+                if !d.cabled {
+                    // DOWN, physical state Polling.
+                    p.attr.state = 1;
+                    p.attr.phys_state = 2;
+                }
+                Some(p)
+            })
             .ok_or_else(|| VerbsError::call("ibv_query_port", &self.name, libc::EINVAL))
     }
 }

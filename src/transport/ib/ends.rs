@@ -3,6 +3,7 @@
 //! sends those entries for free slots and shows slots whose every piece arrived.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +13,9 @@ use crate::conn::NSLOTS;
 use crate::device::MemKind;
 use crate::ib::endpoint::{PortHandle, QpAddr};
 use crate::ib::params::IbParams;
-use crate::ib::verbs::{Completion, Cq, Qp, QpCaps, SendOp, SendWr, WcOpcode, WcStatus};
+use crate::ib::verbs::{
+    Completion, Cq, PORT_ACTIVE, Qp, QpCaps, SendOp, SendWr, WcOpcode, WcStatus,
+};
 use crate::transport::{PeerState, PollInterest, RecvEnd, SendEnd, TransportError};
 
 /// What one end tells the other at setup: its queue pairs (in order) and the memory the other
@@ -37,7 +40,12 @@ struct Link {
     port: Arc<PortHandle>,
     peer: String,
     done: Vec<Completion>,
+    /// When the port's state was last read or the link last moved (see [`Link::watch_port`]).
+    watched: Instant,
 }
+
+/// How long an end waits with nothing moving before it reads its port's state again.
+const PORT_WATCH: Duration = Duration::from_millis(100);
 
 impl Link {
     fn new(port: Arc<PortHandle>, nqps: usize, peer: &str) -> Result<Link, TransportError> {
@@ -60,6 +68,7 @@ impl Link {
             port,
             peer: peer.to_string(),
             done: Vec::with_capacity(64),
+            watched: Instant::now(),
         })
     }
 
@@ -98,6 +107,46 @@ impl Link {
             }
         }
         Ok(())
+    }
+
+    /// Called after each progress step (`moved`: whether it did anything). Once nothing has
+    /// moved for [`PORT_WATCH`], reads the port's state: a port that left ACTIVE (cable pulled,
+    /// switch port down, subnet manager gone) fails the connection now. Only writes this end
+    /// posts time out on a dead link; a receive waiting for the peer would wait until the
+    /// operation's deadline.
+    ///
+    /// Errors: [`TransportError::Fabric`] naming the port and its state.
+    fn watch_port(&mut self, moved: bool) -> Result<(), TransportError> {
+        if moved || self.watched.elapsed() < PORT_WATCH {
+            if moved {
+                self.watched = Instant::now();
+            }
+            return Ok(());
+        }
+        self.watched = Instant::now();
+        let a = self
+            .port
+            .dev
+            .query_port(self.port.port)
+            .map_err(|e| self.fail(&e))?;
+        if a.state == PORT_ACTIVE {
+            return Ok(());
+        }
+        let state = match a.state {
+            1 => "DOWN",
+            2 => "INIT",
+            3 => "ARMED",
+            _ => "not ACTIVE",
+        };
+        Err(TransportError::Fabric {
+            peer: self.peer.clone(),
+            port: self.port.label(),
+            detail: format!(
+                "the port went {state} (state {}, physical state {}) while the connection waited: \
+                 check the cable and the switch port (ibstat, rnccl ibcheck)",
+                a.state, a.phys_state
+            ),
+        })
     }
 
     fn qp_index(&self, qpn: u32) -> Option<usize> {
@@ -340,7 +389,11 @@ impl SendEnd for IbSender {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        self.step().inspect_err(|e| self.failed = Some(e.clone()))
+        let r = self.step().and_then(|moved| {
+            self.link.watch_port(moved)?;
+            Ok(moved)
+        });
+        r.inspect_err(|e| self.failed = Some(e.clone()))
     }
 
     fn poll_interest(&self) -> Vec<PollInterest> {
@@ -562,7 +615,11 @@ impl RecvEnd for IbReceiver {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        self.step().inspect_err(|e| self.failed = Some(e.clone()))
+        let r = self.step().and_then(|moved| {
+            self.link.watch_port(moved)?;
+            Ok(moved)
+        });
+        r.inspect_err(|e| self.failed = Some(e.clone()))
     }
 
     fn poll_interest(&self) -> Vec<PollInterest> {

@@ -228,11 +228,23 @@ fn a_link_going_down_fails_both_ends() {
     let p = params(1, false, 8);
     let (mut s, mut r) = pair(&f, true, &p, 256);
     stream(&mut s, &mut r, 10, 256);
-    f.set_link("mlx5_1", false);
+    // Every clear-to-send entry is delivered: the receiver has nothing of its own in flight.
+    for _ in 0..10 {
+        s.progress().unwrap();
+        r.progress().unwrap();
+    }
+    f.pull_cable("mlx5_1");
     s.acquire().unwrap();
     s.post(5);
     let e = fails_within(&mut || s.progress(), Duration::from_secs(5));
     assert!(matches!(e, TransportError::Fabric { .. }), "{e}");
+    // The receiver only waits; it learns of the dead link from its port's state.
+    let e = fails_within(&mut || r.progress(), Duration::from_secs(1));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("the port went DOWN") && msg.contains("mlx5_1:1"),
+        "{msg}"
+    );
 }
 
 #[test]
