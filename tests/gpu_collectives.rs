@@ -1,7 +1,8 @@
 //! Collectives on GPU memory, on the device machine (`perf/gpu_suite.sh` runs it there):
 //! every collective × data type × operation × in/out of place, on one GPU rank and on two
 //! (two GPUs when the host has them, otherwise two ranks sharing GPU 0), as two threads, as one
-//! thread driving both ranks in one group, and as two processes (FIFOs in GPU memory through
+//! thread driving both ranks in one group, as two ranks that see different hosts (TCP or
+//! simulated IB between pinned FIFOs), and as two processes (FIFOs in GPU memory through
 //! CUDA IPC, or in shared host memory); counts 0, 1, primes, counts that are not multiples of
 //! nranks, and 256 MiB; outputs poisoned before every run and compared with the sequential host
 //! reference of `common`.
@@ -50,6 +51,47 @@ fn every_collective_staged_through_host_memory() {
         "{links:?}"
     );
     matrix(comms, &[0, 1, 1021, 65_537]);
+}
+
+/// Two GPU ranks of this process that see different hosts (an `NCCL_HOSTID` each), so their
+/// connections go through pinned host FIFOs and the proxy thread: over TCP (loopback), and
+/// over the simulated IB fabric (`RNCCL_IB_FAKE=1`), where the FIFOs' slots are registered
+/// and written in place by RDMA.
+fn between_hosts(extra: &[(&str, &str)], want: rnccl::stats::Path) {
+    let Some(devs) = devices(2) else { return };
+    let id = rnccl::UniqueId::new().expect("unique id");
+    let comms: Vec<Communicator> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|r| {
+                let (id, dev) = (&id, devs[r]);
+                let host = format!("gpu-host-{r}");
+                let mut knobs = vec![("NCCL_HOSTID", host.as_str())];
+                knobs.extend_from_slice(extra);
+                let cfg = config(Duration::from_secs(60), &knobs).device(dev);
+                s.spawn(move || Communicator::init_rank(2, id, r, cfg).expect("init"))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for c in &comms {
+        let t = c.transports();
+        assert!(
+            !t.is_empty() && t.iter().all(|&(_, p)| p == want),
+            "rank {}: {t:?}",
+            c.rank()
+        );
+    }
+    matrix(comms, &[0, 1, 1021, 65_537, 1_000_003]);
+}
+
+#[test]
+fn every_collective_between_hosts_over_tcp() {
+    between_hosts(&[("NCCL_IB_DISABLE", "1")], rnccl::stats::Path::GpuNet);
+}
+
+#[test]
+fn every_collective_between_hosts_over_ib() {
+    between_hosts(&[("RNCCL_IB_FAKE", "1")], rnccl::stats::Path::GpuNetIb);
 }
 
 /// One thread drives both ranks: each group holds one operation per rank (NCCL's

@@ -33,6 +33,9 @@ enum Kind {
     /// A GPU rank's PCI bus id, for its peers on the host to judge the path between their
     /// GPUs (`NCCL_P2P_LEVEL`).
     GpuBus = 10,
+    /// A GPU sending end's answer to an IB offer from another host: its queue pairs and CTS
+    /// FIFO ([`crate::transport::gpu_net`]).
+    GpuNetAnswer = 11,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -66,6 +69,12 @@ pub(crate) fn gpu_ack(key: &ConnKey) -> u64 {
 /// The offer of GPU connection `key` to a peer on another host.
 pub(crate) fn gpu_net_offer(key: &ConnKey) -> u64 {
     tag(Kind::GpuNetOffer, conn(key))
+}
+
+/// The answer to the IB offer of GPU connection `key` (named from the sender's side of the
+/// message).
+pub(crate) fn gpu_net_answer(key: &ConnKey) -> u64 {
+    tag(Kind::GpuNetAnswer, conn(key))
 }
 
 /// A GPU rank's PCI bus id.
@@ -111,6 +120,7 @@ mod tests {
             assert!(all.insert(gpu_offer(k)));
             assert!(all.insert(gpu_ack(k)));
             assert!(all.insert(gpu_net_offer(k)));
+            assert!(all.insert(gpu_net_answer(k)));
         }
         assert!(all.insert(layout()));
         assert!(all.insert(gpu_bus()));

@@ -149,6 +149,8 @@ pub(crate) struct GpuSetup<'a> {
     pub sockets: usize,
     /// The communicator's knobs (`RNCCL_KERNEL_CACHE`).
     pub knobs: &'a crate::config::Config,
+    /// This rank's usable IB ports, for peers on other hosts.
+    pub ib: Option<&'a crate::transport::ib::IbNet>,
 }
 
 /// The connections a GPU communicator opens at init: on every channel, a send to the ring's
@@ -247,6 +249,7 @@ impl GpuComm {
             staged: &staged,
             deadline: Deadline::after(s.timeout),
             abort: s.abort,
+            ib: s.ib,
         };
         let sharing = Sharing::join(s.ordinal);
         let made = connect(&ep, &send_keys, &recv_keys)?;
@@ -268,7 +271,9 @@ impl GpuComm {
             info.bus_id,
             cuda.driver_version,
             sends.len() + recvs.len(),
-            if !made.net.is_empty() {
+            if made.net.iter().any(|c| c.ib.is_some()) {
+                " via NET/IB (host-staged) and local FIFOs"
+            } else if !made.net.is_empty() {
                 " via NET/Socket (host-staged) and local FIFOs"
             } else if recvs.iter().any(GpuRecv::through_host) {
                 " via host memory"

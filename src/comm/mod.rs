@@ -93,6 +93,7 @@ impl Core {
             listener: &self.listener,
             sockets: self.params.sockets,
             knobs: &self.knobs,
+            ib: self.params.ib.as_deref(),
         })?;
         self.gpu = Some(Arc::new(g));
         Ok(self)
@@ -547,7 +548,8 @@ impl Communicator {
 
     /// The network transport this rank's connections to other hosts use, as NCCL names it
     /// (`NET/IB`, `NET/Socket`), or `None` when every peer is reached through memory. GPU
-    /// ranks stage inter-host traffic through host memory over sockets.
+    /// ranks stage inter-host traffic through host memory, over IB or sockets by the same
+    /// rule as CPU ranks.
     pub(crate) fn net_transport(&self) -> Option<&'static str> {
         let core = &self.core;
         let peers = core.net.peers();
@@ -556,15 +558,9 @@ impl Communicator {
             .net_rank
             .iter()
             .filter(|&&r| r != core.net_rank[core.rank])
+            .filter(|&&r| core.gpu.is_none() || peers[r].host_hash != me.host_hash)
             .map(|&r| core.params.select(me, &peers[r]))
             .collect();
-        if core.gpu.is_some() {
-            let remote = core
-                .net_rank
-                .iter()
-                .any(|&r| peers[r].host_hash != me.host_hash);
-            return remote.then(|| TransportKind::Tcp.nccl_name());
-        }
         if kinds.contains(&TransportKind::Ib) {
             Some(TransportKind::Ib.nccl_name())
         } else if kinds.contains(&TransportKind::Tcp) {

@@ -113,6 +113,9 @@ pub enum Path {
     NcclNet,
     /// RDMA writes between hosts over InfiniBand/RoCE (host memory at both ends).
     Ib,
+    /// GPU FIFOs in pinned host memory on two hosts, carried by RDMA writes over
+    /// InfiniBand/RoCE from one FIFO's slots into the other's.
+    GpuNetIb,
 }
 
 impl Path {
@@ -128,6 +131,7 @@ impl Path {
             Path::GpuP2p => "P2P/IPC",
             Path::GpuHost => "SHM/host memory",
             Path::GpuNet => "NET/Socket (host staged)",
+            Path::GpuNetIb => "NET/IB (host staged)",
             Path::NcclKernel => "NCCL kernel",
             Path::NcclNet => "NCCL proxy",
         }

@@ -40,6 +40,7 @@ use crate::exec::gpu::program::DevConn;
 use crate::stats::Path;
 use crate::transport::gpu_net::NetJob;
 use crate::transport::gpu_net::proxy::{NetConn, Side};
+use crate::transport::ib::IbNet;
 use crate::transport::tcp::listener::DataListener;
 
 /// Byte offset of `head` when it lives in the FIFO's shared segment (its own 128-byte line).
@@ -206,7 +207,7 @@ pub(crate) struct GpuRecv {
     /// The sender's memory mapped into this process, when it lives in another.
     _far: Option<Far>,
     /// The sender is on another host: the proxy fills this FIFO from a socket.
-    net: bool,
+    net: Option<Path>,
 }
 
 /// The sending end of a GPU connection.
@@ -223,16 +224,17 @@ pub(crate) struct GpuSend {
     base: u64,
     /// The receiver's memory mapped into this process, when it lives in another.
     _far: Option<Far>,
-    /// The receiver is on another host: the FIFO is this rank's, drained by the proxy.
-    net: bool,
+    /// The receiver is on another host: the FIFO is this rank's, drained by the proxy over
+    /// this path.
+    net: Option<Path>,
 }
 
 /// How a connection end's bytes move, for its live counters.
-fn path(net: bool, host: bool) -> Path {
+fn path(net: Option<Path>, host: bool) -> Path {
     match (net, host) {
-        (true, _) => Path::GpuNet,
-        (false, true) => Path::GpuHost,
-        (false, false) => Path::GpuP2p,
+        (Some(p), _) => p,
+        (None, true) => Path::GpuHost,
+        (None, false) => Path::GpuP2p,
     }
 }
 
@@ -255,7 +257,7 @@ impl GpuRecv {
     /// This rank's LL area for the peer's lines (point-to-point connections on this host;
     /// `slot_bytes` as connected). A network FIFO has none: the peer cannot store into it.
     pub(crate) fn ll_area(&self, slot_bytes: usize) -> Option<u64> {
-        ll_area(&self.key, self.fifo.addr(), slot_bytes).filter(|_| !self.net)
+        ll_area(&self.key, self.fifo.addr(), slot_bytes).filter(|_| self.net.is_none())
     }
 
     /// (slots, bytes) received so far.
@@ -307,7 +309,7 @@ impl GpuSend {
     /// The peer's LL area for this rank's lines (point-to-point connections on this host;
     /// `slot_bytes` as connected).
     pub(crate) fn ll_area(&self, slot_bytes: usize) -> Option<u64> {
-        ll_area(&self.key, self.base, slot_bytes).filter(|_| !self.net)
+        ll_area(&self.key, self.base, slot_bytes).filter(|_| self.net.is_none())
     }
 
     /// (slots, bytes) sent so far.
@@ -342,6 +344,9 @@ pub(crate) struct GpuEndpoints<'a> {
     pub deadline: Deadline,
     /// Raised to interrupt every wait.
     pub abort: &'a AtomicBool,
+    /// This rank's usable IB ports (peers on other hosts on the same fabric are reached over
+    /// IB).
+    pub ib: Option<&'a IbNet>,
 }
 
 impl GpuEndpoints<'_> {
@@ -466,7 +471,7 @@ pub(crate) struct Connected {
 
 /// Connects this rank's `sends` and `recvs` (keys named from this rank's side); every peer
 /// must connect the mirror keys at about the same time. Peers on other hosts are connected
-/// over TCP ([`crate::transport::gpu_net`]); the others through memory both GPUs reach.
+/// over TCP or IB ([`crate::transport::gpu_net`]); the others through memory both GPUs reach.
 ///
 /// Errors: [`Error::InvalidUsage`] for GPUs of one process without peer access;
 /// [`Error::Timeout`] / [`Error::Aborted`] naming the peer that did not answer;
@@ -570,11 +575,12 @@ pub(crate) fn connect(
             counts: Counts::new(ctx)?,
             base,
             _far: far,
-            net: false,
+            net: None,
         });
     }
     let mut net = Vec::new();
     for mut end in net_job.attach(ep, &net_sends)? {
+        let via = end.path();
         net.push(end.proxy_conn(Side::Send, ep.slot_bytes, ep.describe(end.key.peer)));
         let base = end.fifo.ptr() as u64;
         made_sends.push(GpuSend {
@@ -585,7 +591,7 @@ pub(crate) fn connect(
             counts: Counts::new(ctx)?,
             base,
             _far: None,
-            net: true,
+            net: Some(via),
         });
     }
     // Phase 3: every receiving end learns where to free slots; a shared segment's name goes
@@ -614,10 +620,11 @@ pub(crate) fn connect(
             counts: Counts::new(ctx)?,
             head,
             _far: far,
-            net: false,
+            net: None,
         });
     }
     for mut end in net_job.finish(ep)? {
+        let via = end.path();
         net.push(end.proxy_conn(Side::Recv, ep.slot_bytes, ep.describe(end.key.peer)));
         let fifo = FifoMem::Host(end.fifo);
         made_recvs.push(GpuRecv {
@@ -626,7 +633,7 @@ pub(crate) fn connect(
             fifo,
             counts: Counts::new(ctx)?,
             _far: None,
-            net: true,
+            net: Some(via),
         });
     }
     Ok(Connected {

@@ -113,6 +113,7 @@ fn path_name(p: Path) -> &'static str {
         Path::GpuP2p => "p2p",
         Path::GpuHost => "gpu-host",
         Path::GpuNet => "gpu-net",
+        Path::GpuNetIb => "gpu-ib",
         Path::NcclKernel => "nccl-kernel",
         Path::NcclNet => "nccl-net",
         Path::Ib => "ib",

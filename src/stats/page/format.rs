@@ -38,7 +38,7 @@ pub enum PageError {
 }
 
 const DIRECTIONS: [Direction; 3] = [Direction::Send, Direction::Recv, Direction::Read];
-const PATHS: [Path; 10] = [
+const PATHS: [Path; 11] = [
     Path::SameProcess,
     Path::Shm,
     Path::Tcp,
@@ -49,6 +49,7 @@ const PATHS: [Path; 10] = [
     Path::NcclKernel,
     Path::NcclNet,
     Path::Ib,
+    Path::GpuNetIb,
 ];
 
 fn put32(b: &mut Vec<u8>, v: u32) {

@@ -45,7 +45,7 @@
 //! | 4..6 | channel |
 //! | 6 | connection index (0 collective, 1 point-to-point) |
 //! | 7 | direction: 0 send, 1 receive, 2 read of a peer's window |
-//! | 8 | transport: 0 same process, 1 shared memory, 2 TCP, 3 window, 4 GPU peer access, 5 GPU through host memory, 6 GPU over the network, 7 a kernel channel of NVIDIA NCCL (bytes estimated), 8 a network transfer of NVIDIA NCCL's proxy (both written by rnccl's NCCL profiler plugin) |
+//! | 8 | transport: 0 same process, 1 shared memory, 2 TCP, 3 window, 4 GPU peer access, 5 GPU through host memory, 6 GPU over the network, 7 a kernel channel of NVIDIA NCCL (bytes estimated), 8 a network transfer of NVIDIA NCCL's proxy (both written by rnccl's NCCL profiler plugin), 9 InfiniBand/RoCE between host buffers, 10 GPU over InfiniBand/RoCE (host staged); a reader refuses codes it does not know |
 //! | 9..16 | 0 |
 //! | 16..24 | payload bytes moved |
 //! | 24..32 | slots (NCCL steps) moved |

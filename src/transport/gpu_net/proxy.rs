@@ -1,6 +1,8 @@
 //! The proxy thread of GPU connections between hosts (NCCL's proxy for the NET transport): it
 //! moves FIFO slots between this rank's FIFOs in host memory, which its GPU kernel reads and
-//! writes exactly as it would a peer's on the same host, and TCP sockets to the peers.
+//! writes exactly as it would a peer's on the same host, and the peers: over TCP sockets, or
+//! over InfiniBand/RoCE ([`conn_ib`]), where the FIFO's slots are registered with the HCA and
+//! written in place by RDMA, with no copy on either host.
 //!
 //! Unit of work: one pass over every connection of the communicator, round robin, then one
 //! `poll(2)` over their sockets. Nothing blocks: the sockets are non-blocking, and while no
@@ -55,7 +57,9 @@ use crate::error::{Error, Result};
 use crate::transport::tcp::framing::send_vectored;
 
 mod conn;
+mod conn_ib;
 use conn::{Conn, Far};
+pub(crate) use conn_ib::IbLink;
 
 /// Slots per FIFO, as a sequence-number stride.
 const SLOTS: u64 = NSLOTS as u64;
@@ -110,8 +114,11 @@ pub(crate) struct NetConn {
     pub side: Side,
     /// Its FIFO.
     pub fifo: FifoAddrs,
-    /// Connected sockets in stream order (socket `i` carries slots `i`, `i + n`, …).
+    /// Connected sockets in stream order (socket `i` carries slots `i`, `i + n`, …); none
+    /// when `ib` carries the slots.
     pub socks: Vec<TcpStream>,
+    /// The IB connection whose slots are this FIFO's, when the pair uses IB.
+    pub ib: Option<IbLink>,
     /// The peer's communicator rank.
     pub peer: usize,
     /// The peer for messages: "rank 3 (host b, pid 812)".
@@ -352,9 +359,10 @@ impl Loop<'_> {
         for c in &mut self.conns {
             // SAFETY: forwarded contract.
             let m = unsafe {
-                match c.side {
-                    Side::Send => c.pass_send()?,
-                    Side::Recv => c.publish()?,
+                match (&c.ib, c.side) {
+                    (Some(_), _) => c.pass_ib()?,
+                    (None, Side::Send) => c.pass_send()?,
+                    (None, Side::Recv) => c.publish()?,
                 }
             };
             if m {
@@ -475,9 +483,10 @@ impl Loop<'_> {
                 };
                 return Err(Failure::Stalled {
                     what: format!(
-                        "{what} slot {slot} on channel {} over TCP (the GPU network proxy moved \
+                        "{what} slot {slot} on channel {} over {} (the GPU network proxy moved \
                          no byte of it)",
-                        c.channel
+                        c.channel,
+                        c.via()
                     ),
                     peer: c.peer_name.clone(),
                     after: self.ctl.stall_timeout,

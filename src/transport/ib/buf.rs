@@ -1,16 +1,18 @@
-//! Page-aligned host memory the HCA reads and writes, registered for as long as it lives.
+//! Host memory the HCA reads and writes, registered for as long as it lives: page-aligned
+//! memory of its own, or memory its caller owns (a GPU FIFO's pinned slots).
 
 use std::alloc::Layout;
 use std::mem::ManuallyDrop;
 
 use crate::ib::verbs::{Mr, Pd, VerbsError};
 
-/// A zeroed, 4096-byte-aligned buffer registered with a protection domain. The region is
-/// deregistered before the memory is freed.
+/// A registered buffer: zeroed and 4096-byte aligned when it owns its memory, else the
+/// caller's. The region is deregistered before owned memory is freed.
 pub(super) struct RegBuf {
     mr: ManuallyDrop<Box<dyn Mr>>,
     ptr: *mut u8,
-    layout: Layout,
+    /// The allocation's layout; `None` for the caller's memory.
+    layout: Option<Layout>,
 }
 
 // SAFETY: the buffer is plain memory; which side touches which bytes when is governed by the
@@ -39,7 +41,7 @@ impl RegBuf {
             Ok(mr) => Ok(RegBuf {
                 mr: ManuallyDrop::new(mr),
                 ptr,
-                layout,
+                layout: Some(layout),
             }),
             Err(e) => {
                 // SAFETY: ptr came from alloc_zeroed with this layout and was never shared.
@@ -47,6 +49,26 @@ impl RegBuf {
                 Err(e)
             }
         }
+    }
+
+    /// Registers `len` bytes of the caller's memory at `ptr` with `pd`.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` is host memory that stays allocated until this value is dropped; who
+    /// touches which bytes when is the transport's protocol.
+    ///
+    /// Errors: [`VerbsError::Call`] from registration (`ENOMEM`: the memory lock limit).
+    pub(super) unsafe fn external(
+        pd: &dyn Pd,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<RegBuf, VerbsError> {
+        let mr = pd.reg_mr(ptr, len.max(1))?;
+        Ok(RegBuf {
+            mr: ManuallyDrop::new(mr),
+            ptr,
+            layout: None,
+        })
     }
 
     /// Start of the buffer.
@@ -64,7 +86,10 @@ impl Drop for RegBuf {
     fn drop(&mut self) {
         // SAFETY: the region is dropped once, here, before the memory it covers is freed.
         unsafe { ManuallyDrop::drop(&mut self.mr) };
-        // SAFETY: ptr came from alloc_zeroed with this layout, and its registration is gone.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+        if let Some(layout) = self.layout {
+            // SAFETY: ptr came from alloc_zeroed with this layout, and its registration is
+            // gone.
+            unsafe { std::alloc::dealloc(self.ptr, layout) };
+        }
     }
 }

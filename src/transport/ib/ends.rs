@@ -205,11 +205,38 @@ impl IbSender {
         peer: &str,
         remote: &IbAddr,
     ) -> Result<IbSender, TransportError> {
+        // SAFETY: no caller memory.
+        unsafe { IbSender::with_slots(port, params, slot_bytes, peer, remote, None) }
+    }
+
+    /// As [`IbSender::new`], sending from the caller's `NSLOTS × slot_bytes` slots at `slots`
+    /// (a GPU FIFO's pinned slots, which the proxy posts in place) instead of its own.
+    ///
+    /// # Safety
+    /// `slots` (when given) is host memory of `NSLOTS × slot_bytes` bytes that outlives this
+    /// end; a slot's bytes stay unchanged from [`SendEnd::post`] until [`IbSender::completed`]
+    /// passes it.
+    ///
+    /// Errors: as [`IbSender::new`].
+    pub(crate) unsafe fn with_slots(
+        port: Arc<PortHandle>,
+        params: &IbParams,
+        slot_bytes: usize,
+        peer: &str,
+        remote: &IbAddr,
+        slots: Option<*mut u8>,
+    ) -> Result<IbSender, TransportError> {
         let link = Link::new(port, params.qps_per_connection, peer)?;
         let name = link.port.label();
         let err = |e| verbs_failed(peer, &name, &e);
-        let slots = RegBuf::new(&*link.port.pd, NSLOTS * slot_bytes, &name).map_err(err)?;
-        let cts = RegBuf::new(&*link.port.pd, NSLOTS * CTS_BYTES, &name).map_err(err)?;
+        let pd = &*link.port.pd;
+        let slots = match slots {
+            // SAFETY: the caller's contract.
+            Some(p) => unsafe { RegBuf::external(pd, p, NSLOTS * slot_bytes) },
+            None => RegBuf::new(pd, NSLOTS * slot_bytes, &name),
+        }
+        .map_err(err)?;
+        let cts = RegBuf::new(pd, NSLOTS * CTS_BYTES, &name).map_err(err)?;
         link.connect(remote, params, NSLOTS)?;
         Ok(IbSender {
             link,
@@ -225,6 +252,17 @@ impl IbSender {
             completed: 0,
             failed: None,
         })
+    }
+
+    /// The local port (`mlx5_0:1`).
+    pub(crate) fn port(&self) -> String {
+        self.link.port.label()
+    }
+
+    /// Slots whose writes have all completed, counted from the first: the caller may reuse
+    /// slot `i % NSLOTS` once this passes `i`.
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed
     }
 
     /// What the receiver needs: this end's queue pairs and CTS FIFO.
@@ -440,11 +478,36 @@ impl IbReceiver {
         slot_bytes: usize,
         peer: &str,
     ) -> Result<IbReceiver, TransportError> {
+        // SAFETY: no caller memory.
+        unsafe { IbReceiver::with_slots(port, params, slot_bytes, peer, None) }
+    }
+
+    /// As [`IbReceiver::new`], receiving into the caller's `NSLOTS × slot_bytes` slots at
+    /// `slots` (a GPU FIFO's pinned slots, which its kernel reads in place) instead of its own.
+    ///
+    /// # Safety
+    /// `slots` (when given) is host memory of `NSLOTS × slot_bytes` bytes that outlives this
+    /// end; nobody writes a slot between its [`RecvEnd::release`] and its arrival.
+    ///
+    /// Errors: as [`IbReceiver::new`].
+    pub(crate) unsafe fn with_slots(
+        port: Arc<PortHandle>,
+        params: &IbParams,
+        slot_bytes: usize,
+        peer: &str,
+        slots: Option<*mut u8>,
+    ) -> Result<IbReceiver, TransportError> {
         let link = Link::new(port, params.qps_per_connection, peer)?;
         let name = link.port.label();
         let err = |e| verbs_failed(peer, &name, &e);
-        let slots = RegBuf::new(&*link.port.pd, NSLOTS * slot_bytes, &name).map_err(err)?;
-        let entries = RegBuf::new(&*link.port.pd, NSLOTS * CTS_BYTES, &name).map_err(err)?;
+        let pd = &*link.port.pd;
+        let slots = match slots {
+            // SAFETY: the caller's contract.
+            Some(p) => unsafe { RegBuf::external(pd, p, NSLOTS * slot_bytes) },
+            None => RegBuf::new(pd, NSLOTS * slot_bytes, &name),
+        }
+        .map_err(err)?;
+        let entries = RegBuf::new(pd, NSLOTS * CTS_BYTES, &name).map_err(err)?;
         let nqps = link.qps.len();
         Ok(IbReceiver {
             link,
@@ -460,6 +523,27 @@ impl IbReceiver {
             offered: 0,
             failed: None,
         })
+    }
+
+    /// The local port (`mlx5_0:1`).
+    pub(crate) fn port(&self) -> String {
+        self.link.port.label()
+    }
+
+    /// Slots wholly arrived, in order, counted from the first (at least the slots released):
+    /// slot `i` is in place once this passes `i`, with [`IbReceiver::arrived_bytes`] bytes,
+    /// even while earlier slots are not yet released.
+    pub(crate) fn arrived(&self) -> u64 {
+        let mut i = self.released;
+        while i < self.offered && self.left[(i % NSLOTS as u64) as usize] == 0 {
+            i += 1;
+        }
+        i
+    }
+
+    /// Bytes that arrived in slot index `i` (valid while `released <= i < arrived()`).
+    pub(crate) fn arrived_bytes(&self, i: u64) -> usize {
+        self.size[(i % NSLOTS as u64) as usize].min(self.slot_bytes)
     }
 
     /// What the sender needs: this end's queue pairs and slots.

@@ -41,7 +41,8 @@ pub(super) struct Conn {
     pub(super) socks: Vec<Sock>,
     /// Sending end: slots the kernel posted. Receiving end: slots published to the kernel.
     pub(super) tail: u64,
-    /// Sending end: `head` as last stored for the kernel.
+    /// Sending end: `head` as last stored for the kernel. Receiving end over IB: slots handed
+    /// back to the IB receiver.
     pub(super) head: u64,
     /// Receiving end: per slot, byte count + 1 of a frame received and not yet published.
     pub(super) filled: [u64; NSLOTS],
@@ -49,6 +50,8 @@ pub(super) struct Conn {
     pub(super) last_moved: Instant,
     /// A socket's close without a goodbye was recorded in [`Shared`].
     pub(super) noted: bool,
+    /// The IB connection carrying the slots instead of `socks`.
+    pub(super) ib: Option<IbLink>,
 }
 
 impl Conn {
@@ -80,6 +83,15 @@ impl Conn {
             filled: [0; NSLOTS],
             last_moved: Instant::now(),
             noted: false,
+            ib: c.ib,
+        }
+    }
+
+    /// What carries the slots, for messages: "TCP", "IB (mlx5_0:1)".
+    pub(super) fn via(&self) -> String {
+        match &self.ib {
+            Some(ib) => format!("IB ({})", ib.port()),
+            None => "TCP".into(),
         }
     }
 
@@ -115,6 +127,7 @@ impl Conn {
     pub(super) fn busy(&self) -> bool {
         match self.side {
             Side::Send => self.head < self.tail,
+            // An IB slot arrives whole or not at all, as the proxy sees it.
             Side::Recv => self.socks.iter().any(|s| s.done > 0),
         }
     }

@@ -1,7 +1,8 @@
 //! The GPU network proxy without a GPU: FIFOs in ordinary host memory, threads playing the
 //! kernels with the FIFO protocol of `kernels/program.cuh`, and real TCP between two proxies:
 //! over loopback, and between two network namespaces joined by a veth pair (as root; a child
-//! process in one namespace is killed mid-transfer to check the other side's report).
+//! process in one namespace is killed mid-transfer to check the other side's report); and
+//! RDMA over the in-process fake IB fabric ([`ib`]).
 
 #[allow(dead_code)]
 #[path = "../../../../tests/common/netns.rs"]
@@ -243,6 +244,7 @@ fn conn(side: Side, end: &End, socks: Vec<TcpStream>, peer: usize, channel: u16)
         side,
         fifo: end.fifo,
         socks,
+        ib: None,
         peer,
         peer_name: format!("rank {peer} (host host{peer}, pid {})", 1000 + peer),
         channel,
@@ -380,4 +382,5 @@ fn counts_continue_across_kernels() {
 }
 
 mod failures;
+mod ib;
 mod namespaces;
