@@ -35,14 +35,30 @@ struct Accepted {
     pending: HashMap<u64, Vec<(u32, TcpStream)>>,
 }
 
+/// The data listener's backlog: connections peers may open before this rank accepts them.
+const LISTEN_BACKLOG: i32 = 4096;
+
 impl DataListener {
     /// Listens on `ip` (the interface the bootstrap chose) on a free port; hellos must carry
     /// the job's `magic`.
     ///
     /// Errors: [`Error::System`] when the socket cannot be bound.
     pub(crate) fn bind(ip: IpAddr, magic: u64) -> Result<DataListener> {
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0))
-            .map_err(|e| Error::system(format!("opening the TCP data listener on {ip}"), e))?;
+        let at = SocketAddr::new(ip, 0);
+        let opening = |e| Error::system(format!("opening the TCP data listener on {ip}"), e);
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(at),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .map_err(opening)?;
+        sock.bind(&at.into()).map_err(opening)?;
+        // Peers connect every channel's sockets before this rank accepts any (a GPU
+        // communicator: up to 64 channels × 2 directions × NCCL_SOCKET_NTHREADS ×
+        // NCCL_NSOCKS_PERTHREAD). std's backlog of 128 drops the SYNs beyond it, and those
+        // connections time out; the kernel caps this at net.core.somaxconn (4096 by default).
+        sock.listen(LISTEN_BACKLOG).map_err(opening)?;
+        let listener: TcpListener = sock.into();
         listener
             .set_nonblocking(true)
             .map_err(|e| Error::system("configuring the TCP data listener", e))?;

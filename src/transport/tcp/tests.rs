@@ -179,3 +179,18 @@ fn garbage_frame_is_rejected() {
         "{err}"
     );
 }
+
+/// Peers open every channel's data sockets before this rank accepts one: far more than std's
+/// backlog of 128 must connect at once (a GPU communicator between hosts opens hundreds).
+#[test]
+fn the_data_listener_holds_hundreds_of_unaccepted_connections() {
+    let l = super::listener::DataListener::bind("127.0.0.1".parse().unwrap(), 1).unwrap();
+    let t = std::time::Instant::now();
+    let socks: Vec<TcpStream> = (0..600)
+        .map(|i| {
+            TcpStream::connect_timeout(&l.addr(), std::time::Duration::from_secs(3))
+                .unwrap_or_else(|e| panic!("connection {i}: {e}"))
+        })
+        .collect();
+    assert_eq!(socks.len(), 600, "{:?}", t.elapsed());
+}
