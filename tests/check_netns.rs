@@ -39,6 +39,29 @@ fn hosts(tag: &str, n: usize, rails: usize) -> Option<TestHosts> {
 /// The remote-start template for namespace hosts: each one its own host to NCCL.
 const RSH: &str = "ip netns exec {host} env NCCL_HOSTID={host}";
 
+/// The flags every pairwise test gives: one rank per host, 1 MiB, three timed iterations, and
+/// a pair flagged below a tenth of the median.
+const PAIRWISE: &[&str] = &[
+    "--pairwise",
+    "--ranks-per-host",
+    "1",
+    "-b",
+    "1M",
+    "-n",
+    "3",
+    "-w",
+    "1",
+    "--below-median",
+    "0.1",
+];
+
+/// `rnccl check --cpu` over the comma-separated `hosts`, started with the `rsh` template.
+fn on_hosts(hosts: &str, rsh: &str, args: &[&str]) -> (Output, Duration) {
+    let mut all = vec!["--cpu", "--hosts", hosts, "--rsh", rsh];
+    all.extend_from_slice(args);
+    check(&all)
+}
+
 /// Runs `rnccl check` with `args` (at most 120 s); returns its output after checking it ended.
 fn check(args: &[&str]) -> (Output, Duration) {
     let start = Instant::now();
@@ -88,26 +111,7 @@ fn pairwise_flags_exactly_the_throttled_pair() {
     let Some(h) = hosts("ck", 4, 1) else { return };
     h.throttle(1, 2, 0, THROTTLE_MBIT).expect("tc");
     let list = h.hosts.join(",");
-    let (out, took) = check(&[
-        "--cpu",
-        "--hosts",
-        &list,
-        "--rsh",
-        RSH,
-        "--pairwise",
-        "--ranks-per-host",
-        "1",
-        "-b",
-        "1M",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--below-median",
-        "0.1",
-        "--format",
-        "json",
-    ]);
+    let (out, took) = on_hosts(&list, RSH, &[PAIRWISE, &["--format", "json"]].concat());
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert_eq!(
@@ -160,26 +164,11 @@ fn a_clean_run_exits_zero_with_the_matrix() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("check.json");
     let list = h.hosts.join(",");
-    let (out, _) = check(&[
-        "--cpu",
-        "--hosts",
+    let (out, _) = on_hosts(
         &list,
-        "--rsh",
         RSH,
-        "--pairwise",
-        "--ranks-per-host",
-        "1",
-        "-b",
-        "1M",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--below-median",
-        "0.1",
-        "-J",
-        json.to_str().unwrap(),
-    ]);
+        &[PAIRWISE, &["-J", json.to_str().unwrap()]].concat(),
+    );
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -225,24 +214,23 @@ fn hosts_alone_on_the_diagonal_and_one_pair_per_host() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(h) = hosts("cq", 3, 1) else { return };
     let list = h.hosts.join(",");
-    let (out, _) = check(&[
-        "--cpu",
-        "--hosts",
+    let (out, _) = on_hosts(
         &list,
-        "--rsh",
         RSH,
-        "--pairwise-quick",
-        "-b",
-        "256K",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--below-median",
-        "0",
-        "--format",
-        "json",
-    ]);
+        &[
+            "--pairwise-quick",
+            "-b",
+            "256K",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--below-median",
+            "0",
+            "--format",
+            "json",
+        ],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -288,26 +276,7 @@ fn a_throttled_rail_is_flagged_on_that_rail_only() {
     let Some(h) = hosts("cr", 3, 2) else { return };
     h.throttle(0, 1, 1, THROTTLE_MBIT).expect("tc");
     let list = h.hosts.join(",");
-    let (out, _) = check(&[
-        "--cpu",
-        "--hosts",
-        &list,
-        "--rsh",
-        RSH,
-        "--pairwise",
-        "--ranks-per-host",
-        "1",
-        "-b",
-        "1M",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--below-median",
-        "0.1",
-        "--format",
-        "json",
-    ]);
+    let (out, _) = on_hosts(&list, RSH, &[PAIRWISE, &["--format", "json"]].concat());
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -337,22 +306,21 @@ fn an_unreachable_host_is_named_and_the_rest_is_checked() {
     let Some(h) = hosts("cu", 2, 1) else { return };
     let ghost = format!("rnghost{}", std::process::id());
     let list = format!("{},{ghost},{}", h.hosts[0], h.hosts[1]);
-    let (out, took) = check(&[
-        "--cpu",
-        "--hosts",
+    let (out, took) = on_hosts(
         &list,
-        "--rsh",
         RSH,
-        "--pairwise-quick",
-        "--ranks-per-host",
-        "1",
-        "-b",
-        "64K",
-        "-n",
-        "2",
-        "-w",
-        "1",
-    ]);
+        &[
+            "--pairwise-quick",
+            "--ranks-per-host",
+            "1",
+            "-b",
+            "64K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -390,22 +358,21 @@ fn a_worker_killed_mid_check_is_named() {
         "sh -c 'case {{host}} in {victim}) exec timeout -s KILL 1.5 ip netns exec {{host}} env NCCL_HOSTID={{host}} \"$0\" \"$@\";; *) exec ip netns exec {{host}} env NCCL_HOSTID={{host}} \"$0\" \"$@\";; esac'"
     );
     let list = h.hosts.join(",");
-    let (out, took) = check(&[
-        "--cpu",
-        "--hosts",
+    let (out, took) = on_hosts(
         &list,
-        "--rsh",
         &rsh,
-        "--pairwise",
-        "--ranks-per-host",
-        "1",
-        "-b",
-        "16M",
-        "-n",
-        "10000",
-        "-T",
-        "60",
-    ]);
+        &[
+            "--pairwise",
+            "--ranks-per-host",
+            "1",
+            "-b",
+            "16M",
+            "-n",
+            "10000",
+            "-T",
+            "60",
+        ],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
