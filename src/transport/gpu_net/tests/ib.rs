@@ -113,8 +113,8 @@ fn freed_slots_are_the_flow_control() {
     });
 }
 
-/// A cable pulled mid-stream: both proxies fail within a second (the sender's writes time out,
-/// the receiver's port reads DOWN), stop their kernels and name the port and channel.
+/// A cable pulled mid-stream: both proxies fail within two seconds (writes time out, or the
+/// port reads DOWN), stop their kernels and name the port and channel.
 #[test]
 fn a_pulled_cable_stops_both_proxies() {
     let slot = 256;
@@ -147,10 +147,13 @@ fn a_pulled_cable_stops_both_proxies() {
         ea_msg.contains("channel 4") && ea_msg.contains("mlx5_0:1") && ea_msg.contains("rank 1"),
         "{ea_msg}"
     );
+    // The receiver learns it from a clear-to-send write of its own, if one was in flight, or
+    // else from its port's state.
     assert!(
         eb_msg.contains("channel 4")
             && eb_msg.contains("mlx5_1:1")
-            && eb_msg.contains("the port went DOWN"),
+            && (eb_msg.contains("the port went DOWN")
+                || eb_msg.contains("transport retry counter exceeded")),
         "{eb_msg}"
     );
 }
