@@ -12,6 +12,7 @@ pub(crate) mod layout;
 mod pending;
 mod plans;
 mod split;
+mod status;
 pub mod window;
 
 use std::cell::RefCell;
@@ -33,8 +34,7 @@ use crate::config::Config;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
 use crate::error::{Error, Result};
 use crate::exec::{Connections, PeerView, WaitPolicy, spin_cores};
-use crate::graph::tuning::cpu::CpuTuneInput;
-use crate::graph::tuning::{Model, TuneParams};
+use crate::graph::tuning::Model;
 use crate::stats::{CommStats, LinkSnapshot, Path};
 use crate::transport::tcp::listener::DataListener;
 use crate::transport::{TransportKind, TransportParams};
@@ -171,30 +171,6 @@ impl Core {
             .collect();
         self.net.notify_failure(self.tag, &to, why);
     }
-}
-
-/// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
-pub(crate) fn cpu_model(
-    net: &BootstrapNet,
-    net_rank: &[usize],
-    nchannels: usize,
-    geo: Geometry,
-    algo: Option<AlgoProtoList>,
-) -> Model {
-    let mut hosts: Vec<u64> = net_rank.iter().map(|&r| net.peers()[r].host_hash).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    let input = CpuTuneInput {
-        nranks: net_rank.len(),
-        nnodes: hosts.len(),
-        nchannels,
-        chunk_bytes: geo.chunk_bytes(),
-    };
-    let params = TuneParams {
-        algo,
-        ..TuneParams::defaults()
-    };
-    Model::cpu(&input, &params)
 }
 
 impl PeerView for Core {
@@ -496,7 +472,7 @@ impl Communicator {
         );
         let listener = DataListener::bind(me.bootstrap.ip(), net.magic())?;
         let geo = Geometry { slot_bytes };
-        let tuning = cpu_model(&net, &net_rank, rings.nchannels(), geo, algo);
+        let tuning = plans::cpu_model(&net, &net_rank, rings.nchannels(), geo, algo);
         let core = Core {
             listener: Arc::new(listener),
             net,
@@ -703,96 +679,6 @@ impl Communicator {
         st.failed = Some("aborted".into());
         st.conns = Connections::default();
     }
-}
-
-impl crate::stats::page::Published for Core {
-    fn meta(&self) -> crate::stats::page::CommMeta {
-        crate::stats::page::CommMeta {
-            comm_id: comm_id(self.net.magic(), self.tag),
-            rank: self.rank,
-            nranks: self.nranks,
-            device: self.gpu.as_ref().map(|g| g.info.ordinal),
-        }
-    }
-
-    fn links(&self) -> Vec<LinkSnapshot> {
-        let mut links = self.stats.links();
-        if let Some(g) = &self.gpu {
-            links.extend(g.traffic());
-        }
-        links
-    }
-
-    fn op(&self) -> &crate::stats::OpProgress {
-        self.stats.op()
-    }
-
-    fn peers(&self) -> Vec<crate::status::StatusPeer> {
-        let peers = self.net.peers();
-        (0..self.nranks)
-            .map(|r| {
-                let p = &peers[self.net_rank[r]];
-                crate::status::StatusPeer {
-                    rank: r,
-                    host: p.hostname.clone(),
-                    pid: p.pid,
-                    status: p.status,
-                }
-            })
-            .collect()
-    }
-
-    fn magic(&self) -> Option<u64> {
-        Some(self.net.magic())
-    }
-}
-
-impl Core {
-    /// `e` with what the job's status shows when it is a timeout (see
-    /// [`crate::status::hang`]), which also goes to this rank's NCCL_DEBUG log and to the ranks
-    /// not stuck with this one; any other error as it is.
-    pub(crate) fn with_hang_report(&self, e: Error) -> Error {
-        let Error::Timeout {
-            what,
-            waited_for,
-            after,
-        } = e
-        else {
-            return e;
-        };
-        use crate::stats::page::Published;
-        let plain = Error::Timeout {
-            what: what.clone(),
-            waited_for: waited_for.clone(),
-            after,
-        };
-        let comm_id = self.meta().comm_id;
-        let Some(report) = crate::status::hang::report(
-            comm_id,
-            &Published::peers(self),
-            self.net.magic(),
-            &format!("{}: {plain}", self.describe(self.rank)),
-        ) else {
-            return plain;
-        };
-        let e = Error::Timeout {
-            what,
-            waited_for: format!("{waited_for}; job status: {report}"),
-            after,
-        };
-        tracing::warn!(target: "rnccl::status", "{}: {e}", self.describe(self.rank));
-        e
-    }
-}
-
-/// The id counter pages give a communicator: the same on all its ranks (the bootstrap's magic,
-/// from the unique id, and the communicator's tag), mixed with SplitMix64's finaliser
-/// (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014).
-fn comm_id(magic: u64, tag: u64) -> u64 {
-    let mut z = magic ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 impl Drop for Communicator {

@@ -7,13 +7,18 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::Core;
+use crate::bootstrap::BootstrapNet;
+use crate::coll::Geometry;
 use crate::coll::{self, Algo, CollArgs, Func, Plan};
+use crate::config::syntax::AlgoProtoList;
 use crate::config::syntax::PROTOCOLS;
 use crate::dtype::DataType;
 use crate::error::Error;
 use crate::error::Result;
 use crate::exec::gpu::ll::LL_AUTO_MAX_BYTES;
 use crate::exec::gpu::spread::spread_p2p;
+use crate::graph::tuning::cpu::CpuTuneInput;
+use crate::graph::tuning::{Model, TuneParams};
 use crate::redop::{RedOp, Scalar};
 
 /// Plans kept before the cache starts over.
@@ -169,4 +174,28 @@ pub(crate) fn gpu_ll(core: &Core, func: Func, bytes: usize) -> bool {
             .is_none_or(|l| l.allows("AllReduce", p, &PROTOCOLS))
     };
     allows("LL") && (bytes <= LL_AUTO_MAX_BYTES || !allows("Simple"))
+}
+
+/// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
+pub(crate) fn cpu_model(
+    net: &BootstrapNet,
+    net_rank: &[usize],
+    nchannels: usize,
+    geo: Geometry,
+    algo: Option<AlgoProtoList>,
+) -> Model {
+    let mut hosts: Vec<u64> = net_rank.iter().map(|&r| net.peers()[r].host_hash).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let input = CpuTuneInput {
+        nranks: net_rank.len(),
+        nnodes: hosts.len(),
+        nchannels,
+        chunk_bytes: geo.chunk_bytes(),
+    };
+    let params = TuneParams {
+        algo,
+        ..TuneParams::defaults()
+    };
+    Model::cpu(&input, &params)
 }

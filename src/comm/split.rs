@@ -76,7 +76,8 @@ impl Communicator {
             .map(|raw| AlgoProtoList::parse(raw, &ALGORITHMS))
             .transpose()
             .map_err(|e| Error::invalid_usage(format!("NCCL_ALGO: {e}")))?;
-        let tuning = super::cpu_model(&core.net, &net_rank, rings.nchannels(), core.geo, algo);
+        let tuning =
+            super::plans::cpu_model(&core.net, &net_rank, rings.nchannels(), core.geo, algo);
         let child_tag = fnv1a(
             &[
                 core.tag.to_le_bytes(),
