@@ -71,6 +71,26 @@ impl RegBuf {
         })
     }
 
+    /// An end's slots: the caller's `len` bytes at `slots` when given, else a buffer of its
+    /// own.
+    ///
+    /// # Safety
+    /// As [`RegBuf::external`] when `slots` is given.
+    ///
+    /// Errors: as [`RegBuf::new`] and [`RegBuf::external`].
+    pub(super) unsafe fn slots(
+        pd: &dyn Pd,
+        slots: Option<*mut u8>,
+        len: usize,
+        device: &str,
+    ) -> Result<RegBuf, VerbsError> {
+        match slots {
+            // SAFETY: the caller's contract.
+            Some(p) => unsafe { RegBuf::external(pd, p, len) },
+            None => RegBuf::new(pd, len, device),
+        }
+    }
+
     /// Start of the buffer.
     pub(super) fn ptr(&self) -> *mut u8 {
         self.ptr

@@ -29,11 +29,15 @@
 //! the port and the completion status; nothing here blocks.
 
 mod buf;
-mod ends;
+mod link;
 mod net;
+mod receiver;
+mod sender;
 
-pub(crate) use ends::{IbAddr, IbReceiver, IbSender};
+pub(crate) use link::IbAddr;
 pub(crate) use net::IbNet;
+pub(crate) use receiver::IbReceiver;
+pub(crate) use sender::IbSender;
 
 use super::TransportError;
 use crate::ib::verbs::{VerbsError, WcStatus};
