@@ -3,8 +3,8 @@
 # collective, nccl-tests (built here against the NCCL of PyTorch's nvidia-nccl-cu13 wheel) then
 # `rnccl bench` with the same flags, one process driving every GPU (-g). Prints, per collective
 # and size, the median over rounds of rnccl ÷ NCCL: busbw ratios (higher is better) for sizes of
-# 1 MiB and more, time ratios (lower is better) below. Then the same for all_reduce with
-# NCCL_P2P_DISABLE=1 (host shared memory).
+# 1 MiB and more (algbw on one GPU, whose busbw is 0), time ratios (lower is better) below. Then
+# the same for all_reduce with NCCL_P2P_DISABLE=1 (host shared memory).
 #
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
 #   there: perf/gpu_vs_nccl.sh            (carry .devbin and .nccl-tests)
@@ -84,7 +84,8 @@ def table(path):
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-            rows[int(f[0])] = (float(f[5]), float(f[7]))  # out-of-place time (us), busbw
+            # out-of-place time (us), and busbw (algbw on one rank, whose busbw is 0)
+            rows[int(f[0])] = (float(f[5]), float(f[7]) or float(f[6]))
     return rows
 ratios = {}
 for p in glob.glob(os.path.join(out, "rnccl.*.log")):
