@@ -45,22 +45,31 @@ __device__ __forceinline__ void st_volatile32(u32* p, u32 v) {
   asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// Spins until `*p >= want`. Returns ST_OK, or ST_ABORTED / ST_TIMEOUT.
-__device__ int wait_at_least(const u64* p, u64 want, const Program* P) {
+// Spins until `*p >= want`. Returns ST_OK, or ST_ABORTED / ST_TIMEOUT. A wait that outlasts
+// its first round of polls sets `mark` (the waiting end's host-mapped Conn::bytes[2]) to 1
+// until it ends, so the host can tell which link a rank waits on.
+__device__ int wait_at_least(const u64* p, u64 want, const Program* P, u64* mark) {
   u64 start = 0;
   u32 spins = 0;
+  int st = ST_OK;
   while (ld_acquire(p) < want) {
     if (++spins < 1024) continue;
     spins = 0;
-    if (ld_volatile32((const u32*)P->abort)) return ST_ABORTED;
+    if (ld_volatile32((const u32*)P->abort)) {
+      st = ST_ABORTED;
+      break;
+    }
     u64 now = globaltimer();
     if (start == 0) {
       start = now;
+      st_volatile(mark, 1);
     } else if (now - start > P->timeout_ns) {
-      return ST_TIMEOUT;
+      st = ST_TIMEOUT;
+      break;
     }
   }
-  return ST_OK;
+  if (start) st_volatile(mark, 0);
+  return st;
 }
 
 // The first failing block of any kernel of the communicator reports; every block stops at its
@@ -78,6 +87,33 @@ __device__ void report(const Program* P, int code, u32 lane, const Conn& c, u64 
   }
   __threadfence_system();
   st_volatile32((u32*)P->abort, 1u);
+}
+
+// Block 0 says operation `seq` started (program.cuh, operation tracking).
+__device__ __forceinline__ void op_started(const Program* P, u64 seq) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) st_volatile((u64*)P->ops, seq);
+}
+
+// Thread 0 of every block, as the block starts: the last operation reported finished (read
+// early, so the block's end does not wait for it; only the last block of this kernel writes it).
+__device__ __forceinline__ u64 op_guard(const Program* P) {
+  return ld_volatile((const u64*)(P->finished + 4));
+}
+
+// Thread 0 of every block, after the block's last step: the last block to finish resets the
+// count for the next kernel and, unless a later operation was reported already (this is a
+// CUDA-graph replay), says operation `seq` finished. No fence: the host reads the words only to
+// follow progress (the data is the stream's business), and a fence to host memory would add its
+// round trip to every kernel.
+__device__ __forceinline__ void op_finished(const Program* P, u64 seq, u64 guard) {
+  u32* n = (u32*)P->finished;
+  if (atomicAdd(n, 1u) == gridDim.x - 1) {
+    st_volatile32(n, 0u);
+    if (seq > guard) {
+      st_volatile((u64*)(P->finished + 4), seq);
+      st_volatile((u64*)P->ops + 1, seq);
+    }
+  }
 }
 
 // 16-byte packs per thread per round: enough loads in flight to cover NVLink latency.
@@ -186,7 +222,7 @@ __device__ void wait_slot(const Program* P, const Conn* conns, BlockState& bs, u
   int st = ST_OK;
   if (need_recv) {
     const Conn& c = conns[bs.st.recv];
-    st = wait_at_least((const u64*)c.tail, bs.rstep + 1, P);
+    st = wait_at_least((const u64*)c.tail, bs.rstep + 1, P, (u64*)c.bytes + 2);
     if (st != ST_OK) {
       report(P, st, lane, c, bs.rstep + 1, 1);
     } else if (ld_volatile((const u64*)c.sizes + bs.rstep % RNCCL_NSLOTS) != n) {
@@ -197,7 +233,7 @@ __device__ void wait_slot(const Program* P, const Conn* conns, BlockState& bs, u
   if (st == ST_OK && need_send) {
     const Conn& c = conns[bs.st.send];
     if (bs.sstep + 1 > RNCCL_NSLOTS) {
-      st = wait_at_least((const u64*)c.head, bs.sstep + 1 - RNCCL_NSLOTS, P);
+      st = wait_at_least((const u64*)c.head, bs.sstep + 1 - RNCCL_NSLOTS, P, (u64*)c.bytes + 2);
       if (st != ST_OK) report(P, st, lane, c, bs.sstep + 1, 2);
     }
   }
@@ -273,7 +309,7 @@ __device__ Cached load(const Program* G, Program* hdr, char* cache) {
 }
 
 template <typename T, int OP>
-__device__ void run(const Program* G) {
+__device__ void run(const Program* G, u64 seq) {
   __shared__ BlockState bs;
   __shared__ Program hdr;
   __shared__ __align__(16) char cache[RNCCL_CACHE_BYTES];
@@ -286,6 +322,8 @@ __device__ void run(const Program* G) {
   const Step* steps = cached.steps;
   const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
   const u64 slot = P->slot_bytes;
+  op_started(P, seq);
+  const u64 guard = tid == 0 ? op_guard(P) : 0;
 
   for (u32 i = 0; i < lane.nsteps; i++) {
     if (tid == 0) {
@@ -394,6 +432,7 @@ __device__ void run(const Program* G) {
     }
     __syncthreads();
   }
+  if (tid == 0) op_finished(P, seq, guard);
 }
 
 }  // namespace rnccl
@@ -402,8 +441,8 @@ __device__ void run(const Program* G) {
 
 #define RNCCL_INTERP(NAME, T, OP)                                                \
   extern "C" __global__ void __launch_bounds__(512) rnccl_interp_##NAME(        \
-      const rnccl::Program* p) {                                                \
-    rnccl::run<T, OP>(p);                                                       \
+      const rnccl::Program* p, unsigned long long seq) {                        \
+    rnccl::run<T, OP>(p, seq);                                                  \
   }                                                                             \
   RNCCL_LL(NAME, T, OP)
 

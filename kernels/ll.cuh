@@ -29,20 +29,23 @@ struct LlArgs {
   u64 src;      // input (device address)
   u64 dst;      // output (device address; may equal src)
   u64 bytes;    // bytes per rank
-  u64 state;    // u32[2] in device memory: last epoch used, blocks finished
+  u64 state;    // in device memory: u32 last epoch used, u32 blocks finished, u64 the last
+                // operation reported finished (program.cuh, operation tracking)
+  u64 seq;      // the operation's number
   u32 nranks;
   u32 pad;
   u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
   u64 in[RNCCL_LL_MAX_RANKS];   // per rank: this rank's LL area for that rank's lines
   // Per rank, the byte counters of this rank's first point-to-point connection ends with it
   // (Conn::step and Conn::bytes of the send and receive ends; 0 for this rank): LL traffic
-  // adds to their bytes (index 1), never to their slot counts, which the FIFO protocol owns.
+  // adds to their bytes (index 1), never to their slot counts, which the FIFO protocol owns;
+  // a wait for the rank's lines marks the receive end's live word 2.
   u64 out_step[RNCCL_LL_MAX_RANKS];
   u64 out_live[RNCCL_LL_MAX_RANKS];
   u64 in_step[RNCCL_LL_MAX_RANKS];
   u64 in_live[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 528, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 552, "LlArgs layout");
 
 __device__ __forceinline__ void st_line(u64 addr, u64 v, u32 flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"((u32)v),
@@ -51,8 +54,10 @@ __device__ __forceinline__ void st_line(u64 addr, u64 v, u32 flag) {
 }
 
 // Waits for line `addr` to carry `flag` in both halves; returns its 8 data bytes, or sets
-// `status` (abort or timeout).
-__device__ __forceinline__ u64 ld_line(u64 addr, u32 flag, const Program* P, int& status) {
+// `status` (abort or timeout). A wait that outlasts its first round of polls sets `mark` (the
+// peer's receive counters' word 2), which the last block clears when the operation ends.
+__device__ __forceinline__ u64 ld_line(u64 addr, u32 flag, const Program* P, int& status,
+                                      u64* mark) {
   u32 a, f0, b, f1;
   u64 start = 0;
   u32 spins = 0;
@@ -71,6 +76,7 @@ __device__ __forceinline__ u64 ld_line(u64 addr, u32 flag, const Program* P, int
     u64 now = globaltimer();
     if (start == 0) {
       start = now;
+      st_volatile(mark, 1);
     } else if (now - start > P->timeout_ns) {
       status = ST_TIMEOUT;
       return 0;
@@ -129,7 +135,12 @@ __device__ void ll_allreduce(const LlArgs& a) {
   __shared__ u32 epoch0;
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x;
-  if (tid == 0) epoch0 = ld_volatile32((const u32*)a.state);
+  u64 guard = 0;
+  if (tid == 0) {
+    epoch0 = ld_volatile32((const u32*)a.state);
+    guard = ld_volatile((const u64*)a.state + 1);
+  }
+  op_started(P, a.seq);
   __syncthreads();
   const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
   const u64 payload = RNCCL_LL_HALF / 2;
@@ -155,7 +166,7 @@ __device__ void ll_allreduce(const LlArgs& a) {
         if (r == me) {
           v = ld_unit<T>(a.src, at0 + i * 8, a.bytes);
         } else {
-          v = ld_line(a.in[r] + half + i * 16, flag, P, status);
+          v = ld_line(a.in[r] + half + i * 16, flag, P, status, (u64*)a.in_live[r] + 2);
           if (status != ST_OK) {
             Conn c = {};
             c.peer = r;
@@ -184,6 +195,13 @@ __device__ void ll_allreduce(const LlArgs& a) {
           c[1] = b;
           st_volatile((u64*)live[k] + 1, b);
         }
+        st_volatile((u64*)a.in_live[r] + 2, 0);
+      }
+      // Every block ends up here, failed or not: a failure claimed the report first. A replay
+      // of a CUDA graph carries an earlier number than the last one reported.
+      if (a.seq > guard && ld_volatile32((const u32*)P->claim) == 0) {
+        st_volatile((u64*)a.state + 1, a.seq);
+        st_volatile((u64*)P->ops + 1, a.seq);
       }
     }
   }

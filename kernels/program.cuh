@@ -63,7 +63,8 @@ struct Conn {
   u64 tail;   // u64*: slots posted (receiver's memory, written by the sender)
   u64 head;   // u64*: slots freed (sender's memory, written by the receiver)
   u64 step;   // u64[2]: this end's slot count and bytes moved (this rank's device memory)
-  u64 bytes;  // u64[2]: a copy of `step` for live counters (host-mapped, write-only)
+  u64 bytes;  // u64[3]: a copy of `step` for live counters, and 1 while a wait on this end
+              // outlasts its first round of polls (host-mapped, write-only)
   u32 peer;   // communicator rank of the other end
   u16 channel;
   u16 pad;
@@ -92,6 +93,15 @@ struct Report {
 };
 static_assert(sizeof(Report) == 32, "Report layout");
 
+// Operation tracking (what `rnccl status` and hang reports show of a GPU rank): a kernel
+// launched for operation `seq` (the communicator's operation number) stores it in `ops[0]` as
+// its block 0 starts, and the last of its blocks to finish (counted in `finished`, which that
+// block resets) stores it in `ops[1]` and in the device-memory word after the count, unless
+// that word holds a later number: a kernel captured into a CUDA graph replays with the number
+// it was captured with, and must not take `ops[1]` back. A communicator's kernels run in stream
+// order; with no fence between the stores the host may see `ops[1]` first, and takes `ops[0]`
+// as at least `ops[1]`.
+//
 // The program header.
 struct Program {
   u64 lanes;       // byte offset of Lane[nlanes] from the program's start
@@ -102,6 +112,9 @@ struct Program {
   u64 abort;       // u32* (host-mapped): nonzero stops every wait
   u64 claim;       // u32* (device memory): the first failing block takes it, then reports
   u64 timeout_ns;  // longest wait for a peer, in ns of %globaltimer
+  u64 ops;         // u64[2] (host-mapped): the last operation started, the last finished
+  u64 finished;    // u32* (device memory): blocks of the running kernel that finished; at
+                   // finished + 4, u64: the last operation reported finished
   double pre_f;    // Scalars (reduce.cuh)
   long long pre_i;
   u64 post_div;
@@ -110,6 +123,6 @@ struct Program {
   u32 nsteps;
   u32 rank;
 };
-static_assert(sizeof(Program) == 104, "Program layout");
+static_assert(sizeof(Program) == 120, "Program layout");
 
 }  // namespace rnccl

@@ -152,9 +152,10 @@ fn graph_capture_after_the_program_cache_filled() {
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     let c = comms.pop().expect("one rank");
     let s = stream(c.gpu_ordinal().unwrap());
-    // More distinct programs than the cache keeps (256).
+    // More distinct programs than the cache keeps (256). Avg scales the input, so one rank
+    // runs the kernel (a plain all-reduce on one rank is a copy, as NCCL's).
     for i in 1..=300 {
-        run_one::<f32>(&c, &s, Func::AllReduce, RedOp::Sum, false, 64 * i, i as u64)
+        run_one::<f32>(&c, &s, Func::AllReduce, RedOp::Avg, false, 64 * i, i as u64)
             .expect("an uncaptured all-reduce");
     }
     // cudarc orders a slice's uses across streams with events recorded outside the capture,
@@ -162,7 +163,7 @@ fn graph_capture_after_the_program_cache_filled() {
     // SAFETY: slices made while tracking is off are used on `s` only and dropped after it is
     // synchronised; tracking is back on for everything made afterwards.
     unsafe { s.context().disable_event_tracking() };
-    let k = case::<f32>(Func::AllReduce, RedOp::Sum, 0, 1, 100_003, 9);
+    let k = case::<f32>(Func::AllReduce, RedOp::Avg, 0, 1, 100_003, 9);
     let mut b = prepare(&c, &s, &k, false);
     // SAFETY: as above.
     unsafe { s.context().enable_event_tracking() };
@@ -177,12 +178,31 @@ fn graph_capture_after_the_program_cache_filled() {
         .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
         .expect("the capture stays valid");
     queued.expect("captured all-reduce");
-    graph
-        .expect("a non-empty graph")
-        .launch()
-        .expect("graph launch");
+    let graph = graph.expect("a non-empty graph");
+    graph.launch().expect("graph launch");
     s.synchronize().expect("sync");
     check("captured all-reduce", &s, &b, &k, 1).expect("result");
+    // The 300 launches and the captured operation, which the graph's run started and
+    // finished, are in the rank's history, each ended.
+    let mine = || {
+        let st = my_status();
+        st.into_iter()
+            .find(|c| c.nranks == 1)
+            .expect("the rank's status")
+    };
+    let me = mine();
+    assert_eq!((me.ops_started, me.ops_completed), (301, 301), "{me:?}");
+    assert!(me.op.is_none());
+    let last = me.history.last().expect("history");
+    assert!(
+        last.seq == 301 && last.ended_unix_ns.is_some() && !last.failed,
+        "{last:?}"
+    );
+    // A replay carries the captured number again and changes nothing.
+    graph.launch().expect("replay");
+    s.synchronize().expect("sync");
+    let me = mine();
+    assert_eq!((me.ops_started, me.ops_completed), (301, 301), "{me:?}");
 }
 
 /// 256 MiB per rank: many slots on every channel.

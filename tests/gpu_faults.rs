@@ -1,7 +1,8 @@
 //! Faults of GPU collectives, on the device machine (`perf/gpu_suite.sh` runs it there):
 //! a peer that never joins → the waiting kernel gives up after the timeout and the async-error
-//! query names it; an abort stops a waiting kernel; a rank process killed mid-collective is
-//! reported and leaves nothing in /dev/shm; a host communicator refuses device buffers.
+//! query names it with the job's status; an abort stops a waiting kernel; a rank process killed
+//! mid-collective is reported and leaves nothing in /dev/shm; a host communicator refuses device
+//! buffers; `rnccl status` names a GPU rank that skipped an operation.
 //!
 //! On a host without a GPU (CI) the GPU tests say so on one line and pass.
 
@@ -14,7 +15,7 @@ use cudarc::driver::sys;
 use rnccl::{CollArgs, Communicator, DataType, Func, RedOp};
 
 /// Rank 1 never takes part: rank 0's kernel gives up after the timeout and the async-error
-/// query names rank 1; the stream is free again.
+/// query names rank 1 and says what the job looks like; the stream is free again.
 #[test]
 fn a_silent_peer_times_out_and_is_named() {
     let Some(devs) = devices(2) else { return };
@@ -42,6 +43,18 @@ fn a_silent_peer_times_out_and_is_named() {
     let e = c.async_error().expect_err("a timeout");
     assert_eq!(e.code(), rnccl::ResultCode::Timeout, "{e}");
     assert!(e.to_string().contains("rank 1"), "{e}");
+    // The error carries the job's status, as a host rank's timeout does, made once: asking
+    // again gives the same text at once.
+    let text = e.to_string();
+    assert!(
+        text.contains("job status: operation AllReduce #1")
+            && text.contains("rank 1 (host ")
+            && text.contains("has not reached it"),
+        "{text}"
+    );
+    let again = Instant::now();
+    assert_eq!(c.async_error().expect_err("still").to_string(), text);
+    assert!(again.elapsed() < Duration::from_millis(500));
     // The communicator refuses further work instead of hanging.
     let mut g = rnccl::group_start();
     g.push_cuda(c, k.args, &b.send, &mut b.recv, &s)
@@ -100,6 +113,92 @@ fn host_communicators_refuse_device_buffers() {
     .err()
     .expect("refused");
     assert!(e.to_string().contains("GPU"), "{e}");
+}
+
+/// What `rnccl status` shows of GPU ranks: every operation their kernels ran, ended, in their
+/// history; and when rank 1 skips operation 4, rank 0 stuck in it on its GPU waiting on rank 1
+/// (channel and direction), and rank 1 named as not having reached it, its last operation being
+/// 3. The abort then fails operation 4.
+#[test]
+fn status_names_the_gpu_rank_that_skipped_an_operation() {
+    let Some(devs) = devices(2) else { return };
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    let streams = streams_for(&comms);
+    // 64 Ki floats run the one-shot LL kernel, 1 Mi floats the step interpreter.
+    let counts = [64 << 10, 64 << 10, 1 << 20, 1 << 20];
+    let cases: Vec<Vec<_>> = counts
+        .iter()
+        .map(|&n| {
+            (0..2)
+                .map(|r| case::<f32>(Func::AllReduce, RedOp::Sum, r, 2, n, 3))
+                .collect()
+        })
+        .collect();
+    let mut bufs: Vec<Vec<_>> = cases
+        .iter()
+        .map(|ks| {
+            (0..2)
+                .map(|r| prepare(&comms[r], &streams[r], &ks[r], false))
+                .collect()
+        })
+        .collect();
+    let ranks = [&[0, 1][..], &[0, 1], &[0, 1], &[0]];
+    for (i, (ranks, bs)) in ranks.into_iter().zip(bufs.iter_mut()).enumerate() {
+        let mut g = rnccl::group_start();
+        for (r, b) in bs.iter_mut().enumerate().filter(|(r, _)| ranks.contains(r)) {
+            g.push_cuda(
+                &comms[r],
+                cases[i][r].args,
+                &b.send,
+                &mut b.recv,
+                &streams[r],
+            )
+            .expect("queue");
+        }
+        g.end().expect("launch");
+        if i == 2 {
+            streams.iter().for_each(|s| s.synchronize().expect("sync"));
+            let st = my_status();
+            assert_eq!(st.len(), 2, "{st:?}");
+            for c in &st {
+                assert_eq!((c.ops_started, c.ops_completed), (3, 3), "{c:?}");
+                let seqs: Vec<u64> = c.history.iter().map(|o| o.seq).collect();
+                assert_eq!(seqs, [1, 2, 3], "rank {}", c.rank);
+                assert!(
+                    c.history
+                        .iter()
+                        .all(|o| o.ended_unix_ns.is_some() && !o.failed)
+                );
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let job = rnccl::status::job(&[rnccl::status::address().unwrap()], Duration::from_secs(5));
+    let diag = rnccl::status::diagnose(&job, 1.0);
+    let d = diag
+        .iter()
+        .find(|d| d.nranks == 2)
+        .expect("the communicator");
+    let found = d.findings(0).join("\n");
+    assert!(
+        found.contains("operation AllReduce #4 (1048576 × float32) is in flight on rank 0")
+            && found.contains("rank 1 (host ")
+            && found.contains("has not reached it: its last operation, AllReduce #3")
+            && found.contains("rank 0 (host ")
+            && found.contains(" rank 1 on channel"),
+        "{found}"
+    );
+    println!("status findings:\n{found}");
+    comms[0].abort_handle().abort();
+    streams[0].synchronize().expect("the kernel stops");
+    // The failure enters the history once the rank has been told of it.
+    assert!(comms[0].async_error().is_err());
+    let st = my_status();
+    let r0 = st.iter().find(|c| c.rank == 0).expect("rank 0");
+    let last = r0.history.last().expect("history");
+    assert!(last.seq == 4 && last.failed, "{last:?}");
+    assert!(r0.op.is_none());
 }
 
 /// A rank process killed in the middle of a collective: the other's kernel gives up within

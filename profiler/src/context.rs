@@ -259,7 +259,7 @@ impl Context {
         if ops.1 == 0 {
             self.op.end();
         } else {
-            self.op.count_completed();
+            self.op.count_completed(1);
         }
     }
 

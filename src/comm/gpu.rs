@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, sys};
 use rustc_hash::FxHashMap;
@@ -23,12 +23,16 @@ use crate::exec::gpu::ll::{LL_MAX_RANKS, LlOp};
 use crate::exec::gpu::program::{Control, DevConn, Part, REPORT_BYTES, Status, conn_order};
 use crate::exec::gpu::spread::p2p_channels;
 use crate::stats::{Direction, LinkSnapshot, Path};
-use crate::transport::gpu::{GpuEndpoints, GpuRecv, GpuSend, connect};
+use crate::transport::gpu::{EndCounts, GpuEndpoints, GpuRecv, GpuSend, connect};
 use crate::transport::gpu_net::proxy::{Proxy, ProxyControl};
 use crate::transport::tcp::listener::DataListener;
 
 /// Byte offset of the kernel's report in the control block (its own cache line).
 const REPORT_OFF: usize = 64;
+/// Byte offset of the operation words, `u64[2]` (kernels/program.cuh, operation tracking), in
+/// the control block (their own cache line).
+const OPS_OFF: usize = 128;
+const _: () = assert!(REPORT_OFF + REPORT_BYTES <= OPS_OFF);
 
 /// A communicator's GPU and its connections.
 pub(crate) struct GpuComm {
@@ -36,10 +40,21 @@ pub(crate) struct GpuComm {
     pub ctx: Arc<CudaContext>,
     /// The device.
     pub info: DeviceInfo,
-    /// `[abort: u32][..][Report at 64]`, host-mapped.
+    /// `[abort: u32][..][Report at 64][..][operations started, finished: u64 at 128]`,
+    /// host-mapped.
     control: PinnedHost,
-    /// `u32` the first failing block takes (device memory).
+    /// 16 bytes of device memory: the claim the first failing block takes and the count of a
+    /// kernel's blocks that finished (`u32` each), and the last operation reported finished
+    /// (`u64`).
     claim: DeviceAlloc,
+    /// The operations launched that the GPU has not finished.
+    pub ops: super::gpu_ops::GpuOps,
+    /// Set once a caller was told of a kernel's failure: from then on the operation it stopped
+    /// is failed in the rank's history (until then it shows in flight, as a stuck rank's).
+    pub failure_told: AtomicBool,
+    /// The job's status a kernel's timeout carries, made once (callers poll the async error;
+    /// making it asks every rank and writes to their logs).
+    pub hang_report: std::sync::OnceLock<String>,
     sends: FxHashMap<ConnKey, GpuSend>,
     recvs: FxHashMap<ConnKey, GpuRecv>,
     /// Longest wait of a kernel for a peer.
@@ -62,12 +77,15 @@ pub(crate) struct GpuComm {
     /// The proxy thread carrying the connections to other hosts (None: every peer is on
     /// this host). Stopped in `drop` before the FIFOs it reads and writes are freed.
     proxy: Option<Proxy>,
+    /// Connection ends a kernel waited on at the last reading of the traffic, and since when
+    /// (as first seen by a reading).
+    stalls: std::sync::Mutex<FxHashMap<(ConnKey, Direction), Instant>>,
 }
 
 /// Where a rank's one-shot LL all-reduce stores and finds lines (`kernels/ll.cuh`), per rank
 /// (0 for itself), and its epoch in device memory.
 struct LlPeers {
-    /// `u32[2]`: last epoch used, blocks finished.
+    /// `u32` last epoch used, `u32` blocks finished, `u64` last operation reported finished.
     state: DeviceAlloc,
     /// Per rank, its LL area for this rank's lines.
     out: Vec<u64>,
@@ -211,7 +229,7 @@ fn ll_peers(
         inp_counts[r] = (rc.step, rc.bytes);
     }
     Ok(Some(LlPeers {
-        state: DeviceAlloc::zeroed(ctx, 8)?,
+        state: DeviceAlloc::zeroed(ctx, 16)?,
         out,
         inp,
         out_counts,
@@ -230,8 +248,8 @@ impl GpuComm {
         let cuda = probe()?;
         let ctx = context(cuda, s.ordinal)?;
         let info = cuda.devices[s.ordinal].clone();
-        let control = PinnedHost::zeroed(&ctx, REPORT_OFF + REPORT_BYTES)?;
-        let claim = DeviceAlloc::zeroed(&ctx, 4)?;
+        let control = PinnedHost::zeroed(&ctx, OPS_OFF + 16)?;
+        let claim = DeviceAlloc::zeroed(&ctx, 16)?;
         // Pinned now, before any kernel runs: pinning later would serialise the streams.
         let programs = std::sync::Mutex::new(crate::exec::gpu::Programs::new(&ctx)?);
         let p2p = p2p_channels(s.p2p_disable);
@@ -303,6 +321,9 @@ impl GpuComm {
             info,
             control,
             claim,
+            ops: super::gpu_ops::GpuOps::default(),
+            failure_told: AtomicBool::new(false),
+            hang_report: std::sync::OnceLock::new(),
             sends,
             recvs,
             ll,
@@ -314,6 +335,7 @@ impl GpuComm {
             programs,
             _sharing: sharing,
             proxy,
+            stalls: Default::default(),
         })
     }
 
@@ -325,6 +347,8 @@ impl GpuComm {
             abort: base,
             claim: self.claim.ptr(),
             timeout_ns: self.timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+            ops: base + OPS_OFF as u64,
+            finished: self.claim.ptr() + 4,
             rank: self.rank as u32,
             slot_bytes: self.slot_bytes as u64,
         }
@@ -382,6 +406,34 @@ impl GpuComm {
         unsafe { self.control.ptr().cast::<u32>().write_volatile(1) };
     }
 
+    /// What the kernels said of the operations so far: the last started and finished, and
+    /// whether one failed (once a caller was told, see `failure_told`).
+    pub(crate) fn device_ops(&self) -> super::gpu_ops::DeviceOps {
+        let w = self.control.ptr().wrapping_add(OPS_OFF).cast::<u64>();
+        // SAFETY: the operation words are two aligned u64 at OPS_OFF inside the control block
+        // and the report's code an aligned u32 at REPORT_OFF; kernels store them whole. The
+        // kernels order nothing between the two words, so started is taken as at least
+        // finished.
+        let (finished, started, code) = unsafe {
+            let finished = w.add(1).read_volatile();
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            let started = w.read_volatile();
+            let code = self
+                .control
+                .ptr()
+                .wrapping_add(REPORT_OFF)
+                .cast::<u32>()
+                .read_volatile();
+            (finished, started, code)
+        };
+        super::gpu_ops::DeviceOps {
+            started: started.max(finished),
+            finished,
+            failed: (code != 0 || self.proxy.as_ref().is_some_and(Proxy::failed))
+                && self.failure_told.load(std::sync::atomic::Ordering::Acquire),
+        }
+    }
+
     /// What the kernels reported, if anything went wrong after a launch
     /// (`ncclCommGetAsyncError`): `Ok` while nothing did.
     ///
@@ -417,7 +469,8 @@ impl GpuComm {
         let peer = describe(peer as usize);
         let note = if gone {
             format!(
-                "; {peer} closed its network connection without a goodbye (its process exited                  or was killed)"
+                "; {peer} closed its network connection without a goodbye (its process exited \
+                 or was killed)"
             )
         } else {
             String::new()
@@ -444,30 +497,40 @@ impl GpuComm {
         }
     }
 
-    /// Every connection end's traffic so far, as the kernels published it.
+    /// Every connection end's traffic so far, as the kernels published it. An end a kernel
+    /// waits on counts as stalled since the first reading that saw the wait (readings come
+    /// every 100 ms from the counter page, and with each status query); the kernels keep no
+    /// total of their waits (`wait_ns` is 0).
     pub(crate) fn traffic(&self) -> Vec<LinkSnapshot> {
-        let snap =
-            |key: &ConnKey, direction, transport: Path, (slots, bytes): (u64, u64)| LinkSnapshot {
+        let now = Instant::now();
+        let mut stalls = self.stalls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snap = |key: &ConnKey, direction, transport: Path, c: EndCounts| {
+            let stalled_ns = if c.waiting {
+                let since = *stalls.entry((*key, direction)).or_insert(now);
+                now.duration_since(since).as_nanos().max(1) as u64
+            } else {
+                stalls.remove(&(*key, direction));
+                0
+            };
+            LinkSnapshot {
                 peer: key.peer,
                 channel: key.channel,
                 index: key.index,
                 direction,
                 transport,
-                bytes,
-                slots,
+                bytes: c.bytes,
+                slots: c.slots,
                 wait_ns: 0,
-                stalled_ns: 0,
-            };
-        let mut v: Vec<LinkSnapshot> = self
-            .sends
-            .iter()
-            .map(|(k, s)| snap(k, Direction::Send, s.path(), s.counts()))
-            .chain(
-                self.recvs
-                    .iter()
-                    .map(|(k, r)| snap(k, Direction::Recv, r.path(), r.counts())),
-            )
-            .collect();
+                stalled_ns,
+            }
+        };
+        let mut v = Vec::with_capacity(self.sends.len() + self.recvs.len());
+        for (k, s) in &self.sends {
+            v.push(snap(k, Direction::Send, s.path(), s.counts()));
+        }
+        for (k, r) in &self.recvs {
+            v.push(snap(k, Direction::Recv, r.path(), r.counts()));
+        }
         v.sort_by_key(|l| (l.peer, l.channel, l.index, l.direction as u8));
         v
     }

@@ -2,7 +2,8 @@
 //! one kernel (its plan encoded as a device program), and all Send/Recv of the group become
 //! one fused kernel — a block per peer and direction — so a rank's sends and receives progress
 //! together as NCCL's group semantics require. Kernels go on the callers' streams in group
-//! order; nothing waits for them.
+//! order; nothing waits for them. Each kernel carries its operation's number, which it
+//! reports as it starts and finishes (kernels/program.cuh, operation tracking; [`super::gpu_ops`]).
 
 use cudarc::driver::sys;
 
@@ -15,22 +16,37 @@ use crate::device::cuda::{Interp, THREADS, check, cuda_error};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::exec::gpu::ll::{self, LlOp};
-use crate::exec::gpu::program::{DevBuffers, Part, encode};
+use crate::exec::gpu::program::{Control, DevBuffers, Part, encode};
 use crate::redop::RedOp;
+use crate::stats::OpInfo;
 
-/// One kernel to launch: its work, the reduction and the stream.
+/// One operation's launch: its work (a kernel, a copy or nothing), the reduction and the
+/// stream, and the operation.
 struct Launch {
     work: Work,
     spec: ReduceSpec,
     stream: sys::CUstream,
+    op: OpInfo,
 }
 
-/// What a kernel runs.
+/// What a launch runs.
 enum Work {
     /// The step interpreter over its parts (an operation's plan and buffers each).
     Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
     /// The one-shot LL all-reduce.
     Ll(LlOp),
+    /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
+    /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).
+    Copy { src: u64, dst: u64, bytes: usize },
+    /// Nothing: the operation moves no data (no kernel is launched).
+    Nothing,
+}
+
+impl Work {
+    /// Whether a kernel runs it and reports its start and finish.
+    fn reports(&self) -> bool {
+        matches!(self, Work::Program(_) | Work::Ll(_))
+    }
 }
 
 /// Launches every operation of `ops` (all on GPU memory).
@@ -77,7 +93,7 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
     gpu.ctx
         .bind_to_thread()
         .map_err(|e| cuda_error(e, format!("binding GPU {}", gpu.info.ordinal)))?;
-    gpu.async_error(|r| core.describe(r))?;
+    core.gpu_async_error(gpu)?;
     if core.abort.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::Aborted("the communicator was aborted".into()));
     }
@@ -116,7 +132,23 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
     for (q, plan) in ops.iter().zip(plans) {
         let a = q.args;
         st.ops += 1;
+        let op = OpInfo {
+            seq: st.ops,
+            func: a.func,
+            count: a.count,
+            dtype: a.dtype,
+            fused: 1,
+            algo: plan.algo.nccl_name(),
+            nchannels: plan.nchannels,
+            direct: false,
+        };
         if plan.lanes.is_empty() {
+            launches.push(Launch {
+                work: Work::Nothing,
+                spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
+                stream: q.stream,
+                op,
+            });
             continue;
         }
         let mut input = (q.input.ptr as u64, q.input.len);
@@ -154,6 +186,7 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
                     if let Work::Program(parts) = &mut l.work {
                         parts.push((plan, bufs));
                     }
+                    l.op.fused += 1;
                 }
                 None => {
                     p2p = Some(launches.len());
@@ -161,59 +194,115 @@ fn launch_comm(comm: &Communicator, ops: &[&Queued<'_>]) -> Result<()> {
                         work: Work::Program(vec![(plan, bufs)]),
                         spec,
                         stream: q.stream,
+                        op,
                     });
                 }
             }
             continue;
         }
+        let spec = ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n));
+        let plain = spec.pre.is_none() && spec.post_div.is_none_or(|d| d == 1);
+        if n == 1 && plain && input.1 == bufs.output.1 {
+            launches.push(Launch {
+                work: Work::Copy {
+                    src: input.0,
+                    dst: bufs.output.0,
+                    bytes: input.1,
+                },
+                spec,
+                stream: q.stream,
+                op,
+            });
+            continue;
+        }
         let ll = gpu_ll(core, a.func, input.1)
             .then(|| gpu.ll_op(input.0, bufs.output.0, input.1))
             .flatten();
+        // The one-shot LL kernel stores straight into the peers' memory, without the plan.
+        let op = match ll {
+            Some(_) => OpInfo {
+                algo: "Direct",
+                nchannels: 1,
+                direct: true,
+                ..op
+            },
+            None => op,
+        };
         launches.push(Launch {
             work: match ll {
                 Some(op) => Work::Ll(op),
                 None => Work::Program(vec![(plan, bufs)]),
             },
-            spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
+            spec,
             stream: q.stream,
+            op,
         });
     }
     let ctl = gpu.control();
     for l in launches {
-        let interp = Interp::get(
+        launch_one(gpu, &ctl, &l)?;
+        // Readers settle what they read; a launch only now and then (see gpu_ops).
+        if gpu.ops.launched(l.op, l.work.reports()) {
+            gpu.ops.settle(gpu.device_ops(), core.stats.op());
+        }
+    }
+    Ok(())
+}
+
+/// Launches the kernel of `l`, telling it its operation's number, or its copy, or nothing.
+///
+/// Errors: [`Error::Cuda`] when the kernel cannot be built or launched, or the copy fails;
+/// encoding errors.
+fn launch_one(gpu: &super::gpu::GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
+    let seq = l.op.seq;
+    let interp = || {
+        Interp::get(
             &gpu.ctx,
             gpu.info.arch(),
             l.spec.dtype,
             gpu.kernel_cache.as_deref(),
-        )?;
-        let combine = l.spec.combine;
-        let parts = match &l.work {
-            Work::Program(parts) => parts,
-            Work::Ll(op) => {
-                let mut args = ll::encode(op, &l.spec, &ctl)?;
-                let blocks = ll::blocks(op.bytes, THREADS as usize);
-                // SAFETY: the arguments name this communicator's LL areas and epoch (alive as
-                // long as it is) and the caller's buffers (valid until the stream runs the
-                // kernel, the contract of Group::push_device); the stream is the caller's.
-                unsafe { interp.launch_ll(combine, blocks, l.stream, &mut args)? };
-                continue;
+        )
+    };
+    let combine = l.spec.combine;
+    let parts = match &l.work {
+        Work::Program(parts) => parts,
+        Work::Ll(op) => {
+            let interp = interp()?;
+            let mut args = ll::encode(op, seq, &l.spec, ctl)?;
+            let blocks = ll::blocks(op.bytes, THREADS as usize);
+            // SAFETY: the arguments name this communicator's LL areas, epoch and control
+            // words (alive as long as it is) and the caller's buffers (valid until the stream
+            // runs the kernel, the contract of Group::push_device); the stream is the caller's.
+            return unsafe { interp.launch_ll(combine, blocks, l.stream, &mut args) };
+        }
+        &Work::Copy { src, dst, bytes } => {
+            if src == dst || bytes == 0 {
+                return Ok(());
             }
-        };
-        let parts: Vec<Part<'_>> = parts
-            .iter()
-            .map(|(plan, bufs)| Part { plan, bufs: *bufs })
-            .collect();
-        let conns = gpu.conns_of(&parts)?;
-        let (program, nlanes) = encode(&parts, &conns, &l.spec, &ctl)?;
-        let mut programs = gpu.programs.lock().unwrap_or_else(|p| p.into_inner());
-        programs.run(program, l.stream, |addr| {
-            // SAFETY: the program was encoded from this communicator's connections (alive as
-            // long as the communicator) and the caller's buffers (valid until the stream runs
-            // the kernel, the contract of Group::push_device); the stream is the caller's.
-            unsafe { interp.launch(combine, nlanes, l.stream, addr) }
-        })?;
-    }
-    Ok(())
+            // SAFETY: both ranges are `bytes` bytes of this GPU's memory (the caller's contract
+            // for the buffers, Group::push_device), ordered on the caller's stream.
+            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, l.stream) };
+            return check(r, || {
+                format!("copying {bytes} bytes on GPU {}", gpu.info.ordinal)
+            });
+        }
+        Work::Nothing => return Ok(()),
+    };
+    let interp = interp()?;
+    let parts: Vec<Part<'_>> = parts
+        .iter()
+        .map(|(plan, bufs)| Part { plan, bufs: *bufs })
+        .collect();
+    let conns = gpu.conns_of(&parts)?;
+    let (program, nlanes) = encode(&parts, &conns, &l.spec, ctl)?;
+    let mut programs = gpu.programs.lock().unwrap_or_else(|p| p.into_inner());
+    programs.run(program, l.stream, |addr| {
+        // SAFETY: the program was encoded from this communicator's connections and control
+        // words (alive as long as the communicator) and the caller's buffers (valid until the
+        // stream runs the kernel, the contract of Group::push_device); the stream is the
+        // caller's.
+        unsafe { interp.launch(combine, nlanes, l.stream, addr, seq) }
+    })
 }
 
 /// Whether two regions share a byte.

@@ -5,6 +5,7 @@ mod config;
 mod enqueue;
 mod gpu;
 mod gpu_launch;
+mod gpu_ops;
 mod gpu_staging;
 mod group;
 mod label;
@@ -567,13 +568,14 @@ impl Communicator {
 
     /// Errors that happened after operations were enqueued (`ncclCommGetAsyncError`): `Ok`
     /// while none did. GPU kernels report a peer that stopped answering (a timeout naming the
-    /// peer and channel), an abort, or a peer running a different operation; a host
-    /// communicator reports the failure that made it unusable.
+    /// peer and channel, with the job's status as a host rank's timeout carries it), an abort,
+    /// or a peer running a different operation; a host communicator reports the failure that
+    /// made it unusable.
     ///
     /// Errors: [`Error::Timeout`], [`Error::Aborted`], [`Error::Remote`] as described.
     pub fn async_error(&self) -> Result<()> {
         if let Some(g) = &self.core.gpu {
-            g.async_error(|r| self.core.describe(r))?;
+            self.core.gpu_async_error(g)?;
         }
         if self.core.abort.load(Ordering::SeqCst) {
             return Err(Error::Aborted("the communicator was aborted".into()));

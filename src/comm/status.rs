@@ -25,6 +25,9 @@ impl crate::stats::page::Published for Core {
     }
 
     fn op(&self) -> &crate::stats::OpProgress {
+        if let Some(g) = &self.gpu {
+            g.ops.settle(g.device_ops(), self.stats.op());
+        }
         self.stats.op()
     }
 
@@ -49,6 +52,46 @@ impl crate::stats::page::Published for Core {
 }
 
 impl Core {
+    /// What `g`'s kernels reported ([`super::gpu::GpuComm::async_error`]); a timeout carries the
+    /// job's status as [`Core::with_hang_report`] makes it, once per communicator. The
+    /// operation the kernels stopped in stays in flight in the rank's status until this tells
+    /// a caller, so the report shows it stuck.
+    ///
+    /// Errors: as [`super::gpu::GpuComm::async_error`].
+    pub(crate) fn gpu_async_error(&self, g: &super::gpu::GpuComm) -> crate::error::Result<()> {
+        let Err(e) = g.async_error(|r| self.describe(r)) else {
+            return Ok(());
+        };
+        let e = match e {
+            Error::Timeout {
+                what,
+                waited_for,
+                after,
+            } => {
+                let full = g.hang_report.get_or_init(|| {
+                    let plain = Error::Timeout {
+                        what: what.clone(),
+                        waited_for: waited_for.clone(),
+                        after,
+                    };
+                    match self.with_hang_report(plain) {
+                        Error::Timeout { waited_for, .. } => waited_for,
+                        _ => waited_for.clone(),
+                    }
+                });
+                Error::Timeout {
+                    what,
+                    waited_for: full.clone(),
+                    after,
+                }
+            }
+            e => e,
+        };
+        g.failure_told
+            .store(true, std::sync::atomic::Ordering::Release);
+        Err(e)
+    }
+
     /// `e` with what the job's status shows when it is a timeout (see
     /// [`crate::status::hang`]), which also goes to this rank's NCCL_DEBUG log and to the ranks
     /// not stuck with this one; any other error as it is.

@@ -88,19 +88,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn info(seq: u64) -> OpInfo {
-        OpInfo {
-            seq,
-            func: Func::AllReduce,
-            count: 8,
-            dtype: DataType::Float32,
-            fused: 1,
-            algo: "Ring",
-            nchannels: 1,
-            direct: false,
-        }
-    }
+    use crate::stats::test_op as info;
 
     #[test]
     fn keeps_the_newest_operations_with_their_ends() {

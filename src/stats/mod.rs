@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 pub(crate) use history::coarse_unix_ns;
 pub use history::{HISTORY_LEN, OpRecord};
 pub(crate) use op::coarse_now_ns;
+#[cfg(test)]
+pub(crate) use op::test_op;
 pub use op::{OpInfo, OpProgress, OpSnapshot};
 
 use crate::conn::ConnKey;

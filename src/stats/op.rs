@@ -1,11 +1,13 @@
 //! The operation a communicator rank is running and how far it got: what a live view shows
 //! and what a hang report names.
 //!
-//! One writer (the thread driving the communicator) and any number of readers. The description
-//! of the operation is a few words published under a sequence lock (the writer makes the
-//! sequence odd, stores, makes it even; a reader retries while it is odd or changed), so readers
-//! never see one operation's function with another's count and the writer never waits. Progress
-//! counters are plain relaxed atomics.
+//! Writers are the thread driving the communicator and, for a GPU communicator, whoever settles
+//! what its kernels reported (the counter page's thread, the status service); a mutex keeps
+//! them one at a time, uncontended in practice. Readers are any number. The description of the
+//! operation is a few words published under a sequence lock (the writer makes the sequence odd,
+//! stores, makes it even; a reader retries while it is odd or changed), so readers never see
+//! one operation's function with another's count and never wait on a writer. Progress counters
+//! are plain relaxed atomics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -91,6 +93,22 @@ impl OpInfo {
     }
 }
 
+/// A float32 ring AllReduce of 8 elements on one channel, operation `seq`: what tests of the
+/// history and of its users record.
+#[cfg(test)]
+pub(crate) fn test_op(seq: u64) -> OpInfo {
+    OpInfo {
+        seq,
+        func: Func::AllReduce,
+        count: 8,
+        dtype: DataType::Float32,
+        fused: 1,
+        algo: "Ring",
+        nchannels: 1,
+        direct: false,
+    }
+}
+
 /// Now on the coarse monotonic clock (ns): a few nanoseconds to read, with the kernel tick's
 /// resolution (1-10 ms), which is plenty for "how long has this operation run" and costs a small
 /// operation nothing measurable (a precise clock read is a few percent of an 8-byte all-reduce).
@@ -113,6 +131,8 @@ pub struct OpProgress {
     bytes_done: AtomicU64,
     /// Operations completed.
     completed: AtomicU64,
+    /// Held by the writer of `begin`, `end` and `fail`.
+    writer: std::sync::Mutex<()>,
     /// The operations started and finished, newest last.
     history: History,
 }
@@ -127,6 +147,7 @@ impl Default for OpProgress {
             steps_done: AtomicU64::new(0),
             bytes_done: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            writer: std::sync::Mutex::new(()),
             history: History::default(),
         }
     }
@@ -150,6 +171,7 @@ pub struct OpSnapshot {
 impl OpProgress {
     /// An operation of `steps_total` steps starts.
     pub fn begin(&self, info: OpInfo, steps_total: u64) {
+        let _writer = self.write();
         self.history.begin(&info);
         let now = coarse_now_ns();
         let seq = self.lock.load(Ordering::Relaxed);
@@ -165,6 +187,10 @@ impl OpProgress {
         self.in_flight.store(1, Ordering::Release);
     }
 
+    fn write(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Records progress: steps in all and finished, and bytes moved so far.
     #[inline]
     pub fn update(&self, steps_total: u64, steps_done: u64, bytes_done: u64) {
@@ -175,6 +201,7 @@ impl OpProgress {
 
     /// The operation finished: nothing is in flight.
     pub fn end(&self) {
+        let _writer = self.write();
         if self.in_flight.swap(0, Ordering::AcqRel) == 1 {
             self.history.end(false);
             self.completed.fetch_add(1, Ordering::Relaxed);
@@ -183,6 +210,7 @@ impl OpProgress {
 
     /// The operation failed: nothing is in flight, and the history says it failed.
     pub fn fail(&self) {
+        let _writer = self.write();
         if self.in_flight.swap(0, Ordering::AcqRel) == 1 {
             self.history.end(true);
             self.completed.fetch_add(1, Ordering::Relaxed);
@@ -200,11 +228,11 @@ impl OpProgress {
         self.read().map_or(0, |(info, _)| info.seq)
     }
 
-    /// An earlier operation finished while a later one is still in flight (NVIDIA NCCL's
-    /// operations, as rnccl's profiler plugin sees them, overlap): counted as completed, the
-    /// later one stays in flight.
-    pub fn count_completed(&self) {
-        self.completed.fetch_add(1, Ordering::Relaxed);
+    /// `n` earlier operations finished while a later one is still in flight (NVIDIA NCCL's
+    /// operations, as rnccl's profiler plugin sees them, overlap), or too long ago to keep in
+    /// the history (a GPU rank's, settled in bulk): counted as completed, nothing else changes.
+    pub fn count_completed(&self, n: u64) {
+        self.completed.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Operations completed so far.

@@ -146,7 +146,8 @@ fn far_device(
 struct Counts {
     /// `u64[2]`: slots and bytes moved (device memory).
     state: DeviceAlloc,
-    /// `u64[2]`: slots and bytes moved, written by the kernel (host-mapped).
+    /// `u64[3]`: slots and bytes moved, and 1 while a kernel's wait on this end outlasts its
+    /// first round of polls, written by the kernel (host-mapped).
     mirror: PinnedHost,
 }
 
@@ -154,17 +155,41 @@ impl Counts {
     fn new(ctx: &Arc<CudaContext>) -> Result<Counts> {
         Ok(Counts {
             state: DeviceAlloc::zeroed(ctx, 16)?,
-            mirror: PinnedHost::zeroed(ctx, 16)?,
+            mirror: PinnedHost::zeroed(ctx, 24)?,
         })
     }
 
-    /// (slots, bytes) this end has moved so far, as the kernel last published them.
-    fn read(&self) -> (u64, u64) {
+    /// (slots, bytes) this end has moved so far, as the kernel last published them, and
+    /// whether a kernel waits on it now.
+    fn read(&self) -> EndCounts {
         let p = self.mirror.ptr().cast::<u64>();
-        // SAFETY: the allocation holds two aligned u64s; the kernel stores each whole with a
+        // SAFETY: the allocation holds three aligned u64s; the kernel stores each whole with a
         // volatile 8-byte store, so volatile reads see old or new values, never a mix.
-        unsafe { (p.read_volatile(), p.add(1).read_volatile()) }
+        let (slots, bytes, waiting) = unsafe {
+            (
+                p.read_volatile(),
+                p.add(1).read_volatile(),
+                p.add(2).read_volatile(),
+            )
+        };
+        EndCounts {
+            slots,
+            bytes,
+            waiting: waiting != 0,
+        }
     }
+}
+
+/// What a connection end's counters say now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EndCounts {
+    /// Slots moved so far.
+    pub slots: u64,
+    /// Bytes moved so far.
+    pub bytes: u64,
+    /// A kernel waits on this end (for data on a receive end, a free slot on a send end) past
+    /// its first round of polls.
+    pub waiting: bool,
 }
 
 /// Where a connection's FIFO is, as the receiver offers it.
@@ -260,8 +285,8 @@ impl GpuRecv {
         ll_area(&self.key, self.fifo.addr(), slot_bytes).filter(|_| self.net.is_none())
     }
 
-    /// (slots, bytes) received so far.
-    pub(crate) fn counts(&self) -> (u64, u64) {
+    /// Slots and bytes received so far, and whether a kernel waits for data.
+    pub(crate) fn counts(&self) -> EndCounts {
         self.counts.read()
     }
 
@@ -312,8 +337,8 @@ impl GpuSend {
         ll_area(&self.key, self.base, slot_bytes).filter(|_| self.net.is_none())
     }
 
-    /// (slots, bytes) sent so far.
-    pub(crate) fn counts(&self) -> (u64, u64) {
+    /// Slots and bytes sent so far, and whether a kernel waits for a free slot.
+    pub(crate) fn counts(&self) -> EndCounts {
         self.counts.read()
     }
 }

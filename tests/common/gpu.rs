@@ -413,3 +413,11 @@ pub(crate) fn shm_names() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// This process's communicator ranks, as its status service answers `rnccl status`.
+pub(crate) fn my_status() -> Vec<rnccl::status::CommStatus> {
+    let addr = rnccl::status::address().expect("the status service runs");
+    rnccl::status::query(addr, Duration::from_secs(5))
+        .expect("status")
+        .comms
+}

@@ -97,15 +97,20 @@ fn now_text(c: &rnccl::status::CommStatus, stuck_s: f64, now_unix_ns: u64) -> St
                 "in"
             };
             let mut t = format!(
-                "{mark} {} #{} ({} × {}) for {:.1} s, step {}/{}",
+                "{mark} {} #{} ({} × {}) for {:.1} s",
                 op.func.nccl_name(),
                 op.seq,
                 op.count,
                 op.dtype,
                 op.elapsed_s,
-                op.steps_done,
-                op.steps_total
             );
+            // GPU ranks' kernels do not count steps for the host: they say only that the
+            // operation runs.
+            if op.steps_total > 0 {
+                t += &format!(", step {}/{}", op.steps_done, op.steps_total);
+            } else if c.device.is_some() {
+                t += " on its GPU";
+            }
             let waits: Vec<_> = c
                 .links
                 .iter()

@@ -92,14 +92,17 @@ fn op_text(op: Option<&OpSnapshot>) -> String {
     match op {
         None => "idle".into(),
         Some(o) => format!(
-            "{} {} {} #{} {:.1}s {}/{}",
+            "{} {} {} #{} {:.1}s {}",
             o.info.func.nccl_name().trim_start_matches("nccl"),
             crate::units::bytes_iec((o.info.count * o.info.dtype.size()) as u64),
             o.info.dtype.name(),
             o.info.seq,
             o.elapsed_s,
-            o.steps_done,
-            o.steps_total
+            // GPU kernels do not count steps for the host.
+            match o.steps_total {
+                0 => "-".to_string(),
+                t => format!("{}/{t}", o.steps_done),
+            }
         ),
     }
 }

@@ -95,7 +95,8 @@ impl Interp {
     }
 
     /// Launches the kernel for `combine` on `stream`: `lanes` blocks of [`THREADS`] threads
-    /// running the program at device address `program`.
+    /// running the program at device address `program` for operation number `seq`
+    /// (kernels/program.cuh, operation tracking).
     ///
     /// # Safety
     /// `stream` is a live stream of this context (or null, the legacy default stream);
@@ -109,11 +110,15 @@ impl Interp {
         lanes: u32,
         stream: sys::CUstream,
         program: u64,
+        seq: u64,
     ) -> Result<()> {
         let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
-        let mut arg = program;
-        let mut params = [(&raw mut arg).cast::<std::ffi::c_void>()];
-        // SAFETY: the function takes one pointer argument, given by value through `params`;
+        let (mut arg, mut seq) = (program, seq);
+        let mut params = [
+            (&raw mut arg).cast::<std::ffi::c_void>(),
+            (&raw mut seq).cast::<std::ffi::c_void>(),
+        ];
+        // SAFETY: the function takes a pointer and a u64, given by value through `params`;
         // the caller vouches for the stream and the program.
         check(
             unsafe {

@@ -33,9 +33,10 @@ use crate::redop::Combine;
 /// Slots per FIFO, as the kernel counts them.
 const SLOTS: u64 = NSLOTS as u64;
 
-/// Runs `program` as the kernel `rnccl_interp_<dtype>_<combine>` would: one thread per lane,
-/// returning once every lane has finished or stopped. What went wrong, if anything, is in the
-/// program's report, as on the GPU.
+/// Runs `program` as the kernel `rnccl_interp_<dtype>_<combine>` would, launched for operation
+/// `seq`: one thread per lane, returning once every lane has finished or
+/// stopped. What went wrong, if anything, is in the program's report, as on the GPU; how far
+/// the operation got is in the header's operation words (kernels/program.cuh).
 ///
 /// # Safety
 /// Every address in the program is a host pointer to live memory for as long as this runs:
@@ -45,7 +46,12 @@ const SLOTS: u64 = NSLOTS as u64;
 /// protocol allows.
 ///
 /// Errors: [`crate::Error::Internal`] when the program does not decode (see [`decode`]).
-pub(crate) unsafe fn run(program: &[u8], dtype: DataType, combine: Combine) -> Result<()> {
+pub(crate) unsafe fn run(
+    program: &[u8],
+    dtype: DataType,
+    combine: Combine,
+    seq: u64,
+) -> Result<()> {
     let p = decode::decode(program)?;
     let h = &p.header;
     let spec = h.spec(dtype, combine);
@@ -55,6 +61,7 @@ pub(crate) unsafe fn run(program: &[u8], dtype: DataType, combine: Combine) -> R
                 p: &p,
                 spec: &spec,
                 lane,
+                seq,
                 sstep: 0,
                 rstep: 0,
                 sbytes: 0,
@@ -77,6 +84,8 @@ struct Block<'a> {
     p: &'a Decoded,
     spec: &'a ReduceSpec,
     lane: u32,
+    /// The operation's number.
+    seq: u64,
     /// Slots posted on the step's send connection.
     sstep: u64,
     /// Slots consumed on the step's receive connection.
@@ -92,17 +101,37 @@ impl Block<'_> {
         &self.p.conns[usize::from(ix)]
     }
 
-    /// Runs the lane's steps (`run<T, OP>`); stops at the first failed wait.
+    /// Runs the lane's steps (`run<T, OP>`); stops at the first failed wait. Lane 0 says the
+    /// operation started; the last lane to finish says it finished unless a later operation
+    /// was said finished already (a replayed CUDA graph's kernel): `op_started`, `op_guard`,
+    /// `op_finished`.
     ///
     /// # Safety
     /// As [`run`].
     unsafe fn run(&mut self) {
+        let h = &self.p.header;
+        // SAFETY: the header's operation words, finished count and the last operation said
+        // finished (at `finished + 4`) are live (run's contract).
+        let (ops, finished, said) =
+            unsafe { (word(h.ops), word32(h.finished), word(h.finished + 4)) };
+        if self.lane == 0 {
+            ops.store(self.seq, Ordering::Relaxed);
+        }
+        let guard = said.load(Ordering::Relaxed);
         let lane = self.p.lanes[self.lane as usize];
         for i in lane.first..lane.first + lane.nsteps {
             let st = self.p.steps[i as usize];
             // SAFETY: forwarded contract.
             if unsafe { self.step(&st) }.is_err() {
                 return;
+            }
+        }
+        if finished.fetch_add(1, Ordering::AcqRel) == h.nlanes - 1 {
+            finished.store(0, Ordering::Relaxed);
+            if self.seq > guard {
+                said.store(self.seq, Ordering::Relaxed);
+                // SAFETY: as above, the second operation word.
+                unsafe { word(h.ops + 8) }.store(self.seq, Ordering::Release);
             }
         }
     }
@@ -237,7 +266,7 @@ impl Block<'_> {
             let c = self.conn(st.recv);
             // SAFETY: the connection's flags and sizes are live ([`run`]).
             unsafe {
-                let mut r = wait_at_least(word(c.tail), self.rstep + 1, h);
+                let mut r = wait_at_least(word(c.tail), self.rstep + 1, h, word(c.bytes + 16));
                 let size = word(c.sizes + 8 * (self.rstep % SLOTS));
                 if r.is_ok() && size.load(Ordering::Relaxed) != n {
                     r = Err(Status::BadSize);
@@ -252,7 +281,8 @@ impl Block<'_> {
             let c = self.conn(st.send);
             // SAFETY: as above.
             unsafe {
-                if let Err(e) = wait_at_least(word(c.head), self.sstep + 1 - SLOTS, h) {
+                let mark = word(c.bytes + 16);
+                if let Err(e) = wait_at_least(word(c.head), self.sstep + 1 - SLOTS, h, mark) {
                     report(h, e, self.lane, c, self.sstep + 1, Waiting::Slot);
                     return Err(e);
                 }
@@ -272,7 +302,8 @@ impl Block<'_> {
             word(c.tail).store(self.sstep + 1, Ordering::Release);
             self.sstep += 1;
             self.sbytes += n;
-            word(c.bytes).store(self.sbytes, Ordering::Relaxed);
+            word(c.bytes).store(self.sstep, Ordering::Relaxed);
+            word(c.bytes + 8).store(self.sbytes, Ordering::Relaxed);
         }
     }
 
@@ -287,7 +318,8 @@ impl Block<'_> {
             word(c.head).store(self.rstep + 1, Ordering::Release);
             self.rstep += 1;
             self.rbytes += n;
-            word(c.bytes).store(self.rbytes, Ordering::Relaxed);
+            word(c.bytes).store(self.rstep, Ordering::Relaxed);
+            word(c.bytes + 8).store(self.rbytes, Ordering::Relaxed);
         }
     }
 

@@ -19,7 +19,7 @@ pub(crate) const LL_CHUNK_BYTES: usize = LL_HALF_BYTES / 2;
 /// Most ranks of a one-shot LL all-reduce (kernels/ll.cuh `RNCCL_LL_MAX_RANKS`).
 pub(crate) const LL_MAX_RANKS: usize = 8;
 /// Bytes of `struct LlArgs`.
-pub(crate) const LL_ARGS_BYTES: usize = 528;
+pub(crate) const LL_ARGS_BYTES: usize = 552;
 /// All-reduce inputs up to this many bytes run the one-shot LL kernel when `NCCL_PROTO` allows
 /// LL: below it the ring's round trips per step cost more than storing every byte twice over
 /// (gpu-backend.md §B.4: one-shot LL at the launch floor up to 512 KB on 2×H200, where NCCL's
@@ -40,7 +40,8 @@ pub(crate) struct LlOp {
     pub dst: u64,
     /// Bytes per rank.
     pub bytes: usize,
-    /// `u32[2]` of device memory: the last epoch used, and blocks finished.
+    /// 16 bytes of device memory: the last epoch used and the blocks finished (`u32` each),
+    /// and the last operation reported finished (`u64`).
     pub state: u64,
     /// Per rank: the area of that rank this rank stores its lines into (0 for this rank).
     pub out: Vec<u64>,
@@ -63,11 +64,12 @@ pub(crate) fn blocks(bytes: usize, threads: usize) -> u32 {
         .clamp(1, LL_MAX_BLOCKS) as u32
 }
 
-/// The kernel argument block (`struct LlArgs`, [`LL_ARGS_BYTES`]).
+/// The kernel argument block (`struct LlArgs`, [`LL_ARGS_BYTES`]) of operation number `seq`
+/// (kernels/program.cuh, operation tracking).
 ///
 /// Errors: [`Error::Internal`] for more than [`LL_MAX_RANKS`] ranks or mismatched address
 /// lists.
-pub(crate) fn encode(op: &LlOp, spec: &ReduceSpec, ctl: &Control) -> Result<Vec<u8>> {
+pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> Result<Vec<u8>> {
     let n = op.out.len();
     if n > LL_MAX_RANKS || op.inp.len() != n || op.out_counts.len() != n || op.inp_counts.len() != n
     {
@@ -79,7 +81,7 @@ pub(crate) fn encode(op: &LlOp, spec: &ReduceSpec, ctl: &Control) -> Result<Vec<
     let mut w = Writer(Vec::with_capacity(LL_ARGS_BYTES));
     header(&mut w, [0; 3], [0; 3], spec, ctl);
     debug_assert_eq!(w.0.len(), PROGRAM_BYTES);
-    for v in [op.src, op.dst, op.bytes as u64, op.state] {
+    for v in [op.src, op.dst, op.bytes as u64, op.state, seq] {
         w.u64(v);
     }
     w.u32(n as u32);
@@ -130,6 +132,8 @@ mod tests {
             abort: 0x20,
             claim: 0x30,
             timeout_ns: 5,
+            ops: 0x40,
+            finished: 0x48,
             rank: 1,
             slot_bytes: 512,
         };
@@ -143,20 +147,21 @@ mod tests {
             out_counts: vec![(0xc0, 0xc8), (0, 0)],
             inp_counts: vec![(0xd0, 0xd8), (0, 0)],
         };
-        let b = encode(&op, &ReduceSpec::copy(crate::DataType::Float32), &ctl).unwrap();
+        let b = encode(&op, 7, &ReduceSpec::copy(crate::DataType::Float32), &ctl).unwrap();
         assert_eq!(b.len(), LL_ARGS_BYTES);
         let at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
         assert_eq!(at(PROGRAM_BYTES), 0x1000);
         assert_eq!(at(PROGRAM_BYTES + 16), 12);
         assert_eq!(at(PROGRAM_BYTES + 24), 0x3000);
-        assert_eq!(u32::from_le_bytes(b[136..140].try_into().unwrap()), 2);
-        assert_eq!(at(144), 0xa0, "out[0]");
-        assert_eq!(at(144 + 64), 0xb0, "in[0]");
-        assert_eq!(at(144 + 8 * 15), 0, "unused ranks are zero");
+        assert_eq!(at(PROGRAM_BYTES + 32), 7, "seq");
+        assert_eq!(u32::from_le_bytes(b[160..164].try_into().unwrap()), 2);
+        assert_eq!(at(168), 0xa0, "out[0]");
+        assert_eq!(at(168 + 64), 0xb0, "in[0]");
+        assert_eq!(at(168 + 8 * 15), 0, "unused ranks are zero");
         for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
-            assert_eq!(at(144 + 64 * list), want, "counter list {list}");
+            assert_eq!(at(168 + 64 * list), want, "counter list {list}");
         }
-        assert_eq!(144 + 64 * 6, LL_ARGS_BYTES);
+        assert_eq!(168 + 64 * 6, LL_ARGS_BYTES);
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],
@@ -164,7 +169,7 @@ mod tests {
             inp_counts: vec![(0, 0); 9],
             ..op
         };
-        assert!(encode(&nine, &ReduceSpec::copy(crate::DataType::Float32), &ctl).is_err());
+        assert!(encode(&nine, 7, &ReduceSpec::copy(crate::DataType::Float32), &ctl).is_err());
     }
 
     #[test]

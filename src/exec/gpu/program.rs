@@ -9,7 +9,7 @@ use crate::device::ReduceSpec;
 use crate::error::{Error, Result};
 
 /// Bytes of the program header (`struct Program`).
-pub(crate) const PROGRAM_BYTES: usize = 104;
+pub(crate) const PROGRAM_BYTES: usize = 120;
 /// Bytes of one lane (`struct Lane`).
 pub(crate) const LANE_BYTES: usize = 16;
 /// Bytes of one connection (`struct Conn`).
@@ -94,7 +94,8 @@ pub(crate) struct DevConn {
     pub head: u64,
     /// `u64[2]`: this end's persistent slot and byte counts (this rank's memory).
     pub step: u64,
-    /// `u64[2]`: host-mapped copy of the slot and byte counts, for live counters.
+    /// `u64[3]`: host-mapped copy of the slot and byte counts, for live counters, and 1 while
+    /// a wait on this end outlasts its first round of polls.
     pub bytes: u64,
     /// The rank at the other end.
     pub peer: u32,
@@ -113,6 +114,12 @@ pub(crate) struct Control {
     pub claim: u64,
     /// Longest wait for a peer, ns.
     pub timeout_ns: u64,
+    /// `u64[2]` (host-mapped): the last operation a kernel started and the last it finished
+    /// (kernels/program.cuh, operation tracking).
+    pub ops: u64,
+    /// `u32*` blocks of the running kernel that finished (device memory), followed (at
+    /// `finished + 4`) by the `u64` last operation reported finished.
+    pub finished: u64,
     /// This rank.
     pub rank: u32,
     /// Bytes per FIFO slot.
@@ -183,6 +190,8 @@ pub(super) fn header(
     w.u64(ctl.abort);
     w.u64(ctl.claim);
     w.u64(ctl.timeout_ns);
+    w.u64(ctl.ops);
+    w.u64(ctl.finished);
     let pre = spec.pre.unwrap_or(crate::Scalar::Int(1));
     w.0.extend_from_slice(&pre.as_f64().to_le_bytes());
     w.u64(pre.as_i64() as u64);
@@ -519,6 +528,8 @@ mod tests {
             abort: 8,
             claim: 8,
             timeout_ns: 1,
+            ops: 8,
+            finished: 8,
             rank: 0,
             slot_bytes,
         };
@@ -591,6 +602,8 @@ mod tests {
             abort: 8,
             claim: 8,
             timeout_ns: 1,
+            ops: 8,
+            finished: 8,
             rank: 0,
             slot_bytes: 1 << 19,
         };
@@ -634,6 +647,8 @@ mod tests {
             abort: 8,
             claim: 8,
             timeout_ns: 1,
+            ops: 8,
+            finished: 8,
             rank: 0,
             slot_bytes: 64,
         };

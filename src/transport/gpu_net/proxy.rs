@@ -244,6 +244,15 @@ impl Proxy {
             .map(Failure::to_error)
     }
 
+    /// Whether a connection failed (cheaper than building [`Proxy::failure`]'s error).
+    pub(crate) fn failed(&self) -> bool {
+        self.shared
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// Whether `peer` closed a connection between frames without saying goodbye (its process
     /// exited or was killed).
     pub(crate) fn closed_without_goodbye(&self, peer: usize) -> bool {

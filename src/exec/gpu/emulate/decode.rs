@@ -32,6 +32,10 @@ pub(crate) struct Header {
     pub claim: u64,
     /// Longest wait for a peer, ns.
     pub timeout_ns: u64,
+    /// `u64[2]`: the last operation started and finished.
+    pub ops: u64,
+    /// `u32*` blocks of the running kernel that finished.
+    pub finished: u64,
     /// The pre-multiplier for floating-point types.
     pub pre_f: f64,
     /// The pre-multiplier for integer types.
@@ -249,6 +253,8 @@ pub(super) fn header(bytes: &[u8]) -> Result<Header> {
         abort: r.u64()?,
         claim: r.u64()?,
         timeout_ns: r.u64()?,
+        ops: r.u64()?,
+        finished: r.u64()?,
         pre_f: r.f64()?,
         pre_i: r.i64()?,
         post_div: r.u64()?,
@@ -258,7 +264,17 @@ pub(super) fn header(bytes: &[u8]) -> Result<Header> {
         rank: r.u32()?,
     };
     fits(&r, 0, PROGRAM_BYTES, "the header")?;
-    if [h.slot_bytes, h.report, h.abort, h.claim, h.post_div].contains(&0) {
+    if [
+        h.slot_bytes,
+        h.report,
+        h.abort,
+        h.claim,
+        h.ops,
+        h.finished,
+        h.post_div,
+    ]
+    .contains(&0)
+    {
         return Err(bad(format!(
             "a zero slot size, divisor or control address in its header ({h:?})"
         )));
@@ -400,7 +416,7 @@ mod tests {
         let mut b = Vec::new();
         let lanes = PROGRAM_BYTES as u64;
         let steps = lanes + LANE_BYTES as u64;
-        for v in [lanes, steps, steps, 64, 8, 8, 8, 1_000_000] {
+        for v in [lanes, steps, steps, 64, 8, 8, 8, 1_000_000, 16, 24] {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.extend_from_slice(&1.0f64.to_le_bytes());

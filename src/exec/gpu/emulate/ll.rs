@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::exec::gpu::ll::{LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS};
 use crate::exec::gpu::program::{DevConn, PROGRAM_BYTES, Status};
 use crate::redop::Combine;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `struct LlArgs` after the header.
 struct Args {
@@ -22,6 +22,8 @@ struct Args {
     dst: u64,
     bytes: u64,
     state: u64,
+    /// The operation's number.
+    seq: u64,
     nranks: u32,
     out: [u64; LL_MAX_RANKS],
     inp: [u64; LL_MAX_RANKS],
@@ -44,7 +46,7 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
     }
     let h = decode::header(&bytes[..PROGRAM_BYTES])?;
     let p = PROGRAM_BYTES;
-    let nranks = le(bytes, p + 32) as u32;
+    let nranks = le(bytes, p + 40) as u32;
     if nranks as usize > LL_MAX_RANKS || h.rank >= nranks {
         return Err(Error::Internal(format!(
             "an LL all-reduce of rank {} among {nranks}",
@@ -57,10 +59,11 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
         dst: le(bytes, p + 8),
         bytes: le(bytes, p + 16),
         state: le(bytes, p + 24),
+        seq: le(bytes, p + 32),
         nranks,
-        out: list(p + 40),
-        inp: list(p + 40 + 8 * LL_MAX_RANKS),
-        counts: std::array::from_fn(|k| list(p + 40 + 8 * LL_MAX_RANKS * (2 + k))),
+        out: list(p + 48),
+        inp: list(p + 48 + 8 * LL_MAX_RANKS),
+        counts: std::array::from_fn(|k| list(p + 48 + 8 * LL_MAX_RANKS * (2 + k))),
     };
     Ok((h, a))
 }
@@ -71,16 +74,20 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
 /// # Safety
 /// Every address in `args` is a host pointer to live memory while this runs: the input and
 /// output for `bytes` bytes, the LL areas ([`crate::exec::gpu::ll::LL_AREA_BYTES`], 8-byte
-/// aligned, touched by others only atomically), the `u32[2]` state, the connection ends'
-/// `u64[2]` counters and the control block.
+/// aligned, touched by others only atomically), the state (`u32[2]` and a `u64`), the connection ends'
+/// `u64[2]` counters and the control block (with its operation words).
 ///
 /// Errors: [`Error::Internal`] when the block does not decode.
 pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Result<()> {
     let (h, a) = decode(args)?;
     let spec = h.spec(dtype, combine);
-    // SAFETY: the state is a live u32[2] (caller's contract).
-    let (epoch, arrived) = unsafe { (word32(a.state), word32(a.state + 4)) };
+    // SAFETY: the state is a live u32[2] and u64 (caller's contract).
+    let (epoch, arrived, said) =
+        unsafe { (word32(a.state), word32(a.state + 4), word(a.state + 8)) };
     let epoch0 = epoch.load(Ordering::Relaxed);
+    let guard = said.load(Ordering::Relaxed);
+    // SAFETY: the control block's ops words are live (caller's contract).
+    unsafe { word(h.ops) }.store(a.seq, Ordering::Relaxed);
     let nchunks = a.bytes.div_ceil(LL_CHUNK_BYTES as u64);
     let me = h.rank as usize;
     let es = dtype.size();
@@ -109,8 +116,10 @@ pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Resu
             } else {
                 for i in 0..n.div_ceil(8) {
                     let addr = a.inp[r] + half + 16 * i as u64;
+                    // SAFETY: the receive end's live counters are u64[3] (caller's contract).
+                    let mark = unsafe { word(a.counts[3][r] + 16) };
                     // SAFETY: as above, this rank's own area.
-                    match unsafe { ld_line(addr, flag, &h) } {
+                    match unsafe { ld_line(addr, flag, &h, mark) } {
                         Ok(v) => line[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes()),
                         Err(code) => {
                             let peer = DevConn {
@@ -158,6 +167,15 @@ pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Resu
                 word(live + 8).store(b, Ordering::Relaxed);
             }
         }
+        // SAFETY: as above, the receive end's live word 2.
+        unsafe { word(a.counts[3][r] + 16) }.store(0, Ordering::Relaxed);
+    }
+    // SAFETY: the claim and ops words of the control block are live (caller's contract).
+    unsafe {
+        if a.seq > guard && word32(h.claim).load(Ordering::Acquire) == 0 {
+            said.store(a.seq, Ordering::Relaxed);
+            word(h.ops + 8).store(a.seq, Ordering::Release);
+        }
     }
     Ok(())
 }
@@ -176,11 +194,16 @@ unsafe fn st_line(addr: u64, v: u64, flag: u32) {
 }
 
 /// Waits for the line at `addr` to carry `flag` in both halves (`ld_line`): its 8 data bytes,
-/// or why it stopped waiting.
+/// or why it stopped waiting; a wait past the first round of polls sets `mark`.
 ///
 /// # Safety
 /// As [`st_line`]; the header's abort flag is live.
-unsafe fn ld_line(addr: u64, flag: u32, h: &Header) -> std::result::Result<u64, Status> {
+unsafe fn ld_line(
+    addr: u64,
+    flag: u32,
+    h: &Header,
+    mark: &AtomicU64,
+) -> std::result::Result<u64, Status> {
     // SAFETY: caller's contract.
     let (lo, hi) = unsafe { (word(addr), word(addr + 8)) };
     let ready = || {
@@ -189,5 +212,5 @@ unsafe fn ld_line(addr: u64, flag: u32, h: &Header) -> std::result::Result<u64, 
             .then_some((a & 0xffff_ffff) | (b << 32))
     };
     // SAFETY: caller's contract (the abort flag).
-    unsafe { poll(h, ready) }
+    unsafe { poll(h, ready, || mark.store(1, Ordering::Relaxed)) }
 }

@@ -35,26 +35,46 @@ pub(crate) unsafe fn word32<'a>(addr: u64) -> &'a AtomicU32 {
     unsafe { AtomicU32::from_ptr(p) }
 }
 
-/// Spins until `*p >= want` (`wait_at_least`), as [`poll`] does.
+/// Spins until `*p >= want` (`wait_at_least`), as [`poll`] does, with `mark` (the waiting
+/// end's live word 2) at 1 from the first round of polls that finds it short until the wait
+/// ends.
 ///
 /// # Safety
 /// The header's `abort` is a live `u32` flag ([`word32`]'s contract).
-pub(crate) unsafe fn wait_at_least(p: &AtomicU64, want: u64, h: &Header) -> Result<(), Status> {
+pub(crate) unsafe fn wait_at_least(
+    p: &AtomicU64,
+    want: u64,
+    h: &Header,
+    mark: &AtomicU64,
+) -> Result<(), Status> {
+    let mut marked = false;
+    let ready = || (p.load(Ordering::Acquire) >= want).then_some(());
     // SAFETY: forwarded caller contract.
-    unsafe { poll(h, || (p.load(Ordering::Acquire) >= want).then_some(())) }
+    let r = unsafe {
+        poll(h, ready, || {
+            mark.store(1, Ordering::Relaxed);
+            marked = true;
+        })
+    };
+    if marked {
+        mark.store(0, Ordering::Relaxed);
+    }
+    r
 }
 
 /// Polls `ready` until it returns a value: after every [`SPINS`] polls it gives up when the
 /// abort flag is raised or when the time since its first such check passes the timeout (the
-/// kernels' waits). Between polls it yields, as a warp waiting on memory leaves the SM to
-/// others.
+/// kernels' waits), and calls `waiting` at the first such check. Between polls it yields, as a
+/// warp waiting on memory leaves the SM to others.
 ///
 /// # Safety
 /// The header's `abort` is a live `u32` flag ([`word32`]'s contract).
 pub(crate) unsafe fn poll<T>(
     h: &Header,
     mut ready: impl FnMut() -> Option<T>,
+    waiting: impl FnOnce(),
 ) -> Result<T, Status> {
+    let mut waiting = Some(waiting);
     // SAFETY: forwarded caller contract.
     let abort = unsafe { word32(h.abort) };
     let mut start: Option<Instant> = None;
@@ -74,7 +94,12 @@ pub(crate) unsafe fn poll<T>(
         }
         let now = Instant::now();
         match start {
-            None => start = Some(now),
+            None => {
+                start = Some(now);
+                if let Some(w) = waiting.take() {
+                    w();
+                }
+            }
             Some(s) if now - s > Duration::from_nanos(h.timeout_ns) => {
                 return Err(Status::Timeout);
             }

@@ -81,11 +81,15 @@ struct End {
     bytes: Words,
 }
 
-/// A rank's control block: report, abort flag, first-failure claim.
+/// A rank's control block: report, abort flag, first-failure claim, operation words and the
+/// finished-blocks count, and the number of the rank's last launch.
 struct Ctl {
     report: Words,
     abort: Words,
     claim: Words,
+    ops: Words,
+    finished: Words,
+    launches: AtomicU64,
 }
 
 /// What a rank's kernel reported (`struct Report`).
@@ -147,6 +151,9 @@ impl Fabric {
                 report: Words::zeroed(REPORT_BYTES),
                 abort: Words::zeroed(8),
                 claim: Words::zeroed(8),
+                ops: Words::zeroed(16),
+                finished: Words::zeroed(16),
+                launches: AtomicU64::new(0),
             })
             .collect();
         Fabric {
@@ -190,7 +197,7 @@ impl Fabric {
         );
         let end = self.ends.entry((rank, key, send)).or_insert_with(|| End {
             step: Words::zeroed(16),
-            bytes: Words::zeroed(8),
+            bytes: Words::zeroed(24),
         });
         DevConn {
             fifo,
@@ -220,6 +227,8 @@ impl Fabric {
             abort: c.abort.addr(),
             claim: c.claim.addr(),
             timeout_ns: self.timeout.as_nanos() as u64,
+            ops: c.ops.addr(),
+            finished: c.finished.addr(),
             rank: job.rank as u32,
             slot_bytes: self.slot_bytes as u64,
         };
@@ -249,11 +258,13 @@ impl Fabric {
             let (tx, rx) = mpsc::channel();
             for (rank, prog) in programs {
                 let tx = tx.clone();
+                // Each launch is the rank's next operation, as on a communicator.
+                let seq = self.ctl[*rank].launches.fetch_add(1, Ordering::Relaxed) + 1;
                 s.spawn(move || {
                     // SAFETY: every address in the program is memory of this fabric or of
                     // the caller's buffers, which outlive the scope; the kernel model touches
                     // flags only atomically and buffers as the plans say.
-                    let r = unsafe { emulate::run(prog, dtype, combine) };
+                    let r = unsafe { emulate::run(prog, dtype, combine, seq) };
                     r.expect("the program decodes");
                     // The receiver is gone only once the deadline passed.
                     let _ = tx.send(*rank);
@@ -299,6 +310,22 @@ impl Fabric {
         self.ctl[rank].claim.word(0) as u32 != 0
     }
 
+    /// Whether `rank`'s end of `key` (sending or not) says a wait on it is under way.
+    pub(super) fn waiting(&self, rank: usize, key: ConnKey, send: bool) -> bool {
+        self.ends[&(rank, key, send)].bytes.word(2) != 0
+    }
+
+    /// Makes `rank`'s next launch operation `seq` again, as a CUDA graph's replay is.
+    pub(super) fn replay_as(&self, rank: usize, seq: u64) {
+        self.ctl[rank].launches.store(seq - 1, Ordering::Relaxed);
+    }
+
+    /// `rank`'s operation words: the last operation its kernels started and finished.
+    pub(super) fn ops(&self, rank: usize) -> (u64, u64) {
+        let w = &self.ctl[rank].ops;
+        (w.word(0), w.word(1))
+    }
+
     /// `rank`'s report.
     pub(super) fn report(&self, rank: usize) -> Report {
         let r = &self.ctl[rank].report;
@@ -327,7 +354,7 @@ impl Fabric {
         Counters {
             slots: e.step.word(0),
             bytes: e.step.word(1),
-            live: e.bytes.word(0),
+            live: e.bytes.word(1),
         }
     }
 

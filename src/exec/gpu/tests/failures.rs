@@ -97,6 +97,7 @@ fn a_missing_receiver_times_the_sender_out() {
     assert_eq!(f.report(0), want);
     assert!(f.aborted(0) && f.claimed(0));
     assert!(!f.aborted(1), "the absent peer's flag is its own");
+    assert_eq!(f.ops(0), (1, 0), "operation 1 started and never finished");
 }
 
 /// A receiver on channel 3 whose sender never runs times out waiting for the first slot, and
@@ -136,23 +137,29 @@ fn the_first_of_several_failing_lanes_reports() {
 }
 
 /// Raising the abort flag stops a lane waiting for a peer that never comes, long before its
-/// timeout, with an Aborted report.
+/// timeout, with an Aborted report. While it waits, its end says so (what `rnccl status`
+/// shows of a GPU rank); once it stopped, no longer.
 #[test]
 fn the_abort_flag_stops_a_waiting_lane() {
     let recv = plan_of(Func::Recv, 1, 0, 2, 100, 1);
     let b = Bufs::new(400);
     let mut f = Fabric::new(2, SLOT, LIMIT);
     let prog = f.encode(&b.job(1, &recv), &spec());
+    let (_, key, _) = f.ends()[0];
     let t = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(30));
+            while !f.waiting(1, key, false) {
+                assert!(t.elapsed() < LIMIT / 8, "the wait was never marked");
+                std::thread::sleep(Duration::from_millis(1));
+            }
             f.abort(1);
         });
         f.launch(&[(1, prog)], &spec(), LIMIT);
     });
     assert!(t.elapsed() < LIMIT / 4, "stopped after {:?}", t.elapsed());
     assert_eq!(f.report(1), report(Status::Aborted, 0, 0, 1, Waiting::Data));
+    assert!(!f.waiting(1, key, false), "the mark outlived the wait");
 }
 
 /// A sender posting 48 bytes where the receiver expects a 64-byte slot: the receiver reports

@@ -4,6 +4,7 @@
 //! silent peer and an abort.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::super::emulate;
@@ -22,7 +23,10 @@ struct LlFabric {
     state: Vec<Words>,
     /// (rank, peer, sending): that end's `u64[2]` counters and their live copy.
     counts: BTreeMap<(usize, usize, bool), [Words; 2]>,
-    ctl: Vec<[Words; 3]>,
+    /// Per rank: report, abort flag, claim, operation words.
+    ctl: Vec<[Words; 4]>,
+    /// Per rank: its last operation's number.
+    launches: Vec<AtomicU64>,
     timeout: Duration,
 }
 
@@ -38,7 +42,7 @@ impl LlFabric {
         for r in 0..n {
             for p in (0..n).filter(|&p| p != r) {
                 for send in [true, false] {
-                    counts.insert((r, p, send), [Words::zeroed(16), Words::zeroed(16)]);
+                    counts.insert((r, p, send), [Words::zeroed(16), Words::zeroed(24)]);
                 }
             }
         }
@@ -46,16 +50,18 @@ impl LlFabric {
             n,
             counts,
             areas,
-            state: (0..n).map(|_| Words::zeroed(8)).collect(),
+            state: (0..n).map(|_| Words::zeroed(16)).collect(),
             ctl: (0..n)
                 .map(|_| {
                     [
                         Words::zeroed(REPORT_BYTES),
                         Words::zeroed(8),
                         Words::zeroed(8),
+                        Words::zeroed(16),
                     ]
                 })
                 .collect(),
+            launches: (0..n).map(|_| AtomicU64::new(0)).collect(),
             timeout,
         }
     }
@@ -72,16 +78,20 @@ impl LlFabric {
             out_counts: (0..self.n).map(|p| self.counters(rank, p, true)).collect(),
             inp_counts: (0..self.n).map(|p| self.counters(rank, p, false)).collect(),
         };
-        let [report, abort, claim] = &self.ctl[rank];
+        let [report, abort, claim, ops] = &self.ctl[rank];
         let ctl = Control {
             report: report.addr(),
             abort: abort.addr(),
             claim: claim.addr(),
             timeout_ns: self.timeout.as_nanos() as u64,
+            // The LL kernel counts its blocks in its state, not here.
+            ops: ops.addr(),
+            finished: 1,
             rank: rank as u32,
             slot_bytes: 512,
         };
-        ll::encode(&op, spec, &ctl).expect("encode")
+        let seq = self.launches[rank].fetch_add(1, Ordering::Relaxed) + 1;
+        ll::encode(&op, seq, spec, &ctl).expect("encode")
     }
 
     /// Runs the ranks in `ranks` at once on their (src, dst) buffers.
@@ -174,6 +184,13 @@ fn back_to_back_all_reduces_cross_halves_and_chunks() {
             moved += bytes as u64;
             for r in 0..n {
                 assert_eq!(f.state[r].word(0) & 0xffff_ffff, epochs, "rank {r}'s epoch");
+                let seq = i as u64 + 1;
+                let ops = &f.ctl[r][3];
+                assert_eq!(
+                    (ops.word(0), ops.word(1)),
+                    (seq, seq),
+                    "rank {r}'s operations"
+                );
                 for p in (0..n).filter(|&p| p != r) {
                     for send in [true, false] {
                         let [step, live] = &f.counts[&(r, p, send)];
@@ -199,12 +216,28 @@ fn a_silent_peer_times_out_and_an_abort_stops_the_wait() {
         (Some(Status::Timeout), 1),
         "names the silent peer"
     );
+    let ops = &f.ctl[0][3];
+    assert_eq!(
+        (ops.word(0), ops.word(1)),
+        (1, 0),
+        "started, never finished"
+    );
 
+    // While rank 1 waits for rank 0's lines, its receive end from rank 0 says so.
     let g = LlFabric::new(2, Duration::from_secs(600));
+    let live = &g.counts[&(1, 0, false)][1];
     std::thread::scope(|s| {
         s.spawn(|| g.run(&[1], &[(0, 0), (input.addr(), input.addr())], 64, &spec));
-        std::thread::sleep(Duration::from_millis(100));
+        let t = std::time::Instant::now();
+        while live.word(2) == 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the wait was never marked"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         g.ctl[1][1].write(0, &1u32.to_le_bytes());
     });
     assert_eq!(g.report(1).0, Some(Status::Aborted));
+    assert_eq!(live.word(2), 0, "the operation's end clears the mark");
 }
