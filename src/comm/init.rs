@@ -1,0 +1,243 @@
+//! Creating communicators: one rank joining through a unique id (`ncclCommInitRank`), every
+//! rank in this process at once (`ncclCommInitAll`), and the assembly both end in.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::{CommConfig, Communicator, Core, State, layout, plans};
+use crate::bootstrap::host::fnv1a;
+use crate::bootstrap::unique_id::UniqueId;
+use crate::bootstrap::{BootstrapNet, Deadline};
+use crate::coll::{Geometry, Rings};
+use crate::config::Config;
+use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
+use crate::error::{Error, Result};
+use crate::exec::{WaitPolicy, spin_cores};
+use crate::stats::CommStats;
+use crate::transport::TransportParams;
+use crate::transport::tcp::listener::DataListener;
+
+impl Communicator {
+    /// Joins the communicator `id` as `rank` of `nranks` (`ncclCommInitRankConfig`). Blocks until
+    /// every rank has joined or the timeout passes.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a bad rank/nranks; [`Error::Timeout`] naming the
+    /// ranks that never arrived; [`Error::InvalidUsage`] for bad knob values;
+    /// [`Error::Remote`] / [`Error::System`] for network failures.
+    pub fn init_rank(
+        nranks: usize,
+        id: &UniqueId,
+        rank: usize,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        if nranks == 0 {
+            return Err(Error::invalid_arg("nranks must be at least 1"));
+        }
+        if rank >= nranks {
+            return Err(Error::invalid_arg(format!(
+                "rank {rank} is out of range for nranks={nranks} (ranks are 0..{})",
+                nranks - 1
+            )));
+        }
+        let (knobs, timeout) = config.resolve()?;
+        let params = TransportParams::from_config(&knobs)?;
+        // Fail fast on a bad NCCL_BUFFSIZE before meeting the other ranks.
+        layout::slot_bytes(&knobs, 1, config.device.is_some())?;
+        let net = BootstrapNet::init(
+            id,
+            rank,
+            nranks,
+            &knobs,
+            timeout,
+            params.ib.as_ref().map(|ib| ib.fabric),
+        )?;
+        let tag = fnv1a(&id.magic.to_le_bytes());
+        let net_rank: Vec<usize> = (0..nranks).collect();
+        let deadline = Deadline::after(timeout);
+        let made = (|| {
+            let mine =
+                (rank == 0).then(|| layout::decide(&knobs, net.peers(), config.device.is_some()));
+            let lay = layout::share(&net, tag, rank, &net_rank, mine, deadline)?;
+            layout::dump_graph(&knobs, rank, net.peers())?;
+            Communicator::assemble(
+                net.clone(),
+                tag,
+                rank,
+                net_rank.clone(),
+                lay,
+                knobs.clone(),
+                params,
+                timeout,
+                config.device,
+            )
+        })();
+        if let Err(e) = &made {
+            // Every other rank is waiting on this one somewhere in its init: tell them all.
+            let others: Vec<usize> = (0..nranks).filter(|&r| r != rank).collect();
+            net.notify_failure(tag, &others, &format!("rank {rank}'s init failed: {e}"));
+        }
+        made
+    }
+
+    /// Creates `nranks` communicators whose ranks are threads of this process
+    /// (`ncclCommInitAll`). Rank `i` is element `i`; move each into the thread that drives it,
+    /// or drive them all from one thread through a [`Group`](super::Group).
+    ///
+    /// Errors: as [`Communicator::init_rank`].
+    pub fn init_all(nranks: usize) -> Result<Vec<Communicator>> {
+        Communicator::init_all_with(nranks, CommConfig::default())
+    }
+
+    /// [`Communicator::init_all`] with explicit settings.
+    ///
+    /// Errors: as [`Communicator::init_rank`].
+    pub fn init_all_with(nranks: usize, config: CommConfig) -> Result<Vec<Communicator>> {
+        let devices = config.device.map(|d| vec![d; nranks]);
+        Communicator::init_threads(nranks, config, devices)
+    }
+
+    /// Creates one communicator per entry of `devices`, rank `i` on CUDA device `devices[i]`,
+    /// all driven by this process (`ncclCommInitAll` over a device list): collectives then
+    /// take device buffers, several GPUs' operations go in one [`Group`](super::Group), and the GPUs move
+    /// data between each other directly (NVLink or PCIe peer access) or through pinned host
+    /// memory (`NCCL_P2P_DISABLE=1`).
+    ///
+    /// Errors: [`Error::Cuda`] when there is no usable GPU (the message says why in one line)
+    /// or an ordinal does not exist; otherwise as [`Communicator::init_rank`].
+    pub fn init_all_devices(devices: &[usize], config: CommConfig) -> Result<Vec<Communicator>> {
+        Communicator::init_threads(devices.len(), config, Some(devices.to_vec()))
+    }
+
+    fn init_threads(
+        nranks: usize,
+        config: CommConfig,
+        devices: Option<Vec<usize>>,
+    ) -> Result<Vec<Communicator>> {
+        if nranks == 0 {
+            return Err(Error::invalid_arg("nranks must be at least 1"));
+        }
+        if devices.is_some() {
+            crate::device::cuda::probe()?;
+        }
+        let (knobs, timeout) = config.resolve()?;
+        let id = UniqueId::with_config(&knobs)?;
+        let config = CommConfig {
+            knobs: Some(knobs),
+            timeout: Some(timeout),
+            device: None,
+        };
+        let handles: Vec<_> = (0..nranks)
+            .map(|r| {
+                let (id, mut config) = (id.clone(), config.clone());
+                config.device = devices.as_ref().map(|d| d[r]);
+                std::thread::Builder::new()
+                    .name(format!("rnccl-init-{r}"))
+                    .spawn(move || Communicator::init_rank(nranks, &id, r, config))
+                    .map_err(|e| Error::system("starting a rank's init thread", e))
+            })
+            .collect::<Result<_>>()?;
+        let mut comms = Vec::with_capacity(nranks);
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(c)) => comms.push(c),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err
+                        .get_or_insert(Error::Internal("a rank's init thread panicked".into()));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(comms),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        net: Arc<BootstrapNet>,
+        tag: u64,
+        rank: usize,
+        net_rank: Vec<usize>,
+        lay: layout::Layout,
+        knobs: Arc<Config>,
+        params: TransportParams,
+        timeout: Duration,
+        device: Option<usize>,
+    ) -> Result<Communicator> {
+        let nranks = net_rank.len();
+        let algo = match &lay.algo {
+            Some(raw) => Some(AlgoProtoList::parse(raw, &ALGORITHMS).map_err(|e| {
+                Error::invalid_usage(format!("NCCL_ALGO={raw:?} (rank 0's value): {e}"))
+            })?),
+            None => None,
+        };
+        let proto = match &lay.proto {
+            Some(raw) => Some(AlgoProtoList::parse(raw, &PROTOCOLS).map_err(|e| {
+                Error::invalid_usage(format!("NCCL_PROTO={raw:?} (rank 0's value): {e}"))
+            })?),
+            None => None,
+        };
+        let me = &net.peers()[net_rank[rank]];
+        let local = net_rank
+            .iter()
+            .filter(|&&r| net.peers()[r].host_hash == me.host_hash)
+            .count();
+        let cores = spin_cores();
+        let rings = Rings::new(lay.rings, nranks)
+            .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
+        let slot_bytes = layout::check_slot_bytes(lay.slot_bytes)
+            .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
+        tracing::info!(
+            target: "rnccl::init",
+            "comm rank {rank} nRanks {nranks} localRanks {local} nChannels {} slot {slot_bytes} B rings from {}",
+            rings.nchannels(),
+            lay.source
+        );
+        let listener = DataListener::bind(me.bootstrap.ip(), net.magic())?;
+        let geo = Geometry { slot_bytes };
+        let tuning = plans::cpu_model(&net, &net_rank, rings.nchannels(), geo, algo);
+        let core = Core {
+            listener: Arc::new(listener),
+            net,
+            tag,
+            rank,
+            nranks,
+            net_rank,
+            rings,
+            geo,
+            params,
+            algo_knob: lay.algo,
+            proto,
+            tuning,
+            timeout,
+            policy: WaitPolicy::new(local, cores, timeout),
+            abort: Arc::new(AtomicBool::new(false)),
+            knobs,
+            stats: Arc::new(CommStats::new()),
+            gpu: None,
+        };
+        let core = match device {
+            Some(ordinal) => core.with_gpu(ordinal)?,
+            None => core,
+        };
+        Ok(Communicator::new(core))
+    }
+
+    /// A communicator over `core`, published on the process's counter page.
+    pub(super) fn new(core: Core) -> Communicator {
+        let core = Arc::new(core);
+        let published: Arc<dyn crate::stats::page::Published> = core.clone();
+        let page = crate::stats::page::register(&core.knobs, Arc::downgrade(&published));
+        Communicator {
+            core,
+            state: RefCell::new(State::new()),
+            _page: page,
+        }
+    }
+}
