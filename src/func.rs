@@ -2,7 +2,15 @@
 //! ([`crate::coll`]), the tuning model ([`crate::graph::tuning`]), the benchmark and the knobs
 //! that name functions (`NCCL_ALGO`, `NCCL_PROTO`).
 
-use crate::config::syntax::FUNCTIONS;
+/// The collective functions `NCCL_ALGO`/`NCCL_PROTO` entries may name: the names of
+/// [`Func::TUNED`], in NCCL's `ncclFunc_t` order.
+pub const FUNCTIONS: [&str; 5] = [
+    "Broadcast",
+    "Reduce",
+    "AllGather",
+    "ReduceScatter",
+    "AllReduce",
+];
 
 /// A function of nccl.h. The first five are the collectives NCCL's tuning model covers, with
 /// NCCL's `ncclFunc_t` indices (Broadcast 0 … AllReduce 4; `NCCL_NUM_FUNCTIONS` = 5): the tuning

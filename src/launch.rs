@@ -157,7 +157,7 @@ fn job_port(env: &BTreeMap<&str, &str>) -> u16 {
         .cloned()
         .collect::<Vec<_>>()
         .join("/");
-    20000 + (crate::bootstrap::host::fnv1a(id.as_bytes()) % 40000) as u16
+    20000 + (crate::hash::fnv1a(id.as_bytes()) % 40000) as u16
 }
 
 #[cfg(test)]

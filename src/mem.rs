@@ -5,7 +5,7 @@
 //! [`mem_alloc`] lives in an unnamed tmpfs file instead; once it is registered as a window on a
 //! communicator ([`crate::Communicator::window_register`], NCCL 2.27's
 //! `ncclCommWindowRegister`), peers on the host map it and collectives read each other's buffers
-//! directly (see [`crate::exec::direct`]).
+//! directly (see [`crate::exec::host::direct`]).
 //!
 //! The file has no name in `/dev/shm` except for the moment of a registration: it is created
 //! with `O_TMPFILE`, linked under a random name while peers open it, and unlinked as soon as
@@ -20,22 +20,8 @@ use memmap2::MmapMut;
 
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::shm_names::SHM_DIR;
-
-/// Memory mapped into this process that other ranks of the host may map too (a window, a
-/// control block), kept valid for as long as the value lives.
-///
-/// # Safety
-/// Implementors guarantee that [`base`](Mapping::base) is page aligned and valid for reads and
-/// writes of [`len`](Mapping::len) bytes for the value's whole life. Other processes may access
-/// the same memory concurrently, so it is only accessed through atomics or copies that the
-/// direct-collective protocol orders.
-pub(crate) unsafe trait Mapping: Send + Sync {
-    /// Start of the mapping.
-    fn base(&self) -> *mut u8;
-    /// Length in bytes.
-    fn len(&self) -> usize;
-}
+use crate::os::names::SHM_DIR;
+use crate::os::shm::Mapping;
 
 /// The mapped file behind a [`HostMem`]; shared with the windows registering it, so the mapping
 /// (and its address) outlives every registration.
@@ -69,7 +55,7 @@ impl MemFile {
         let mut rnd = [0u8; 8];
         getrandom::fill(&mut rnd)
             .map_err(|e| Error::Internal(format!("random name for a window: {e}")))?;
-        let name = crate::shm_names::window(std::process::id(), u64::from_le_bytes(rnd));
+        let name = crate::os::names::window(std::process::id(), u64::from_le_bytes(rnd));
         let from = std::ffi::CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
             .expect("no NUL");
         let to = std::ffi::CString::new(format!("{SHM_DIR}{name}")).expect("no NUL");
@@ -134,7 +120,7 @@ pub fn mem_alloc<T: Element>(count: usize) -> Result<HostMem<T>> {
         let what = format!("reserving {len} bytes of shareable host memory in {SHM_DIR}");
         if matches!(e, nix::errno::Errno::ENOSPC | nix::errno::Errno::EFBIG) {
             Error::system(
-                format!("{what}: {}", crate::transport::shm::shm_space(len)),
+                format!("{what}: {}", crate::os::shm::shm_space(len)),
                 e.into(),
             )
         } else {
@@ -201,7 +187,7 @@ mod tests {
         let mut m = mem_alloc::<u64>(512).unwrap();
         m[7] = 0xfeed;
         let name = m.file().link_name().unwrap();
-        let peer = crate::transport::shm::ShmSegment::open(&name).unwrap();
+        let peer = crate::os::shm::ShmSegment::open(&name).unwrap();
         unlink_name(&name);
         assert!(!std::path::Path::new(&format!("/dev/shm{name}")).exists());
         // SAFETY: the peer mapping is 4096 bytes long.

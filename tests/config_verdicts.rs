@@ -3,9 +3,9 @@
 //! accessors) refuses a value exactly when `rnccl env-explain` calls its reading an error.
 
 use proptest::prelude::*;
-use rnccl::config::explain::explain;
-use rnccl::config::host::HostDevices;
 use rnccl::config::{Config, KNOBS, KnobSpec, KnobType, Source, Status};
+use rnccl::explain::HostDevices;
+use rnccl::explain::explain;
 
 /// Values that hit every parser's edges: integers in C's bases, out of range, with units and
 /// spaces, switch words, keywords in both cases, lists, paths, addresses.

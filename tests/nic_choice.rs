@@ -4,9 +4,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use rnccl::config::explain::explain;
-use rnccl::config::host::HostDevices;
 use rnccl::config::{Config, Severity, Source};
+use rnccl::explain::HostDevices;
+use rnccl::explain::explain;
 use rnccl::topo::detect::iface::{IfAddr, NetInterface};
 use rnccl::topo::ifaces::{self, bootstrap_interface};
 

@@ -12,12 +12,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::builder::PossibleValuesParser;
-use rnccl::config::explain::{self, Report};
-use rnccl::config::host::HostDevices;
 use rnccl::config::yaml::{self, YamlConfig};
 use rnccl::config::{
     Category, Config, KnobSpec, LoadOptions, Subsystem, did_you_mean, docs, lookup_loose, sorted,
 };
+use rnccl::explain::HostDevices;
+use rnccl::explain::{self, Report};
 
 use crate::GlobalOpts;
 use crate::config_load::{load_config, load_options, load_with};

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rnccl::config::syntax::DeviceFilter;
-use rnccl::ib::check::{self, Options};
 use rnccl::ib::params::IbParams;
 use rnccl::ib::verbs;
+use rnccl::ibcheck::{self as check, Options};
 use serde::Serialize;
 
 use crate::GlobalOpts;
@@ -69,7 +69,7 @@ struct JsonOut<'a> {
     #[serde(flatten)]
     report: &'a check::Report,
     #[serde(skip_serializing_if = "Option::is_none")]
-    bandwidth: Option<&'a rnccl::ib::perf::PerfReport>,
+    bandwidth: Option<&'a rnccl::ibcheck::perf::PerfReport>,
     exit_status: u8,
 }
 

@@ -63,7 +63,7 @@ impl RankPlace {
         RankPlace {
             rank: comm.rank(),
             pid: std::process::id(),
-            host: crate::bootstrap::host::short_hostname(),
+            host: crate::os::host::short_hostname(),
             device,
             bus_id,
             name,

@@ -218,7 +218,7 @@ fn serve(
             return;
         }
         while let Ok((s, _)) = listener.accept() {
-            crate::transport::tcp::detect_silence(&s, silent);
+            super::silence::detect_silence(&s, silent);
             if s.set_nonblocking(true).is_ok() {
                 conns.push(Incoming {
                     stream: s,

@@ -17,12 +17,13 @@ mod net;
 mod peek;
 mod peer;
 pub(crate) mod root;
+pub(crate) mod silence;
 pub(crate) mod tags;
 pub(crate) mod unique_id;
 pub(crate) mod wire;
 
 pub(crate) use connect::{Retry, connect_retry, connect_unless};
 pub(crate) use deadline::Deadline;
-pub(crate) use net::BootstrapNet;
+pub(crate) use net::{Announce, BootstrapNet};
 pub(crate) use peek::far_end_gone;
 pub(crate) use peer::PeerInfo;

@@ -15,8 +15,18 @@ use super::wire::{HelloKind, PeerHello, encode_message, write_hello};
 use super::{Deadline, PeerInfo, Retry, connect_unless, far_end_gone, host, root, tags};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::os::host::process_alive;
 use crate::topo::ifaces;
-use crate::transport::fifo::process_alive;
+
+/// What a rank tells the others about itself in its [`PeerInfo`], besides what the bootstrap
+/// finds out (host, process, address).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Announce {
+    /// The RDMA fabric this rank can reach others on.
+    pub ib_fabric: Option<u64>,
+    /// Its process's status service, if it runs one.
+    pub status: Option<SocketAddr>,
+}
 
 /// A rank's bootstrap network: the peer table and tagged messages between any two ranks.
 pub(crate) struct BootstrapNet {
@@ -31,9 +41,21 @@ pub(crate) struct BootstrapNet {
 }
 
 impl BootstrapNet {
-    /// Checks in with the root of `id` as `rank` of `nranks` and starts this rank's listeners.
-    /// Rank 0 starts the root first when the id came from `NCCL_COMM_ID`. `ib_fabric` is the
-    /// RDMA fabric this rank can reach others on (told to them in its [`PeerInfo`]).
+    /// The interface a rank of `id` uses for the bootstrap and its TCP listeners
+    /// (`NCCL_SOCKET_IFNAME`, `NCCL_SOCKET_FAMILY`; with `NCCL_COMM_ID`, the one that reaches
+    /// the root): what [`BootstrapNet::init`] binds to, and where the caller may start services
+    /// it announces to the other ranks.
+    ///
+    /// Errors: as [`ifaces::bootstrap_interface`].
+    pub(crate) fn interface(id: &UniqueId, cfg: &Config) -> Result<ifaces::Interface> {
+        let comm_id_hint = id.root_by_rank0.then_some(id.root);
+        ifaces::bootstrap_interface(cfg, comm_id_hint)
+    }
+
+    /// Checks in with the root of `id` as `rank` of `nranks` and starts this rank's listeners
+    /// on `iface` (from [`BootstrapNet::interface`]). Rank 0 starts the root first when the id
+    /// came from `NCCL_COMM_ID`. `announce` is what the other ranks learn of this one besides
+    /// its address (its [`PeerInfo`]).
     ///
     /// Errors: [`Error::Timeout`] naming the ranks that never arrived (reported by the root), or
     /// that the root was unreachable; [`Error::InvalidUsage`] for knob problems, a refused
@@ -45,17 +67,12 @@ impl BootstrapNet {
         nranks: usize,
         cfg: &Config,
         timeout: Duration,
-        ib_fabric: Option<u64>,
+        iface: &ifaces::Interface,
+        announce: Announce,
     ) -> Result<Arc<BootstrapNet>> {
         let deadline = Deadline::after(timeout);
         let retry = Retry::from_config(cfg)?;
-        let silent_link = crate::transport::params::silent_link(cfg)?;
-        let comm_id_hint = if id.root_by_rank0 {
-            Some(id.root)
-        } else {
-            None
-        };
-        let iface = ifaces::bootstrap_interface(cfg, comm_id_hint)?;
+        let silent_link = super::silence::silent_link(cfg)?;
         let hosted_root = if id.root_by_rank0 && rank == 0 {
             let l = TcpListener::bind(id.root).map_err(|e| {
                 Error::system(format!("rank 0 starting the bootstrap root at {} (NCCL_COMM_ID / MASTER_ADDR:MASTER_PORT)", id.root), e)
@@ -79,16 +96,16 @@ impl BootstrapNet {
         };
         let info = PeerInfo {
             rank: rank as u32,
-            hostname: host::short_hostname(),
-            host_hash: host::fnv1a(host::host_id(cfg).as_bytes()),
+            hostname: crate::os::host::short_hostname(),
+            host_hash: crate::hash::fnv1a(host::host_id(cfg).as_bytes()),
             pid: std::process::id(),
-            pid_ns: host::pid_namespace(),
-            shm_dev: host::shm_dev(),
+            pid_ns: crate::os::host::pid_namespace(),
+            shm_dev: crate::os::host::shm_dev(),
             bootstrap: local(&msg_listener)?,
             iface: iface.name.clone(),
-            ib_fabric,
+            ib_fabric: announce.ib_fabric,
             version: env!("CARGO_PKG_VERSION").to_string(),
-            status: crate::status::start(iface.addr),
+            status: announce.status,
         };
         let mailbox = Arc::new(Mailbox::new(nranks));
         let service = Service::start(msg_listener, id.magic, mailbox.clone(), silent_link)?;
@@ -379,7 +396,7 @@ impl BootstrapNet {
         let mut s = connect_unless(self.peers[to].bootstrap, &what, retry, deadline, &hopeless)?;
         s.set_nodelay(true).ok();
         s.set_write_timeout(Some(deadline.timeout)).ok();
-        crate::transport::tcp::detect_silence(&s, self.silent_link);
+        super::silence::detect_silence(&s, self.silent_link);
         write_hello(
             &mut s,
             self.magic,

@@ -23,18 +23,18 @@ enum Kind {
     FailureNotice = 5,
     /// Window registration (names, then "mapped").
     Window = 6,
-    /// A GPU receiving end's FIFO addresses ([`crate::transport::gpu`]).
+    /// A GPU receiving end's FIFO addresses ([`crate::transport::gpu::fifo`]).
     GpuOffer = 7,
     /// A GPU sending end's reply: where the receiver frees slots.
     GpuAck = 8,
     /// A GPU receiving end's offer to a peer on another host: its data listener and token
-    /// ([`crate::transport::gpu_net`]).
+    /// ([`crate::transport::gpu::net`]).
     GpuNetOffer = 9,
     /// A GPU rank's PCI bus id, for its peers on the host to judge the path between their
     /// GPUs (`NCCL_P2P_LEVEL`).
     GpuBus = 10,
     /// A GPU sending end's answer to an IB offer from another host: its queue pairs and CTS
-    /// FIFO ([`crate::transport::gpu_net`]).
+    /// FIFO ([`crate::transport::gpu::net`]).
     GpuNetAnswer = 11,
 }
 

@@ -66,7 +66,7 @@ impl RankSetup {
         RankSetup {
             host: knobs
                 .string("NCCL_HOSTID")
-                .map_or_else(crate::bootstrap::host::short_hostname, str::to_string),
+                .map_or_else(crate::os::host::short_hostname, str::to_string),
             host_key: crate::bootstrap::host::host_id(knobs),
             device,
         }

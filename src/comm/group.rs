@@ -10,21 +10,16 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 use super::Communicator;
 use super::pending::Pending;
 use crate::coll::{CollArgs, Func};
-use crate::device::{MemKind, Region};
+use crate::device::Region;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
+use crate::exec::{self, Op, Share};
 
-/// One queued operation: the buffers it borrows (for the group's lifetime `'a`), as regions of
-/// memory of a known kind.
+/// One queued operation on the communicator it was queued on; its buffers are borrowed for the
+/// group's lifetime `'a`.
 pub(crate) struct Queued<'a> {
     pub comm: &'a Communicator,
-    pub args: CollArgs,
-    /// Read (the part of the send buffer this rank uses).
-    pub input: Region,
-    /// Written (the part of the receive buffer this rank uses).
-    pub output: Region,
-    /// The CUDA stream a device operation is enqueued on (null for host operations).
-    pub stream: cudarc::driver::sys::CUstream,
+    pub op: Op,
 }
 
 /// Operations queued for one launch. Create with [`group_start`], add operations, run them with
@@ -94,10 +89,12 @@ impl<'a> Group<'a> {
         );
         self.ops.push(Queued {
             comm,
-            args,
-            input: Region::host(send.as_ptr().cast_mut(), input_len),
-            output: Region::host(recv.as_mut_ptr(), output_len),
-            stream: std::ptr::null_mut(),
+            op: Op {
+                args,
+                input: Region::host(send.as_ptr().cast_mut(), input_len),
+                output: Region::host(recv.as_mut_ptr(), output_len),
+                stream: std::ptr::null_mut(),
+            },
         });
         Ok(self)
     }
@@ -122,10 +119,12 @@ impl<'a> Group<'a> {
         let (input, output) = unsafe { (base.add(l.input.0), base.add(l.output.0)) };
         self.ops.push(Queued {
             comm,
-            args,
-            input: Region::host(input, l.input.1),
-            output: Region::host(output, l.output.1),
-            stream: std::ptr::null_mut(),
+            op: Op {
+                args,
+                input: Region::host(input, l.input.1),
+                output: Region::host(output, l.output.1),
+                stream: std::ptr::null_mut(),
+            },
         });
         Ok(self)
     }
@@ -163,17 +162,21 @@ impl<'a> Group<'a> {
         let p = buf.as_mut_ptr();
         self.ops.push(Queued {
             comm,
-            args: send,
-            input: Region::host(p, bytes),
-            output: Region::host(p, 0),
-            stream: std::ptr::null_mut(),
+            op: Op {
+                args: send,
+                input: Region::host(p, bytes),
+                output: Region::host(p, 0),
+                stream: std::ptr::null_mut(),
+            },
         });
         self.ops.push(Queued {
             comm,
-            args: recv,
-            input: Region::host(p, 0),
-            output: Region::host(p, bytes),
-            stream: std::ptr::null_mut(),
+            op: Op {
+                args: recv,
+                input: Region::host(p, 0),
+                output: Region::host(p, bytes),
+                stream: std::ptr::null_mut(),
+            },
         });
         Ok(self)
     }
@@ -237,10 +240,12 @@ impl<'a> Group<'a> {
         }
         self.ops.push(Queued {
             comm,
-            args,
-            input,
-            output,
-            stream,
+            op: Op {
+                args,
+                input,
+                output,
+                stream,
+            },
         });
         Ok(self)
     }
@@ -365,45 +370,57 @@ impl<'a> Group<'a> {
     }
 
     /// Launches every queued operation and waits for all of them (`ncclGroupEnd`): the same as
-    /// [`Group::enqueue`] then [`Pending::wait`].
+    /// [`Group::enqueue`] then [`Pending::wait`]. Operations on GPU memory are on their streams
+    /// when it returns, as NCCL's are.
     ///
     /// Errors: the first failure of any operation ([`Error::Remote`], [`Error::Timeout`],
     /// [`Error::Aborted`]…); the communicator involved is unusable afterwards.
     pub fn end(self) -> Result<()> {
-        if self.on_device()? {
-            return super::gpu_launch::launch(self.ops);
-        }
         self.enqueue()?.wait()
     }
 
-    /// Whether the group's operations are on GPU memory (all of them) or host memory (all).
-    ///
-    /// Errors: [`Error::InvalidUsage`] for a group that mixes the two.
-    fn on_device(&self) -> Result<bool> {
-        let dev = |q: &Queued<'_>| matches!(q.output.kind, MemKind::Device { .. });
-        let n = self.ops.iter().filter(|q| dev(q)).count();
-        if n != 0 && n != self.ops.len() {
-            return Err(Error::invalid_usage(
-                "a group mixes operations on GPU memory with operations on host memory: end \
-                 them in separate groups",
-            ));
-        }
-        Ok(n != 0)
-    }
-
-    /// Launches every queued operation without waiting for them: plans them, opens the
-    /// connections they need (which waits for the peers to open theirs), and hands back the
-    /// operations in flight. The buffers stay borrowed until [`Pending::wait`] returns.
+    /// Launches every queued operation without waiting for them: each communicator's engine
+    /// takes its operations (a GPU engine launches kernels on their streams; a host engine
+    /// plans them and opens the connections they need, which waits for the peers to open
+    /// theirs), and what remains to run comes back. The buffers stay borrowed until
+    /// [`Pending::wait`] returns.
     ///
     /// Errors: argument, connection or bootstrap failures ([`Error::Remote`],
     /// [`Error::Timeout`], [`Error::InvalidUsage`] when a communicator is busy or failed
-    /// earlier); the communicators involved are unusable after a connection failure.
+    /// earlier, or the group mixes GPU and host memory); a GPU's kernels' earlier failure; the
+    /// communicators involved are unusable after a connection or launch failure.
     pub fn enqueue(self) -> Result<Pending<'a>> {
-        if self.on_device()? {
-            super::gpu_launch::launch(self.ops)?;
-            return Ok(Pending::new(Vec::new(), Vec::new()));
+        let mut shares: Vec<Share<'a>> = Vec::new();
+        let mut owners: Vec<&'a Communicator> = Vec::new();
+        for q in &self.ops {
+            match owners.iter().position(|c| std::ptr::eq(*c, q.comm)) {
+                Some(i) => shares[i].ops.push(q.op),
+                None => {
+                    let state = q.comm.state.try_borrow_mut().map_err(|_| {
+                        Error::invalid_usage(
+                            "a communicator is already running an operation on this thread",
+                        )
+                    })?;
+                    owners.push(q.comm);
+                    shares.push(Share {
+                        core: &q.comm.core,
+                        state,
+                        ops: vec![q.op],
+                    });
+                }
+            }
         }
-        super::enqueue::enqueue(self.ops)
+        // A GPU's kernels that failed since the last launch: say so now (with the job's status
+        // for a timeout), before launching more.
+        for s in &mut shares {
+            if let Some(g) = s.core.watch.gpu()
+                && let Err(e) = s.core.gpu_async_error(g)
+            {
+                s.state.failed.get_or_insert_with(|| e.to_string());
+                return Err(e);
+            }
+        }
+        Ok(Pending::new(exec::start(shares)?))
     }
 }
 

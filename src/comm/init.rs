@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use super::{CommConfig, Communicator, Core, State, layout, plans};
-use crate::bootstrap::host::fnv1a;
+use super::{CommConfig, Communicator, layout};
 use crate::bootstrap::unique_id::UniqueId;
-use crate::bootstrap::{BootstrapNet, Deadline};
+use crate::bootstrap::{Announce, BootstrapNet, Deadline};
 use crate::coll::{Geometry, Rings};
 use crate::config::Config;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
 use crate::error::{Error, Result};
-use crate::exec::{WaitPolicy, spin_cores};
+use crate::exec::gpu::GpuEngine;
+use crate::exec::host::{HostEngine, WaitPolicy, spin_cores};
+use crate::exec::{Core, Engine, State, Watch, plans};
 use crate::stats::CommStats;
 use crate::transport::TransportParams;
 use crate::transport::tcp::listener::DataListener;
@@ -45,15 +46,15 @@ impl Communicator {
         let params = TransportParams::from_config(&knobs)?;
         // Fail fast on a bad NCCL_BUFFSIZE before meeting the other ranks.
         layout::slot_bytes(&knobs, 1, config.device.is_some())?;
-        let net = BootstrapNet::init(
-            id,
-            rank,
-            nranks,
-            &knobs,
-            timeout,
-            params.ib.as_ref().map(|ib| ib.fabric),
-        )?;
-        let tag = fnv1a(&id.magic.to_le_bytes());
+        // The process's status service answers on the bootstrap's interface; every rank learns
+        // where through the check-in.
+        let iface = BootstrapNet::interface(id, &knobs)?;
+        let announce = Announce {
+            ib_fabric: params.ib.as_ref().map(|ib| ib.fabric),
+            status: crate::status::start(iface.addr),
+        };
+        let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout, &iface, announce)?;
+        let tag = crate::hash::fnv1a(&id.magic.to_le_bytes());
         let net_rank: Vec<usize> = (0..nranks).collect();
         let deadline = Deadline::after(timeout);
         let made = (|| {
@@ -220,23 +221,36 @@ impl Communicator {
             abort: Arc::new(AtomicBool::new(false)),
             knobs,
             stats: Arc::new(CommStats::new()),
-            gpu: None,
+            watch: Watch::Host,
         };
-        let core = match device {
-            Some(ordinal) => core.with_gpu(ordinal)?,
-            None => core,
+        Communicator::with_engine(core, device)
+    }
+
+    /// A communicator over `core` with its engine: on GPU `device` (connecting to its peers'
+    /// GPUs; every rank does so at the same time, during init or split), or on host memory.
+    ///
+    /// Errors: as [`GpuEngine::new`].
+    pub(super) fn with_engine(mut core: Core, device: Option<usize>) -> Result<Communicator> {
+        let engine = match device {
+            Some(ordinal) => {
+                let (engine, watch) = GpuEngine::new(&core, ordinal)?;
+                core.watch = watch;
+                Engine::Gpu(Box::new(engine))
+            }
+            None => Engine::Host(HostEngine::default()),
         };
-        Ok(Communicator::new(core))
+        Ok(Communicator::new(core, engine))
     }
 
     /// A communicator over `core`, published on the process's counter page.
-    pub(super) fn new(core: Core) -> Communicator {
+    fn new(core: Core, engine: Engine) -> Communicator {
         let core = Arc::new(core);
         let published: Arc<dyn crate::stats::page::Published> = core.clone();
         let page = crate::stats::page::register(&core.knobs, Arc::downgrade(&published));
         Communicator {
             core,
-            state: RefCell::new(State::new()),
+            state: RefCell::new(State::new(engine)),
+            splits: std::cell::Cell::new(0),
             _page: page,
         }
     }

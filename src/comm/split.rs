@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::{Communicator, Core};
-use crate::bootstrap::host::fnv1a;
+use super::Communicator;
 use crate::bootstrap::tags;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList};
 use crate::error::{Error, Result};
+use crate::exec::{Core, Watch, plans};
+use crate::hash::fnv1a;
 use crate::stats::CommStats;
 
 /// `NCCL_SPLIT_NOCOLOR`: a rank passing this color gets no communicator.
@@ -26,14 +27,14 @@ impl Communicator {
     pub fn split(&self, color: i32, key: i32) -> Result<Option<Communicator>> {
         let core = &self.core;
         let seq = {
-            let mut st = self.state.borrow_mut();
+            let st = self.state.borrow();
             if let Some(why) = &st.failed {
                 return Err(Error::invalid_usage(format!(
                     "cannot split a communicator that failed earlier ({why})"
                 )));
             }
-            st.splits += 1;
-            st.splits
+            self.splits.set(self.splits.get() + 1);
+            self.splits.get()
         };
         let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
         let got = core.all_gather_bytes(
@@ -76,8 +77,7 @@ impl Communicator {
             .map(|raw| AlgoProtoList::parse(raw, &ALGORITHMS))
             .transpose()
             .map_err(|e| Error::invalid_usage(format!("NCCL_ALGO: {e}")))?;
-        let tuning =
-            super::plans::cpu_model(&core.net, &net_rank, rings.nchannels(), core.geo, algo);
+        let tuning = plans::cpu_model(&core.net, &net_rank, rings.nchannels(), core.geo, algo);
         let child_tag = fnv1a(
             &[
                 core.tag.to_le_bytes(),
@@ -104,12 +104,9 @@ impl Communicator {
             abort: Arc::new(AtomicBool::new(false)),
             knobs: core.knobs.clone(),
             stats: Arc::new(CommStats::new()),
-            gpu: None,
+            watch: Watch::Host,
         };
-        let child = match &core.gpu {
-            Some(g) => child.with_gpu(g.info.ordinal)?,
-            None => child,
-        };
-        Ok(Some(Communicator::new(child)))
+        let device = core.watch.gpu().map(|g| g.info.ordinal);
+        Ok(Some(Communicator::with_engine(child, device)?))
     }
 }

@@ -2,9 +2,11 @@
 //! (`Published`: who it is, its links, its operation and history, its ranks) and the hang report
 //! a timed-out collective carries.
 
-use super::Core;
 use crate::error::Error;
+use crate::exec::Core;
+use crate::exec::gpu::GpuComm;
 use crate::stats::LinkSnapshot;
+use crate::stats::page::StatusPeer;
 
 impl crate::stats::page::Published for Core {
     fn meta(&self) -> crate::stats::page::CommMeta {
@@ -12,31 +14,31 @@ impl crate::stats::page::Published for Core {
             comm_id: comm_id(self.net.magic(), self.tag),
             rank: self.rank,
             nranks: self.nranks,
-            device: self.gpu.as_ref().map(|g| g.info.ordinal),
+            device: self.watch.gpu().map(|g| g.info.ordinal),
         }
     }
 
     fn links(&self) -> Vec<LinkSnapshot> {
         let mut links = self.stats.links();
-        if let Some(g) = &self.gpu {
+        if let Some(g) = self.watch.gpu() {
             links.extend(g.traffic());
         }
         links
     }
 
     fn op(&self) -> &crate::stats::OpProgress {
-        if let Some(g) = &self.gpu {
+        if let Some(g) = self.watch.gpu() {
             g.ops.settle(g.device_ops(), self.stats.op());
         }
         self.stats.op()
     }
 
-    fn peers(&self) -> Vec<crate::status::StatusPeer> {
+    fn peers(&self) -> Vec<StatusPeer> {
         let peers = self.net.peers();
         (0..self.nranks)
             .map(|r| {
                 let p = &peers[self.net_rank[r]];
-                crate::status::StatusPeer {
+                StatusPeer {
                     rank: r,
                     host: p.hostname.clone(),
                     pid: p.pid,
@@ -52,13 +54,13 @@ impl crate::stats::page::Published for Core {
 }
 
 impl Core {
-    /// What `g`'s kernels reported ([`super::gpu::GpuComm::async_error`]); a timeout carries the
+    /// What `g`'s kernels reported ([`GpuComm::async_error`]); a timeout carries the
     /// job's status as [`Core::with_hang_report`] makes it, once per communicator. The
     /// operation the kernels stopped in stays in flight in the rank's status until this tells
     /// a caller, so the report shows it stuck.
     ///
-    /// Errors: as [`super::gpu::GpuComm::async_error`].
-    pub(crate) fn gpu_async_error(&self, g: &super::gpu::GpuComm) -> crate::error::Result<()> {
+    /// Errors: as [`GpuComm::async_error`].
+    pub(crate) fn gpu_async_error(&self, g: &GpuComm) -> crate::error::Result<()> {
         let Err(e) = g.async_error(|r| self.describe(r)) else {
             return Ok(());
         };
@@ -132,7 +134,7 @@ impl Core {
 /// The id counter pages give a communicator: the same on all its ranks (the bootstrap's magic,
 /// from the unique id, and the communicator's tag), mixed with SplitMix64's finaliser
 /// (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014).
-pub(super) fn comm_id(magic: u64, tag: u64) -> u64 {
+fn comm_id(magic: u64, tag: u64) -> u64 {
     let mut z = magic ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -10,79 +10,22 @@
 
 use std::sync::Arc;
 
-use super::{Communicator, Core};
+use super::Communicator;
 use crate::bootstrap::tags;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-pub use crate::exec::direct::DIRECT_MIN_BYTES;
-use crate::exec::direct::{CONTROL_BYTES, ControlBlocks, Place, WindowView};
-use crate::mem::{HostMem, Mapping, MemFile, unlink_name};
+use crate::exec::Core;
+pub use crate::exec::host::direct::DIRECT_MIN_BYTES;
+use crate::exec::host::direct::{CONTROL_BYTES, ControlBlocks};
+use crate::exec::host::windows::{Entry, Windows};
+use crate::mem::{HostMem, MemFile, unlink_name};
+use crate::os::shm::{Mapping, ShmSegment};
 use crate::transport::TransportKind;
-use crate::transport::shm::ShmSegment;
 
 /// A registered window (`ncclWindow_t`): pass it to [`Communicator::window_deregister`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Window {
     id: u64,
-}
-
-/// One registered window on one rank.
-struct Entry {
-    id: u64,
-    /// This rank's memory (kept mapped while registered).
-    file: Arc<MemFile>,
-    /// Every rank's memory as mapped in this process (this rank's own file included); empty
-    /// when the window has no direct access.
-    ranks: Vec<Arc<dyn Mapping>>,
-}
-
-/// A communicator's windows and, once the first is registered with direct access, every
-/// rank's control block.
-#[derive(Default)]
-pub(crate) struct Windows {
-    entries: Vec<Entry>,
-    /// Registrations so far (ids are 1-based and never reused).
-    registered: u64,
-    /// Every rank's control block, mapped here.
-    controls: Option<Arc<ControlBlocks>>,
-}
-
-impl Windows {
-    /// Every rank's control block, once a window was registered with direct access: from then
-    /// on every collective announces which way it runs (even after deregistration, so ranks
-    /// never disagree on it).
-    pub(crate) fn controls(&self) -> Option<&Arc<ControlBlocks>> {
-        self.controls.as_ref()
-    }
-
-    /// Where `len` bytes at `ptr` lie: a window and offset, an empty place for `len == 0`, or
-    /// `None` when not inside one window.
-    pub(crate) fn place(&self, ptr: *const u8, len: usize) -> Option<Place> {
-        if len == 0 {
-            return Some(Place::default());
-        }
-        let a = ptr as usize;
-        self.entries.iter().find_map(|e| {
-            let base = e.file.base() as usize;
-            (a >= base && a + len <= base + e.file.len()).then(|| Place {
-                win: e.id,
-                off: (a - base) as u64,
-                len: len as u64,
-            })
-        })
-    }
-
-    /// Every window with direct access, as all ranks' mappings in this process.
-    pub(crate) fn views(&self) -> Vec<WindowView> {
-        self.entries
-            .iter()
-            .filter(|e| !e.ranks.is_empty())
-            .map(|e| WindowView {
-                id: e.id,
-                ranks: e.ranks.clone(),
-            })
-            .collect()
-    }
 }
 
 /// True when every rank of the communicator can map this rank's memory.
@@ -124,7 +67,7 @@ impl Communicator {
                 "cannot register a window on a communicator that failed earlier ({why})"
             )));
         }
-        let w = &mut st.windows;
+        let w = &mut st.engine.host().windows;
         w.registered += 1;
         let id = w.registered;
         let file = mem.file().clone();
@@ -147,7 +90,7 @@ impl Communicator {
     /// Errors: [`Error::InvalidArgument`] when the window is not registered here.
     pub fn window_deregister(&self, window: Window) -> Result<()> {
         let mut st = self.state.borrow_mut();
-        let w = &mut st.windows;
+        let w = &mut st.engine.host().windows;
         let i = w
             .entries
             .iter()
@@ -232,33 +175,4 @@ fn exchange(
         w.controls = Some(Arc::new(ControlBlocks::new(controls)?));
     }
     Ok(ranks)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn places_inside_windows_only() {
-        let mem = crate::mem::mem_alloc::<u32>(1024).unwrap();
-        let mut w = Windows::default();
-        w.entries.push(Entry {
-            id: 3,
-            file: mem.file().clone(),
-            ranks: Vec::new(),
-        });
-        let base = mem.as_ptr().cast::<u8>();
-        // SAFETY: the allocation holds 1024 u32 (4096 bytes), so 16 bytes in is inside it.
-        let p = w.place(unsafe { base.add(16) }, 64).unwrap();
-        assert_eq!((p.win, p.off, p.len), (3, 16, 64));
-        assert!(w.place(base, 4097).is_none(), "runs past the window");
-        let heap = [0u8; 64];
-        assert!(w.place(heap.as_ptr(), 64).is_none());
-        assert_eq!(w.place(heap.as_ptr(), 0), Some(Place::default()));
-        assert!(
-            w.controls().is_none(),
-            "no control blocks: nothing to announce"
-        );
-        assert!(w.views().is_empty(), "no direct access");
-    }
 }

@@ -17,10 +17,9 @@
 mod conf_file;
 pub mod docs;
 mod error;
-pub mod explain;
 mod finding;
-pub mod host;
 pub mod load;
+pub(crate) mod names;
 mod parse;
 mod registry;
 mod source;

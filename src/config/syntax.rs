@@ -100,14 +100,9 @@ pub const ALGORITHMS: [&str; 7] = [
 ];
 /// NCCL's protocols (`NCCL_PROTO` names), in NCCL's index order.
 pub const PROTOCOLS: [&str; 3] = ["LL", "LL128", "Simple"];
-/// The collective functions `NCCL_ALGO`/`NCCL_PROTO` entries may name.
-pub const FUNCTIONS: [&str; 5] = [
-    "Broadcast",
-    "Reduce",
-    "AllGather",
-    "ReduceScatter",
-    "AllReduce",
-];
+/// The collective functions `NCCL_ALGO`/`NCCL_PROTO` entries may name (defined with the
+/// functions themselves).
+pub use crate::func::FUNCTIONS;
 
 /// A parsed `NCCL_ALGO` or `NCCL_PROTO` value: `entry (';' entry)*`, `entry = [func ':'] ['^']
 /// name (',' name)*`. Only the first entry may omit the function (it then applies to all five);

@@ -27,7 +27,7 @@ impl Config {
                     bad.extend(value::bad_value(spec, setting, &reading));
                 }
                 Verdict::Unknown { .. } | Verdict::Removed(_) => {
-                    for f in super::explain::name_findings(name, setting)
+                    for f in super::names::name_findings(name, setting)
                         .into_iter()
                         .filter(|f| f.severity >= Severity::Warning)
                     {

@@ -53,7 +53,7 @@ pub(crate) struct Transforms {
 /// past its caches (the CPU backend uses streaming stores).
 ///
 /// The output streams once it no longer fits in the caches (the CPU backend's
-/// `STREAM_THRESHOLD`). A memory-FIFO slot streams when [`crate::exec::SlotStores`] finds that
+/// `STREAM_THRESHOLD`). A memory-FIFO slot streams when [`crate::exec::host::SlotStores`] finds that
 /// faster for the operation's size: the reader then fetches the slot from memory instead of from
 /// the writer's cache, which wins when the two cores sit in different cache domains (a C slot
 /// FIFO on the reference VM, 16 MiB each way: 2.1 GB/s per direction cached against 3.7

@@ -1,30 +1,170 @@
-//! Runs plans: moves each lane's steps forward slot by slot over the connections, applying the
-//! reduction kernels of the operation's backend, in the caller's thread (the CPU backend needs no
-//! proxy thread: sockets are driven from the same loop, or by their helper threads).
+//! Runs operations: the launch seam between a communicator's groups and its engine.
 //!
-//! The unit of work is a phase: one [`Execution`] (an operation's plan, or a group's fused
-//! Send/Recv) or one [`direct::DirectOp`] (a collective over registered windows) per
-//! communicator. Nothing here blocks except [`drive`], which loops [`Execution::progress`] and
-//! [`direct::DirectOp::progress`] with a [`Waiter`] until every phase is done, a peer fails, or
-//! the timeout passes.
+//! A communicator holds one [`Engine`], chosen when it is created:
+//! - the host engine ([`host`]) runs plans in the caller's thread: it moves each lane's steps
+//!   forward slot by slot over the transports' connections, applying the CPU backend's
+//!   reduction kernels, and joins the operations of every communicator of a group in one
+//!   progress loop (one thread may drive several ranks);
+//! - the GPU engine ([`gpu`]) encodes each collective's plan as a device program and launches
+//!   the step-interpreter kernel (or the one-shot LL kernel) on the caller's CUDA stream, and
+//!   returns: completion is seen through the stream, failures through the communicator's
+//!   async-error query. A GPU rank's operations on host memory (a benchmark's barrier) run on
+//!   its own host engine, over host connections.
+//!
+//! `crate::comm`'s `Group::end` hands its operations to [`start`], one [`Share`] per
+//! communicator, and never looks at where their memory lives; the engines decide. What
+//! [`start`] leaves to do is a [`host::Running`] group that the caller drives to the end.
+//! Nothing here blocks but that drive, and every wait in it has the communicator's deadline.
 
-mod buffers;
-mod conns;
-pub(crate) mod direct;
-mod drive;
-mod execution;
-mod failure;
+pub(crate) mod core;
 pub(crate) mod gpu;
-mod slot_stores;
-mod step;
-mod wait;
+pub(crate) mod host;
+pub(crate) mod plans;
 
-#[cfg(test)]
-mod sim;
+use std::cell::RefMut;
+use std::sync::atomic::Ordering;
 
-pub(crate) use buffers::OpBuffers;
-pub(crate) use conns::Connections;
-pub(crate) use drive::{Driven, PeerView, Running, drive};
-pub(crate) use execution::{Execution, Segment};
-pub(crate) use slot_stores::SlotStores;
-pub(crate) use wait::{WaitPolicy, spin_cores};
+use cudarc::driver::sys::CUstream;
+
+pub(crate) use self::core::{Core, Watch};
+use crate::coll::CollArgs;
+use crate::device::{MemKind, Region};
+use crate::error::{Error, Result};
+
+/// One queued operation: its arguments and the parts of its buffers this rank reads and
+/// writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Op {
+    /// What to run.
+    pub args: CollArgs,
+    /// Read (the part of the send buffer this rank uses).
+    pub input: Region,
+    /// Written (the part of the receive buffer this rank uses).
+    pub output: Region,
+    /// The CUDA stream a device operation is enqueued on (null for host operations).
+    pub stream: CUstream,
+}
+
+impl Op {
+    /// Whether the operation's memory is a GPU's.
+    fn on_device(&self) -> bool {
+        matches!(self.output.kind, MemKind::Device { .. })
+    }
+}
+
+/// What runs a communicator's operations (one per communicator).
+pub(crate) enum Engine {
+    /// Host memory, progressed by the caller's thread (CPU ranks).
+    Host(host::HostEngine),
+    /// A GPU: kernels on the caller's streams for its memory, a host engine for host memory.
+    Gpu(Box<gpu::GpuEngine>),
+}
+
+impl Engine {
+    /// The host executor's state: a host rank's engine, or the one a GPU rank runs its
+    /// host-memory operations on.
+    pub(crate) fn host(&mut self) -> &mut host::HostEngine {
+        match self {
+            Engine::Host(h) => h,
+            Engine::Gpu(g) => &mut g.host,
+        }
+    }
+
+    /// The host executor's state, to read.
+    pub(crate) fn host_ref(&self) -> &host::HostEngine {
+        match self {
+            Engine::Host(h) => h,
+            Engine::Gpu(g) => &g.host,
+        }
+    }
+}
+
+/// A communicator's mutable state, touched only by the thread driving it.
+pub(crate) struct State {
+    /// Set after an error: the communicator can only be dropped.
+    pub failed: Option<String>,
+    /// Operations queued so far (the last one's number).
+    pub ops: u64,
+    /// Plans of operations seen before.
+    pub plans: plans::PlanCache,
+    /// What runs the operations.
+    pub engine: Engine,
+}
+
+impl State {
+    /// A fresh state around `engine`.
+    pub(crate) fn new(engine: Engine) -> State {
+        State {
+            failed: None,
+            ops: 0,
+            plans: plans::PlanCache::default(),
+            engine,
+        }
+    }
+
+    /// Whether the communicator may take new operations.
+    ///
+    /// Errors: [`Error::InvalidUsage`] after an earlier failure, [`Error::Aborted`] after an
+    /// abort.
+    pub(crate) fn usable(&self, core: &Core) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::invalid_usage(format!(
+                "this communicator is unusable after an earlier failure ({why}); drop it and \
+                 create a new one"
+            )));
+        }
+        if core.abort.load(Ordering::SeqCst) {
+            return Err(Error::Aborted("the communicator was aborted".into()));
+        }
+        Ok(())
+    }
+}
+
+/// One communicator's operations of a group, with its core and its borrowed state.
+pub(crate) struct Share<'g> {
+    /// The communicator's core.
+    pub core: &'g Core,
+    /// Its state, borrowed for the group's life.
+    pub state: RefMut<'g, State>,
+    /// Its operations, in the order they were queued.
+    pub ops: Vec<Op>,
+}
+
+/// Starts a group (the launch half of `ncclGroupEnd`): operations on GPU memory go to their
+/// communicators' GPU engines and run on their streams; operations on host memory are planned
+/// and connected by the host engines and come back as a [`host::Running`] group to drive.
+///
+/// Errors: [`Error::InvalidUsage`] for a group that mixes GPU and host memory, device buffers
+/// on a communicator without a GPU, or a communicator that failed earlier; [`Error::Aborted`]
+/// after an abort; the engines' planning, connection and launch errors (the communicators
+/// involved are unusable afterwards).
+pub(crate) fn start(mut shares: Vec<Share<'_>>) -> Result<host::Running<'_>> {
+    let ops = || shares.iter().flat_map(|s| s.ops.iter());
+    let device = ops().filter(|o| o.on_device()).count();
+    if device != 0 && device != ops().count() {
+        return Err(Error::invalid_usage(
+            "a group mixes operations on GPU memory with operations on host memory: end them \
+             in separate groups",
+        ));
+    }
+    for s in &shares {
+        s.state.usable(s.core)?;
+    }
+    if device == 0 {
+        return host::enqueue(shares);
+    }
+    for s in &mut shares {
+        let st: &mut State = &mut s.state;
+        let result = match &mut st.engine {
+            Engine::Gpu(g) => g.launch(s.core, &mut st.ops, &mut st.plans, &s.ops),
+            Engine::Host(_) => Err(Error::invalid_usage(
+                "device buffers need a communicator created on a GPU",
+            )),
+        };
+        if let Err(e) = &result {
+            st.failed.get_or_insert_with(|| e.to_string());
+        }
+        result?;
+    }
+    Ok(host::Running::default())
+}

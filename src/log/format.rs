@@ -21,7 +21,7 @@ impl NcclFormat {
     /// and process id.
     pub(super) fn for_this_process() -> NcclFormat {
         NcclFormat {
-            host: crate::bootstrap::host::short_hostname().replace(['%', '/'], "-"),
+            host: crate::os::host::short_hostname().replace(['%', '/'], "-"),
             pid: std::process::id(),
         }
     }

@@ -114,7 +114,7 @@ fn effective(cfg: &Config, name: &str) -> String {
 
 impl LogSettings {
     /// Reads `NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS` and `NCCL_DEBUG_FILE` from `cfg` for this process
-    /// (`%h` is [`crate::bootstrap::host::short_hostname`], `%p` this process's id).
+    /// (`%h` is [`crate::os::host::short_hostname`], `%p` this process's id).
     pub fn from_config(cfg: &Config) -> LogSettings {
         let level = match effective(cfg, "NCCL_DEBUG").as_str() {
             "VERSION" => DebugLevel::Version,
@@ -134,7 +134,7 @@ impl LogSettings {
             .map(|f| {
                 PathBuf::from(expand_file_name(
                     f,
-                    &crate::bootstrap::host::short_hostname(),
+                    &crate::os::host::short_hostname(),
                     std::process::id(),
                 ))
             });
@@ -368,7 +368,7 @@ mod tests {
             &[("NCCL_DEBUG", "INFO")],
             || tracing::info!(target: "rnccl::init", "comm rank {} nRanks {}", 0, 2),
         );
-        let host = crate::bootstrap::host::short_hostname();
+        let host = crate::os::host::short_hostname();
         let prefix = format!("{host}:{}:", std::process::id());
         assert!(out.starts_with(&prefix), "{out}");
         assert!(out.ends_with(" NCCL INFO comm rank 0 nRanks 2\n"), "{out}");

@@ -18,7 +18,6 @@ pub(crate) use op::test_op;
 pub use op::{OpInfo, OpProgress, OpSnapshot};
 
 use crate::conn::ConnKey;
-use crate::transport::TransportKind;
 
 /// Counters of one direction of one link.
 #[derive(Debug, Default)]
@@ -125,10 +124,10 @@ impl Path {
     /// SHM/direct/direct`, `via NET/Socket`…), for the paths rnccl's own connections take.
     pub fn nccl_name(self) -> &'static str {
         match self {
-            Path::SameProcess => TransportKind::SameProcess.nccl_name(),
-            Path::Shm => TransportKind::Shm.nccl_name(),
-            Path::Tcp => TransportKind::Tcp.nccl_name(),
-            Path::Ib => TransportKind::Ib.nccl_name(),
+            Path::SameProcess => "P2P/direct pointer",
+            Path::Shm => "SHM/direct/direct",
+            Path::Tcp => "NET/Socket",
+            Path::Ib => "NET/IB",
             Path::Window => "P2P/window",
             Path::GpuP2p => "P2P/IPC",
             Path::GpuHost => "SHM/host memory",
@@ -136,17 +135,6 @@ impl Path {
             Path::GpuNetIb => "NET/IB (host staged)",
             Path::NcclKernel => "NCCL kernel",
             Path::NcclNet => "NCCL proxy",
-        }
-    }
-}
-
-impl From<TransportKind> for Path {
-    fn from(t: TransportKind) -> Path {
-        match t {
-            TransportKind::SameProcess => Path::SameProcess,
-            TransportKind::Shm => Path::Shm,
-            TransportKind::Tcp => Path::Tcp,
-            TransportKind::Ib => Path::Ib,
         }
     }
 }

@@ -28,6 +28,7 @@ pub(crate) fn start(ip: IpAddr) -> Option<SocketAddr> {
             .spawn(move || serve(&listener))
             .ok()?;
         tracing::info!(target: "rnccl::init", "Status: answering on {addr} (rnccl status {addr})");
+        crate::stats::page::announce_status(addr);
         Some(addr)
     })
 }
@@ -113,7 +114,7 @@ pub(crate) fn status_now() -> ProcessStatus {
     ProcessStatus {
         version: VERSION,
         pid: std::process::id(),
-        host: crate::bootstrap::host::short_hostname(),
+        host: crate::os::host::short_hostname(),
         comms,
     }
 }

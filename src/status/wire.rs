@@ -1,8 +1,6 @@
 //! What a status service says and is asked, as JSON lines: one request, one answer, then the
 //! connection closes.
 
-use std::net::SocketAddr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::dtype::DataType;
@@ -109,15 +107,6 @@ pub struct LinkStatus {
     pub stalled_s: f64,
 }
 
-/// A rank of a communicator, as its peers know it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusPeer {
-    /// Its rank.
-    pub rank: usize,
-    /// Its host's short name.
-    pub host: String,
-    /// Its pid.
-    pub pid: u32,
-    /// Its process's status service, if it runs one.
-    pub status: Option<SocketAddr>,
-}
+/// A rank of a communicator, as its peers know it (defined with the counter page, whose
+/// communicators list their ranks).
+pub use crate::stats::page::StatusPeer;

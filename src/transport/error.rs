@@ -24,7 +24,7 @@ pub(crate) enum TransportError {
         message: String,
     },
     /// The peer's host stopped answering on the connection (`ETIMEDOUT` after
-    /// [`super::tcp::detect_silence`]'s probes).
+    /// [`crate::bootstrap::silence::detect_silence`]'s probes).
     #[error(
         "the TCP link to {peer} at {addr} went silent: its host acknowledged nothing within \
          RNCCL_SILENT_LINK while this rank was {action} it; the host is down or the network between \

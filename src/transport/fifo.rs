@@ -190,15 +190,6 @@ fn header(mem: &dyn FifoMemory) -> &Header {
     unsafe { &*(mem.control() as *const Header) }
 }
 
-pub(crate) fn process_alive(pid: u32) -> bool {
-    if pid == 0 || pid == std::process::id() {
-        return true;
-    }
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 /// The sending end of a memory FIFO.
 pub(crate) struct MemSender {
     mem: Arc<dyn FifoMemory>,
@@ -283,7 +274,7 @@ impl SendEnd for MemSender {
         let r = &header(&*self.mem).receiver;
         if r.gone.load(Ordering::Acquire) != 0 {
             PeerState::Gone
-        } else if !process_alive(r.pid.load(Ordering::Relaxed)) {
+        } else if !crate::os::host::process_alive(r.pid.load(Ordering::Relaxed)) {
             PeerState::Dead
         } else {
             PeerState::Alive
@@ -387,7 +378,7 @@ impl RecvEnd for MemReceiver {
             PeerState::Alive
         } else if s.gone.load(Ordering::Acquire) != 0 {
             PeerState::Gone
-        } else if !process_alive(s.pid.load(Ordering::Relaxed)) {
+        } else if !crate::os::host::process_alive(s.pid.load(Ordering::Relaxed)) {
             PeerState::Dead
         } else {
             PeerState::Alive

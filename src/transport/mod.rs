@@ -9,7 +9,6 @@
 pub(crate) mod error;
 pub(crate) mod fifo;
 pub(crate) mod gpu;
-pub(crate) mod gpu_net;
 pub(crate) mod ib;
 pub(crate) mod params;
 pub(crate) mod setup;
@@ -24,6 +23,7 @@ pub(crate) use error::TransportError;
 pub(crate) use params::TransportParams;
 
 use crate::device::MemKind;
+use crate::stats::Path;
 
 /// The transport kinds, in NCCL's order of preference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -41,11 +41,17 @@ pub enum TransportKind {
 impl TransportKind {
     /// The name NCCL's INFO lines use for this transport.
     pub fn nccl_name(self) -> &'static str {
-        match self {
-            TransportKind::SameProcess => "P2P/direct pointer",
-            TransportKind::Shm => "SHM/direct/direct",
-            TransportKind::Tcp => "NET/Socket",
-            TransportKind::Ib => "NET/IB",
+        Path::from(self).nccl_name()
+    }
+}
+
+impl From<TransportKind> for Path {
+    fn from(t: TransportKind) -> Path {
+        match t {
+            TransportKind::SameProcess => Path::SameProcess,
+            TransportKind::Shm => Path::Shm,
+            TransportKind::Tcp => Path::Tcp,
+            TransportKind::Ib => Path::Ib,
         }
     }
 }
@@ -61,7 +67,7 @@ pub(crate) enum PeerState {
     Dead,
 }
 
-/// A socket an end waits on, and for what (see [`crate::exec::Waiter::idle_or_block`]).
+/// A socket an end waits on, and for what (see [`crate::exec::host`]).
 pub(crate) type PollInterest = (RawFd, PollFlags);
 
 /// The sending end of a connection: hands out free slots, publishes filled ones.

@@ -81,11 +81,3 @@ impl TransportParams {
         }
     }
 }
-
-/// `RNCCL_SILENT_LINK` as a duration (None when 0: the kernel's defaults).
-///
-/// Errors: a bad knob value.
-pub(crate) fn silent_link(cfg: &Config) -> Result<Option<std::time::Duration>> {
-    let s = cfg.int("RNCCL_SILENT_LINK")?;
-    Ok((s > 0).then(|| std::time::Duration::from_secs(s as u64)))
-}

@@ -16,13 +16,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_fifo, region_bytes};
 use super::ib::{IbAddr, IbNet, IbReceiver, IbSender};
 use super::params::TransportParams;
-use super::shm::{ShmFifo, ShmSegment};
+use super::shm::ShmFifo;
 use super::tcp::listener::{self, DataListener};
 use super::tcp::{TcpReceiver, TcpSender, prepare_socket};
 use super::{RecvConn, SendConn, SendEnd, TransportKind};
 use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
 use crate::conn::ConnKey;
 use crate::error::{Error, Result};
+use crate::os::shm::ShmSegment;
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum Offer {

@@ -2,8 +2,8 @@
 //! one-line-per-knob table of `--all`.
 
 use anstyle::Style;
-use rnccl::config::explain::Report;
 use rnccl::config::{KnobSpec, KnobType, Status, Unit};
+use rnccl::explain::Report;
 
 use super::report_text::{body, source_text};
 use super::style::{WIDTH, bold, clip, labelled, paragraph, shown_value};

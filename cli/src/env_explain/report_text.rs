@@ -1,8 +1,8 @@
 //! The text form of an env-explain report: the files read, then one block per setting.
 
 use anstyle::Style;
-use rnccl::config::explain::{Explained, Report};
 use rnccl::config::{FileRole, Source};
+use rnccl::explain::{Explained, Report};
 
 use super::style::{bold, finding, labelled, severity_style, shown_value};
 

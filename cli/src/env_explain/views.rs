@@ -2,7 +2,7 @@
 //! rnccl support, and the explained setting when the knob is set.
 
 use rnccl::config::KnobSpec;
-use rnccl::config::explain::{Explained, Report};
+use rnccl::explain::{Explained, Report};
 use serde::Serialize;
 
 /// One knob for JSON/YAML output.

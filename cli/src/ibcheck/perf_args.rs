@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rnccl::config::Config;
-use rnccl::ib::check::Report;
 use rnccl::ib::endpoint::usable_ports;
 use rnccl::ib::params::IbParams;
-use rnccl::ib::perf::{self, DEFAULT_PORT, PerfReport, PerfSpec};
 use rnccl::ib::verbs;
+use rnccl::ibcheck::Report;
+use rnccl::ibcheck::perf::{self, DEFAULT_PORT, PerfReport, PerfSpec};
 
 /// Options of the active tests.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,11 +1,11 @@
 //! The text report of `rnccl ibcheck`: ports, GIDs of RoCE ports, counters, placement, the
 //! bandwidth tests, then every check with its verdict, fix and evidence.
 
-use rnccl::ib::check::{Check, Report, Verdict};
 use rnccl::ib::counters::LINK_ERRORS_SEVERE;
 use rnccl::ib::gid::LinkLayer;
-use rnccl::ib::perf::PerfReport;
 use rnccl::ib::verbs::mtu_bytes;
+use rnccl::ibcheck::perf::PerfReport;
+use rnccl::ibcheck::{Check, Report, Verdict};
 
 use crate::render::Table;
 

@@ -9,8 +9,8 @@ use cudarc::driver::{CudaContext, sys};
 
 use super::driver::{check, cuda_error};
 use crate::error::Result;
-use crate::mem::Mapping;
-use crate::transport::shm::ShmSegment;
+use crate::os::shm::Mapping;
+use crate::os::shm::ShmSegment;
 
 /// A shared-memory segment registered with the driver.
 pub(crate) struct HostShared {

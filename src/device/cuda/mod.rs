@@ -2,6 +2,7 @@
 //! their primary contexts, device memory, and the kernels of `kernels/*.cu` compiled by NVRTC.
 //! Nothing here is reached on a host without libcuda: [`probe`] says so in one line first.
 
+pub(crate) mod abi;
 mod check;
 pub(crate) mod compile;
 mod driver;
@@ -14,7 +15,7 @@ pub(crate) use check::Checker;
 pub use driver::DeviceInfo;
 pub(crate) use driver::{check, context, cuda_error, probe, relaxed_capture};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
-pub(crate) use module::{Interp, THREADS};
+pub(crate) use module::Interp;
 
 /// The GPUs of this host (CUDA_VISIBLE_DEVICES applies), or why there are none.
 ///

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, sys};
 
+use super::abi::{LlArgs, THREADS};
 use super::compile::cache::cubin;
 use super::compile::entry::{COMBINES, interp_kernel, ll_kernel};
 use super::compile::sources::programs;
@@ -15,9 +16,6 @@ use super::driver::{check, cuda_error};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
-
-/// Threads per block of the interpreter (its `__launch_bounds__`; NCCL's NCCL_NTHREADS default).
-pub(crate) const THREADS: u32 = 512;
 
 /// The interpreter's kernels for one data type, loaded in one context.
 pub(crate) struct Interp {
@@ -141,33 +139,25 @@ impl Interp {
     }
 
     /// Launches the one-shot LL all-reduce for `combine` on `stream`: `blocks` blocks of
-    /// [`THREADS`] threads, given `args` (`struct LlArgs` of kernels/ll.cuh, copied into the
-    /// launch by the driver).
+    /// [`THREADS`] threads, given `args` (copied into the launch by the driver).
     ///
     /// # Safety
-    /// `stream` is a live stream of this context (or null); `args` is a well-formed
-    /// `LlArgs` ([`crate::exec::gpu::ll::encode`]) whose addresses stay valid until the kernel
-    /// completes.
+    /// `stream` is a live stream of this context (or null); `args` comes from
+    /// `crate::exec::gpu::ll::encode`, and its addresses stay valid until the kernel completes.
     ///
-    /// Errors: [`Error::Internal`] for an argument block of the wrong size; [`Error::Cuda`]
-    /// when the launch fails.
+    /// Errors: [`Error::Cuda`] when the launch fails.
     pub(crate) unsafe fn launch_ll(
         &self,
         combine: Combine,
         blocks: u32,
         stream: sys::CUstream,
-        args: &mut [u8],
+        args: &mut LlArgs,
     ) -> Result<()> {
-        if args.len() != crate::exec::gpu::ll::LL_ARGS_BYTES {
-            return Err(Error::Internal(format!(
-                "an LL argument block of {} bytes",
-                args.len()
-            )));
-        }
         let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
-        let mut params = [args.as_mut_ptr().cast::<std::ffi::c_void>()];
-        // SAFETY: the function takes one `LlArgs` by value, whose bytes `params` points to
-        // (checked length); the caller vouches for the stream and the addresses inside.
+        let mut params = [(args as *mut LlArgs).cast::<std::ffi::c_void>()];
+        // SAFETY: the function takes one `LlArgs` by value, which `params` points to (the
+        // struct mirrors the kernel's, `abi`); the caller vouches for the stream and the
+        // addresses inside.
         check(
             unsafe {
                 sys::cuLaunchKernel(

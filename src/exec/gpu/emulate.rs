@@ -18,13 +18,13 @@ pub(crate) use sync::{Waiting, report_field, word, word32};
 
 use std::sync::atomic::Ordering;
 
-use super::program::DevConn;
+use crate::device::cuda::abi::DevConn;
 use decode::{Decoded, KernelOp, StepDesc};
 use sync::{report, wait_at_least};
 
-use super::program::{NO_CONN, Status};
 use crate::conn::NSLOTS;
 use crate::device::cpu::reduce::{copy, reduce};
+use crate::device::cuda::abi::{NO_CONN, Status};
 use crate::device::{ReduceSpec, Transforms};
 use crate::dtype::DataType;
 use crate::error::Result;

@@ -5,21 +5,11 @@
 //! its own area, in rank order (NCCL's LL protocol, internals §5.3; one-shot as vLLM's custom
 //! all-reduce, gpu-backend.md §B.1).
 
-use super::program::{Control, PROGRAM_BYTES, Writer, header};
+use super::program::{Control, header};
 use crate::device::ReduceSpec;
+use crate::device::cuda::abi::{LL_CHUNK_BYTES, LL_MAX_RANKS, LlArgs};
 use crate::error::{Error, Result};
 
-/// Bytes of one half of an LL area (kernels/ll.cuh `RNCCL_LL_HALF`): an operation's epoch
-/// picks the half its lines go to.
-pub(crate) const LL_HALF_BYTES: usize = 1 << 20;
-/// Bytes of the LL area a rank keeps for each peer's lines (both halves).
-pub(crate) const LL_AREA_BYTES: usize = 2 * LL_HALF_BYTES;
-/// Input bytes one epoch carries (a line holds 8 data bytes in 16): larger inputs go in chunks.
-pub(crate) const LL_CHUNK_BYTES: usize = LL_HALF_BYTES / 2;
-/// Most ranks of a one-shot LL all-reduce (kernels/ll.cuh `RNCCL_LL_MAX_RANKS`).
-pub(crate) const LL_MAX_RANKS: usize = 8;
-/// Bytes of `struct LlArgs`.
-pub(crate) const LL_ARGS_BYTES: usize = 552;
 /// All-reduce inputs up to this many bytes run the one-shot LL kernel when `NCCL_PROTO` allows
 /// LL: below it the ring's round trips per step cost more than storing every byte twice over
 /// (gpu-backend.md §B.4: one-shot LL at the launch floor up to 512 KB on 2×H200, where NCCL's
@@ -64,12 +54,12 @@ pub(crate) fn blocks(bytes: usize, threads: usize) -> u32 {
         .clamp(1, LL_MAX_BLOCKS) as u32
 }
 
-/// The kernel argument block (`struct LlArgs`, [`LL_ARGS_BYTES`]) of operation number `seq`
-/// (kernels/program.cuh, operation tracking).
+/// The kernel's arguments (`struct LlArgs`) for operation number `seq` (kernels/program.cuh,
+/// operation tracking).
 ///
 /// Errors: [`Error::Internal`] for more than [`LL_MAX_RANKS`] ranks or mismatched address
 /// lists.
-pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> Result<Vec<u8>> {
+pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> Result<LlArgs> {
     let n = op.out.len();
     if n > LL_MAX_RANKS || op.inp.len() != n || op.out_counts.len() != n || op.inp_counts.len() != n
     {
@@ -78,52 +68,34 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
             op.inp.len()
         )));
     }
-    let mut w = Writer(Vec::with_capacity(LL_ARGS_BYTES));
-    header(&mut w, [0; 3], [0; 3], spec, ctl);
-    debug_assert_eq!(w.0.len(), PROGRAM_BYTES);
-    for v in [op.src, op.dst, op.bytes as u64, op.state, seq] {
-        w.u64(v);
-    }
-    w.u32(n as u32);
-    w.u32(0);
-    let step = |c: &Vec<(u64, u64)>| c.iter().map(|x| x.0).collect::<Vec<u64>>();
-    let live = |c: &Vec<(u64, u64)>| c.iter().map(|x| x.1).collect::<Vec<u64>>();
-    let lists = [
-        op.out.clone(),
-        op.inp.clone(),
-        step(&op.out_counts),
-        live(&op.out_counts),
-        step(&op.inp_counts),
-        live(&op.inp_counts),
-    ];
-    for list in &lists {
-        for r in 0..LL_MAX_RANKS {
-            w.u64(list.get(r).copied().unwrap_or(0));
+    let list = |f: &dyn Fn(usize) -> u64| {
+        let mut a = [0u64; LL_MAX_RANKS];
+        for (r, v) in a.iter_mut().enumerate().take(n) {
+            *v = f(r);
         }
-    }
-    debug_assert_eq!(w.0.len(), LL_ARGS_BYTES);
-    Ok(w.0)
+        a
+    };
+    Ok(LlArgs {
+        ctl: header([0; 3], [0; 3], spec, ctl),
+        src: op.src,
+        dst: op.dst,
+        bytes: op.bytes as u64,
+        state: op.state,
+        seq,
+        nranks: n as u32,
+        pad: 0,
+        out: list(&|r| op.out[r]),
+        inp: list(&|r| op.inp[r]),
+        out_step: list(&|r| op.out_counts[r].0),
+        out_live: list(&|r| op.out_counts[r].1),
+        in_step: list(&|r| op.inp_counts[r].0),
+        in_live: list(&|r| op.inp_counts[r].1),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn constants_match_the_kernel_header() {
-        let h = include_str!("../../../kernels/ll.cuh");
-        for want in [
-            format!("static_assert(sizeof(LlArgs) == {LL_ARGS_BYTES},"),
-            format!(
-                "#define RNCCL_LL_HALF (1u << {})",
-                LL_HALF_BYTES.trailing_zeros()
-            ),
-            format!("#define RNCCL_LL_MAX_RANKS {LL_MAX_RANKS}"),
-        ] {
-            assert!(h.contains(&want), "ll.cuh lacks `{want}`");
-        }
-        assert!(LL_HALF_BYTES.is_power_of_two());
-    }
 
     #[test]
     fn arguments_follow_the_struct() {
@@ -147,13 +119,21 @@ mod tests {
             out_counts: vec![(0xc0, 0xc8), (0, 0)],
             inp_counts: vec![(0xd0, 0xd8), (0, 0)],
         };
-        let b = encode(&op, 7, &ReduceSpec::copy(crate::DataType::Float32), &ctl).unwrap();
-        assert_eq!(b.len(), LL_ARGS_BYTES);
+        let args = encode(
+            &op,
+            7,
+            &ReduceSpec::copy(crate::dtype::DataType::Float32),
+            &ctl,
+        )
+        .unwrap();
+        let mut b = Vec::new();
+        crate::device::cuda::abi::put(&mut b, &args);
+        assert_eq!(b.len(), size_of::<LlArgs>());
         let at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        assert_eq!(at(PROGRAM_BYTES), 0x1000);
-        assert_eq!(at(PROGRAM_BYTES + 16), 12);
-        assert_eq!(at(PROGRAM_BYTES + 24), 0x3000);
-        assert_eq!(at(PROGRAM_BYTES + 32), 7, "seq");
+        assert_eq!(at(120), 0x1000);
+        assert_eq!(at(120 + 16), 12);
+        assert_eq!(at(120 + 24), 0x3000);
+        assert_eq!(at(120 + 32), 7, "seq");
         assert_eq!(u32::from_le_bytes(b[160..164].try_into().unwrap()), 2);
         assert_eq!(at(168), 0xa0, "out[0]");
         assert_eq!(at(168 + 64), 0xb0, "in[0]");
@@ -161,7 +141,7 @@ mod tests {
         for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
             assert_eq!(at(168 + 64 * list), want, "counter list {list}");
         }
-        assert_eq!(168 + 64 * 6, LL_ARGS_BYTES);
+        assert_eq!(168 + 64 * 6, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],
@@ -169,7 +149,15 @@ mod tests {
             inp_counts: vec![(0, 0); 9],
             ..op
         };
-        assert!(encode(&nine, 7, &ReduceSpec::copy(crate::DataType::Float32), &ctl).is_err());
+        assert!(
+            encode(
+                &nine,
+                7,
+                &ReduceSpec::copy(crate::dtype::DataType::Float32),
+                &ctl
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -6,47 +6,9 @@
 use crate::coll::{Buf, LaneKey, Loc, Op, Plan, Step};
 use crate::conn::ConnKey;
 use crate::device::ReduceSpec;
+use crate::device::cuda::abi::{self, DevConn, NO_CONN, STEP_POST, STEP_PRE, StepOp};
 use crate::error::{Error, Result};
-
-/// Bytes of the program header (`struct Program`).
-pub(crate) const PROGRAM_BYTES: usize = 120;
-/// Bytes of one lane (`struct Lane`).
-pub(crate) const LANE_BYTES: usize = 16;
-/// Bytes of one connection (`struct Conn`).
-pub(crate) const CONN_BYTES: usize = 56;
-/// Bytes of one step (`struct Step`).
-pub(crate) const STEP_BYTES: usize = 32;
-/// Bytes of the kernel's error report (`struct Report`).
-pub(crate) const REPORT_BYTES: usize = 32;
-/// "No connection" (`RNCCL_NO_CONN`).
-pub(crate) const NO_CONN: u16 = 0xffff;
-/// Step flag: apply the pre-multiplier (`RNCCL_STEP_PRE`).
-pub(crate) const STEP_PRE: u8 = 1;
-/// Step flag: apply the post-divisor (`RNCCL_STEP_POST`).
-pub(crate) const STEP_POST: u8 = 2;
-
-/// Why a kernel stopped early (`enum Status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Status {
-    /// A wait outlasted the program's timeout.
-    Timeout = 1,
-    /// The communicator's abort flag was raised.
-    Aborted = 2,
-    /// A peer posted a slot of a size the plan does not expect.
-    BadSize = 3,
-}
-
-impl Status {
-    /// The status a report's `code` names, if any.
-    pub(crate) fn from_code(code: u32) -> Option<Status> {
-        match code {
-            1 => Some(Status::Timeout),
-            2 => Some(Status::Aborted),
-            3 => Some(Status::BadSize),
-            _ => None,
-        }
-    }
-}
+use crate::redop::Scalar;
 
 /// The device addresses of one operation's buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,28 +43,6 @@ impl DevBuffers {
     }
 }
 
-/// One end of a connection, as the kernel needs it (`struct Conn`): device addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct DevConn {
-    /// The FIFO's slots (receiver's memory).
-    pub fifo: u64,
-    /// `u64[NSLOTS]` slot sizes (receiver's memory).
-    pub sizes: u64,
-    /// Slots posted (receiver's memory).
-    pub tail: u64,
-    /// Slots freed (sender's memory).
-    pub head: u64,
-    /// `u64[2]`: this end's persistent slot and byte counts (this rank's memory).
-    pub step: u64,
-    /// `u64[3]`: host-mapped copy of the slot and byte counts, for live counters, and 1 while
-    /// a wait on this end outlasts its first round of polls.
-    pub bytes: u64,
-    /// The rank at the other end.
-    pub peer: u32,
-    /// The channel.
-    pub channel: u16,
-}
-
 /// Where the kernel reports and what bounds it (the header's communicator fields).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Control {
@@ -126,17 +66,17 @@ pub(crate) struct Control {
     pub slot_bytes: u64,
 }
 
-fn op_code(op: &Op) -> u8 {
+fn op_code(op: &Op) -> StepOp {
     match op {
-        Op::Copy { .. } => 0,
-        Op::Send { .. } => 1,
-        Op::CopySend { .. } => 2,
-        Op::Recv { .. } => 3,
-        Op::RecvCopySend { .. } => 4,
-        Op::RecvReduceSend { .. } => 5,
-        Op::RecvReduceCopy { .. } => 6,
-        Op::RecvReduceCopySend { .. } => 7,
-        Op::Exchange { .. } => 8,
+        Op::Copy { .. } => StepOp::Copy,
+        Op::Send { .. } => StepOp::Send,
+        Op::CopySend { .. } => StepOp::CopySend,
+        Op::Recv { .. } => StepOp::Recv,
+        Op::RecvCopySend { .. } => StepOp::RecvCopySend,
+        Op::RecvReduceSend { .. } => StepOp::RecvReduceSend,
+        Op::RecvReduceCopy { .. } => StepOp::RecvReduceCopy,
+        Op::RecvReduceCopySend { .. } => StepOp::RecvReduceCopySend,
+        Op::Exchange { .. } => StepOp::Exchange,
     }
 }
 
@@ -153,53 +93,36 @@ fn locs(op: &Op) -> (Option<Loc>, Option<Loc>) {
     }
 }
 
-/// Little-endian bytes of a kernel argument block, in the order the C struct lays them out.
-pub(super) struct Writer(pub(super) Vec<u8>);
-
-impl Writer {
-    pub(super) fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(super) fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-}
-
-/// Writes `struct Program` (kernels/program.cuh, [`PROGRAM_BYTES`]): the byte offsets of the
-/// lanes, connections and steps, the communicator's control fields, the reduction's scalars
-/// (identity when `spec` has none: the kernels may apply them unconditionally) and the counts
-/// of lanes, connections and steps.
+/// The program header (`struct Program`) for lanes, connections and steps at byte `offsets`
+/// (0 for the LL kernel's arguments, which have none) and `counts` of each: the communicator's
+/// control fields and the reduction's scalars (identity when `spec` has none: the kernels may
+/// apply them unconditionally).
 pub(super) fn header(
-    w: &mut Writer,
     offsets: [usize; 3],
     counts: [u32; 3],
     spec: &ReduceSpec,
     ctl: &Control,
-) {
-    for off in offsets {
-        w.u64(off as u64);
+) -> abi::Program {
+    let pre = spec.pre.unwrap_or(Scalar::Int(1));
+    abi::Program {
+        lanes: offsets[0] as u64,
+        conns: offsets[1] as u64,
+        steps: offsets[2] as u64,
+        slot_bytes: ctl.slot_bytes,
+        report: ctl.report,
+        abort: ctl.abort,
+        claim: ctl.claim,
+        timeout_ns: ctl.timeout_ns,
+        ops: ctl.ops,
+        finished: ctl.finished,
+        pre_f: pre.as_f64(),
+        pre_i: pre.as_i64(),
+        post_div: spec.post_div.unwrap_or(1),
+        nlanes: counts[0],
+        nconns: counts[1],
+        nsteps: counts[2],
+        rank: ctl.rank,
     }
-    w.u64(ctl.slot_bytes);
-    w.u64(ctl.report);
-    w.u64(ctl.abort);
-    w.u64(ctl.claim);
-    w.u64(ctl.timeout_ns);
-    w.u64(ctl.ops);
-    w.u64(ctl.finished);
-    let pre = spec.pre.unwrap_or(crate::Scalar::Int(1));
-    w.0.extend_from_slice(&pre.as_f64().to_le_bytes());
-    w.u64(pre.as_i64() as u64);
-    w.u64(spec.post_div.unwrap_or(1));
-    for c in counts {
-        w.u32(c);
-    }
-    w.u32(ctl.rank);
 }
 
 /// Bytes a lane copies at least before [`split_copies`] spreads a local copy over more thread
@@ -341,40 +264,37 @@ pub(crate) fn encode(
     let lanes = split_copies(lanes);
     let nsteps: usize = lanes.iter().map(|(_, s)| s.len()).sum();
     let nlanes = lanes.len();
-    let lanes_off = PROGRAM_BYTES;
-    let conns_off = lanes_off + nlanes * LANE_BYTES;
-    let steps_off = conns_off + conns.len() * CONN_BYTES;
-    let total = steps_off + nsteps * STEP_BYTES;
+    let lanes_off = size_of::<abi::Program>();
+    let conns_off = lanes_off + nlanes * size_of::<abi::Lane>();
+    let steps_off = conns_off + conns.len() * size_of::<DevConn>();
+    let total = steps_off + nsteps * size_of::<abi::Step>();
     let too_many = |what| Error::Internal(format!("a program with too many {what} for the GPU"));
     let nlanes32 = u32::try_from(nlanes).map_err(|_| too_many("lanes"))?;
-    let mut w = Writer(Vec::with_capacity(total));
+    let mut w = Vec::with_capacity(total);
     let counts = [
         nlanes32,
         conns.len() as u32,
         u32::try_from(nsteps).map_err(|_| too_many("steps"))?,
     ];
-    header(&mut w, [lanes_off, conns_off, steps_off], counts, spec, ctl);
-    // struct Lane[]
+    let head = header([lanes_off, conns_off, steps_off], counts, spec, ctl);
+    abi::put(&mut w, &head);
     let mut first = 0u32;
     for (key, steps) in &lanes {
         let channel = match key {
             LaneKey::Channel(c) => u32::from(*c),
             _ => 0,
         };
-        w.u32(first);
-        w.u32(steps.len() as u32);
-        w.u32(channel);
-        w.u32(0);
+        let lane = abi::Lane {
+            first,
+            nsteps: steps.len() as u32,
+            channel,
+            pad: 0,
+        };
+        abi::put(&mut w, &lane);
         first += steps.len() as u32;
     }
-    // struct Conn[]
     for c in conns {
-        for v in [c.fifo, c.sizes, c.tail, c.head, c.step, c.bytes] {
-            w.u64(v);
-        }
-        w.u32(c.peer);
-        w.u16(c.channel);
-        w.u16(0);
+        abi::put(&mut w, &DevConn { pad: 0, ..*c });
     }
     // struct Step[]
     let mut owner: Vec<Option<usize>> = vec![None; conns.len()];
@@ -395,40 +315,26 @@ pub(crate) fn encode(
                     _ => {}
                 }
             }
-            w.u64(addr(src)?);
-            w.u64(addr(dst)?);
-            w.u64(s.bytes as u64);
-            w.u16(send);
-            w.u16(recv);
-            w.u8(op_code(&s.op));
-            w.u8((u8::from(s.pre) * STEP_PRE) | (u8::from(s.post) * STEP_POST));
-            w.u16(0);
+            let step = abi::Step {
+                src: addr(src)?,
+                dst: addr(dst)?,
+                bytes: s.bytes as u64,
+                send,
+                recv,
+                op: op_code(&s.op) as u8,
+                flags: (u8::from(s.pre) * STEP_PRE) | (u8::from(s.post) * STEP_POST),
+                pad: 0,
+            };
+            abi::put(&mut w, &step);
         }
     }
-    debug_assert_eq!(w.0.len(), total);
-    Ok((w.0, nlanes32))
+    debug_assert_eq!(w.len(), total);
+    Ok((w, nlanes32))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The sizes here are the ones `static_assert`ed in kernels/program.cuh.
-    #[test]
-    fn sizes_match_the_kernel_header() {
-        let h = include_str!("../../../kernels/program.cuh");
-        for (name, n) in [
-            ("Step", STEP_BYTES),
-            ("Conn", CONN_BYTES),
-            ("Lane", LANE_BYTES),
-            ("Report", REPORT_BYTES),
-            ("Program", PROGRAM_BYTES),
-        ] {
-            let want = format!("static_assert(sizeof({name}) == {n},");
-            assert!(h.contains(&want), "program.cuh lacks `{want}`");
-        }
-        assert!(h.contains("#define RNCCL_NSLOTS 8") && crate::conn::NSLOTS == 8);
-    }
 
     #[test]
     fn op_codes_follow_the_kernel_enum() {
@@ -482,8 +388,10 @@ mod tests {
             ),
             (Op::Exchange { buf: l, with: k }, "OP_EXCHANGE"),
         ] {
-            let want = format!("{name} = {},", op_code(&op));
+            let code = op_code(&op);
+            let want = format!("{name} = {},", code as u8);
             assert!(h.contains(&want), "program.cuh lacks `{want}`");
+            assert!(StepOp::ALL.contains(&(code, name)), "{name}");
         }
     }
 
@@ -552,7 +460,10 @@ mod tests {
         assert_eq!(lanes, 1);
         assert_eq!(
             bytes.len(),
-            PROGRAM_BYTES + LANE_BYTES + CONN_BYTES + 2 * STEP_BYTES
+            size_of::<abi::Program>()
+                + size_of::<abi::Lane>()
+                + size_of::<DevConn>()
+                + 2 * size_of::<abi::Step>()
         );
     }
 
@@ -561,7 +472,8 @@ mod tests {
     /// lanes were joined into one block left sendrecv at a tenth of NCCL's bandwidth.
     #[test]
     fn spread_peer_lanes_stay_separate_blocks() {
-        use crate::exec::gpu::spread::{P2P_CHANNELS, spread_p2p};
+        use crate::exec::gpu::spread::spread_p2p;
+        use crate::transport::gpu::P2P_CHANNELS;
         let bytes = 8 << 20;
         let bufs = DevBuffers {
             input: (0x1000_0000, bytes),
@@ -616,9 +528,9 @@ mod tests {
         // Each send connection's block runs both sends' pieces in order.
         assert_eq!(
             bytes.len(),
-            PROGRAM_BYTES
-                + 2 * P2P_CHANNELS * (LANE_BYTES + CONN_BYTES)
-                + 3 * P2P_CHANNELS * STEP_BYTES
+            size_of::<abi::Program>()
+                + 2 * P2P_CHANNELS * (size_of::<abi::Lane>() + size_of::<DevConn>())
+                + 3 * P2P_CHANNELS * size_of::<abi::Step>()
         );
     }
 
@@ -655,11 +567,11 @@ mod tests {
         let spec = ReduceSpec::copy(crate::DataType::Float32);
         let (prog, lanes) = encode(&[Part { plan: &plan, bufs }], &[], &spec, &ctl).unwrap();
         assert_eq!(lanes, 4);
-        let steps_off = PROGRAM_BYTES + 4 * LANE_BYTES;
+        let steps_off = size_of::<abi::Program>() + 4 * size_of::<abi::Lane>();
         let field = |at: usize| u64::from_le_bytes(prog[at..at + 8].try_into().unwrap());
         let mut next = 0u64;
         for l in 0..4 {
-            let at = steps_off + l * STEP_BYTES;
+            let at = steps_off + l * size_of::<abi::Step>();
             let (src, dst, n) = (field(at), field(at + 8), field(at + 16));
             assert_eq!((src, dst), (0x10_0000 + next, 0x40_0000 + next), "lane {l}");
             assert_eq!(src % 4096, 0);

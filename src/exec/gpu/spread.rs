@@ -11,21 +11,6 @@
 use crate::coll::{Lane, LaneKey, Op, Plan, Step};
 use crate::conn::ConnKey;
 
-/// Point-to-point connections a GPU rank opens with every peer (each way) over peer access:
-/// the most thread blocks one peer's traffic runs on.
-pub(crate) const P2P_CHANNELS: usize = 16;
-/// The same through host memory (NCCL_P2P_DISABLE), where PCIe, not the blocks, bounds the
-/// bandwidth and every connection costs 4 MiB of pinned or /dev/shm memory.
-pub(crate) const P2P_CHANNELS_HOST: usize = 4;
-
-/// Point-to-point connections per peer for GPU ranks whose FIFOs are `host_staged` or not.
-pub(crate) fn p2p_channels(host_staged: bool) -> usize {
-    if host_staged {
-        P2P_CHANNELS_HOST
-    } else {
-        P2P_CHANNELS
-    }
-}
 /// Bytes a piece gets at least: a step is cut into at most `bytes / P2P_PIECE_MIN` pieces.
 const P2P_PIECE_MIN: usize = 256 << 10;
 /// Piece boundaries fall on multiples of this (keeps pieces aligned like the whole for the
@@ -106,6 +91,7 @@ pub(crate) fn spread_p2p(plan: &Plan, channels: usize) -> Plan {
 mod tests {
     use super::*;
     use crate::coll::{Algo, Loc};
+    use crate::transport::gpu::conns::{P2P_CHANNELS, P2P_CHANNELS_HOST};
 
     #[test]
     fn pieces_cover_the_step_aligned_and_capped() {

@@ -61,7 +61,8 @@ use std::time::Duration;
 
 pub use discover::{Found, discover};
 pub use format::{MAGIC, PageError, VERSION, decode, encode};
-pub use publisher::{CommMeta, Published, Registration, register};
+pub(crate) use publisher::announce_status;
+pub use publisher::{CommMeta, Published, Registration, StatusPeer, register};
 
 use super::{LinkSnapshot, OpSnapshot};
 
@@ -69,10 +70,10 @@ use super::{LinkSnapshot, OpSnapshot};
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The folder pages live in.
-pub const PAGE_DIR: &str = crate::shm_names::SHM_DIR;
+pub const PAGE_DIR: &str = crate::os::names::SHM_DIR;
 
 /// File names of pages start with this, followed by the writer's pid.
-pub const PAGE_PREFIX: &str = "rnccl-stats-";
+pub const PAGE_PREFIX: &str = crate::os::names::PAGE_PREFIX;
 
 /// The page of process `pid` in `dir`.
 pub fn page_path(dir: &FsPath, pid: u32) -> PathBuf {

@@ -24,7 +24,7 @@ pub trait Published: Send + Sync {
     fn op(&self) -> &OpProgress;
     /// Every rank of the communicator, for the status service (none by default: NVIDIA
     /// NCCL's communicators, seen through the profiler plugin, do not say).
-    fn peers(&self) -> Vec<crate::status::StatusPeer> {
+    fn peers(&self) -> Vec<StatusPeer> {
         Vec::new()
     }
     /// The job's magic (from its unique id), which a rank of the job proves itself with when
@@ -32,6 +32,29 @@ pub trait Published: Send + Sync {
     fn magic(&self) -> Option<u64> {
         None
     }
+}
+
+/// A rank of a communicator, as its peers know it: what the status service of any of its
+/// processes tells a client about the others (`crate::status`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatusPeer {
+    /// Its rank.
+    pub rank: usize,
+    /// Its host's short name.
+    pub host: String,
+    /// Its pid.
+    pub pid: u32,
+    /// Its process's status service, if it runs one.
+    pub status: Option<std::net::SocketAddr>,
+}
+
+/// Where this process's status service answers, once one started ([`announce_status`]).
+static STATUS_SERVICE: OnceLock<std::net::SocketAddr> = OnceLock::new();
+
+/// Puts the address of this process's status service on its page (the service calls it once
+/// it listens; later calls change nothing).
+pub(crate) fn announce_status(addr: std::net::SocketAddr) {
+    let _ = STATUS_SERVICE.set(addr);
 }
 
 /// What a page says about a communicator rank besides its counters.
@@ -216,7 +239,7 @@ impl Publisher {
         let page = Page {
             pid: std::process::id(),
             written_unix_ns,
-            status: crate::status::address(),
+            status: STATUS_SERVICE.get().copied(),
             comms,
         };
         if let Err(e) = self.write(&encode(&page)) {

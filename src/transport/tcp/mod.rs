@@ -18,6 +18,8 @@ pub(crate) use ends::{TcpReceiver, TcpSender};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::bootstrap::silence::detect_silence;
+
 /// Sets the options every data socket gets and makes it non-blocking; `silent` as
 /// [`detect_silence`].
 ///
@@ -26,26 +28,6 @@ pub(crate) fn prepare_socket(sock: &TcpStream, silent: Option<Duration>) -> std:
     sock.set_nodelay(true)?;
     detect_silence(sock, silent);
     sock.set_nonblocking(true)
-}
-
-/// Makes a peer host that stops answering fail `sock` with `ETIMEDOUT` after about `after`
-/// (`RNCCL_SILENT_LINK`) instead of the kernel's defaults (hours idle, about 15 minutes with data
-/// in flight): TCP keepalive probes after `after / 2` idle, every `after / 8`, 4 of them, and
-/// `TCP_USER_TIMEOUT` = `after` for data the peer's host never acknowledges (tcp(7)). A host
-/// that answers keeps the connection, however long its process takes to read (Linux resets the
-/// count on every acknowledged zero-window probe). `None` leaves the kernel's defaults. Best
-/// effort: a socket that refuses the options keeps the defaults.
-pub(crate) fn detect_silence(sock: &TcpStream, after: Option<Duration>) {
-    let Some(after) = after.filter(|d| !d.is_zero()) else {
-        return;
-    };
-    let s = socket2::SockRef::from(sock);
-    let keep = socket2::TcpKeepalive::new()
-        .with_time((after / 2).max(Duration::from_secs(1)))
-        .with_interval((after / 8).max(Duration::from_secs(1)))
-        .with_retries(4);
-    let _ = s.set_tcp_keepalive(&keep);
-    let _ = s.set_tcp_user_timeout(Some(after));
 }
 
 #[cfg(test)]

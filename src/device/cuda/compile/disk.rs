@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::bootstrap::host::fnv1a;
+use crate::hash::fnv1a;
 
 /// The first bytes of every cache file (format 1).
 const MAGIC: &[u8; 8] = b"rncclKC\x01";

@@ -2,7 +2,7 @@
 //! on, so a changed kernel, option, architecture or NVRTC never reuses an old CUBIN.
 
 use super::sources::Source;
-use crate::bootstrap::host::fnv1a;
+use crate::hash::fnv1a;
 
 /// Bumped when the key's contents or the cache file's layout change, so older files miss.
 const SCHEMA: &[u8] = b"rnccl kernel cache 1";

@@ -124,3 +124,20 @@ fn compile_error_returns_nvrtcs_log() {
     let unknown = nvrtc::compile(sources::programs().next().unwrap(), 1, &[]).unwrap_err();
     assert!(unknown.to_string().contains("sm_1"), "{unknown}");
 }
+
+/// The device ABI's layouts (`crate::device::cuda::abi`) hold in the kernels' headers: every
+/// struct's size, every field's offset, every code.
+#[test]
+fn the_device_abi_matches_the_kernel_headers() {
+    if !nvrtc_here("the_device_abi_matches_the_kernel_headers") {
+        return;
+    }
+    let text = crate::device::cuda::abi::layout_asserts();
+    let layout = Source {
+        name: "abi_layout.cu",
+        text: Box::leak(text.into_boxed_str()),
+    };
+    if let Err(e) = nvrtc::compile(&layout, 90, &[]) {
+        panic!("the Rust and CUDA layouts differ: {e}");
+    }
+}

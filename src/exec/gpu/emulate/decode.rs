@@ -4,13 +4,12 @@
 //! would trust blindly (connection indices, step ranges, op codes, addresses an op needs) is
 //! checked here, so an encoder bug fails a test instead of reading out of bounds.
 
-use super::super::program::{
-    CONN_BYTES, LANE_BYTES, NO_CONN, PROGRAM_BYTES, STEP_BYTES, STEP_POST, STEP_PRE,
-};
 use crate::device::ReduceSpec;
+use crate::device::cuda::abi::{
+    CONN_BYTES, DevConn, LANE_BYTES, NO_CONN, PROGRAM_BYTES, STEP_BYTES, STEP_POST, STEP_PRE,
+};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::exec::gpu::program::DevConn;
 use crate::redop::{Combine, Scalar};
 
 /// `struct Program`: the header.
@@ -308,8 +307,8 @@ fn conn(r: &mut Reader<'_>) -> Result<DevConn> {
         bytes: r.u64()?,
         peer: r.u32()?,
         channel: r.u16()?,
+        pad: r.u16()?,
     };
-    r.u16()?;
     fits(r, start, CONN_BYTES, "a connection")?;
     if [c.fifo, c.sizes, c.tail, c.head, c.step, c.bytes].contains(&0) {
         return Err(bad(format!("{c:?} lacks an address")));

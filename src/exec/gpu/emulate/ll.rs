@@ -9,10 +9,11 @@ use super::ptr;
 use super::sync::{Waiting, poll, report, word, word32};
 use crate::device::Transforms;
 use crate::device::cpu::reduce::{copy, reduce};
+use crate::device::cuda::abi::{
+    DevConn, LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS, PROGRAM_BYTES, Status,
+};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::exec::gpu::ll::{LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS};
-use crate::exec::gpu::program::{DevConn, PROGRAM_BYTES, Status};
 use crate::redop::Combine;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -73,7 +74,7 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
 ///
 /// # Safety
 /// Every address in `args` is a host pointer to live memory while this runs: the input and
-/// output for `bytes` bytes, the LL areas ([`crate::exec::gpu::ll::LL_AREA_BYTES`], 8-byte
+/// output for `bytes` bytes, the LL areas ([`crate::device::cuda::abi::LL_AREA_BYTES`], 8-byte
 /// aligned, touched by others only atomically), the state (`u32[2]` and a `u64`), the connection ends'
 /// `u64[2]` counters and the control block (with its operation words).
 ///

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::decode::Header;
-use crate::exec::gpu::program::DevConn;
+use crate::device::cuda::abi::DevConn;
 
-use super::super::program::Status;
+use crate::device::cuda::abi::Status;
 
 /// Polls before the kernel looks at the abort flag and the clock (`wait_at_least`'s 1024).
 const SPINS: u32 = 1024;

@@ -12,10 +12,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::super::emulate;
-use super::super::program::{self, Control, DevBuffers, DevConn, REPORT_BYTES, Status};
+use super::super::program::{self, Control, DevBuffers};
 use crate::coll::Plan;
 use crate::conn::{ConnKey, NSLOTS};
 use crate::device::ReduceSpec;
+use crate::device::cuda::abi::{DevConn, REPORT_BYTES, Status};
 
 /// Zeroed host memory in 8-byte words, addressed the way a program addresses device memory.
 /// Lanes write it through raw pointers (the words are atomics, so shared writes are allowed);
@@ -208,6 +209,7 @@ impl Fabric {
             bytes: end.bytes.addr(),
             peer: key.peer as u32,
             channel: key.channel,
+            pad: 0,
         }
     }
 

@@ -9,9 +9,10 @@ use super::fabric::{Fabric, Job, Report, Words};
 use crate::coll::{Algo, CollArgs, Func, Geometry, LaneKey, Loc, Op, Plan, Step, plan};
 use crate::conn::ConnKey;
 use crate::device::ReduceSpec;
+use crate::device::cuda::abi::Status;
 use crate::dtype::DataType;
 use crate::exec::gpu::emulate::Waiting;
-use crate::exec::gpu::program::{DevBuffers, Status};
+use crate::exec::gpu::program::DevBuffers;
 use crate::redop::RedOp;
 
 /// A short patience, so a missing peer is noticed quickly.

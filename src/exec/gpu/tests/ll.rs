@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::super::emulate;
-use super::super::ll::{self, LL_AREA_BYTES, LL_CHUNK_BYTES, LlOp};
-use super::super::program::{Control, REPORT_BYTES, Status};
+use super::super::ll::{self, LlOp};
+use super::super::program::Control;
 use super::fabric::Words;
 use crate::device::ReduceSpec;
+use crate::device::cuda::abi::{self, LL_AREA_BYTES, LL_CHUNK_BYTES, REPORT_BYTES, Status};
 use crate::dtype::DataType;
 use crate::redop::RedOp;
 
@@ -91,7 +92,12 @@ impl LlFabric {
             slot_bytes: 512,
         };
         let seq = self.launches[rank].fetch_add(1, Ordering::Relaxed) + 1;
-        ll::encode(&op, seq, spec, &ctl).expect("encode")
+        let mut bytes = Vec::new();
+        abi::put(
+            &mut bytes,
+            &ll::encode(&op, seq, spec, &ctl).expect("encode"),
+        );
+        bytes
     }
 
     /// Runs the ranks in `ranks` at once on their (src, dst) buffers.

@@ -144,7 +144,8 @@ fn every_rank_sends_and_receives_at_once() {
 /// ([`spread_p2p`]), as GPU communicators run it: every byte arrives in place.
 #[test]
 fn large_sends_spread_over_connections() {
-    use crate::exec::gpu::spread::{P2P_CHANNELS, spread_p2p};
+    use crate::exec::gpu::spread::spread_p2p;
+    use crate::transport::gpu::P2P_CHANNELS;
     let (n, count) = (2, 80_003);
     let data = payload(0, count);
     let send = spread_p2p(&p2p_plan(Func::Send, 0, 1, n, count), P2P_CHANNELS);

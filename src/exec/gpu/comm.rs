@@ -1,0 +1,338 @@
+//! A GPU communicator's shared side (NCCL's `ncclComm` device side): the device and its
+//! primary context, the host-mapped control block its kernels poll and report into (abort
+//! flag, error report, operation words; `crate::device::cuda::abi`), the operations launched
+//! and not yet settled, the device programs cached so far, and its connections
+//! ([`GpuConns`]). Watchers read it from any thread ([`crate::exec::Watch`]).
+//!
+//! Nothing here waits for the GPU. Failures after a launch (a peer that stopped, a timeout)
+//! are reported by the kernel and read back by [`GpuComm::async_error`], NCCL's
+//! `ncclCommGetAsyncError`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, sys};
+use rustc_hash::FxHashMap;
+
+use super::ll::LlOp;
+use super::program::{Control, Part, conn_order};
+use crate::device::cuda::abi::{CONTROL_BYTES, DevConn, OPS_OFF, REPORT_OFF, Status};
+use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
+use crate::error::{Error, Result};
+use crate::exec::Core;
+use crate::stats::LinkSnapshot;
+use crate::transport::gpu::{GpuConns, GpuSetup};
+
+/// A communicator's GPU and its connections.
+pub(crate) struct GpuComm {
+    /// Its connections; dropped (the proxy stopped) before the control block whose abort flag
+    /// the proxy raises.
+    pub conns: GpuConns,
+    /// The device's primary context.
+    pub ctx: Arc<CudaContext>,
+    /// The device.
+    pub info: DeviceInfo,
+    /// `[abort: u32][..][Report at REPORT_OFF][..][operations started, finished: u64 at
+    /// OPS_OFF]`, host-mapped.
+    control: PinnedHost,
+    /// 16 bytes of device memory: the claim the first failing block takes and the count of a
+    /// kernel's blocks that finished (`u32` each), and the last operation reported finished
+    /// (`u64`).
+    claim: DeviceAlloc,
+    /// The operations launched that the GPU has not finished.
+    pub ops: super::ops::GpuOps,
+    /// Set once a caller was told of a kernel's failure: from then on the operation it stopped
+    /// is failed in the rank's history (until then it shows in flight, as a stuck rank's).
+    pub failure_told: AtomicBool,
+    /// The job's status a kernel's timeout carries, made once (callers poll the async error;
+    /// making it asks every rank and writes to their logs).
+    pub hang_report: std::sync::OnceLock<String>,
+    /// Longest wait of a kernel for a peer.
+    timeout: Duration,
+    /// This rank.
+    rank: usize,
+    /// Bytes per FIFO slot.
+    slot_bytes: usize,
+    /// Where compiled kernels are kept (`RNCCL_KERNEL_CACHE`; None: not on disk).
+    pub kernel_cache: Option<std::path::PathBuf>,
+    /// Device programs launched so far (the thread driving the communicator locks it).
+    pub programs: std::sync::Mutex<super::Programs>,
+    /// This communicator's place in the per-GPU count of the process.
+    _sharing: Sharing,
+}
+
+/// GPU communicators of this process per device ordinal (see [`GpuComm::new`]).
+fn sharing() -> &'static std::sync::Mutex<FxHashMap<usize, usize>> {
+    static SHARING: std::sync::OnceLock<std::sync::Mutex<FxHashMap<usize, usize>>> =
+        std::sync::OnceLock::new();
+    SHARING.get_or_init(Default::default)
+}
+
+/// Counts this process's communicators on GPU `ordinal` while alive.
+struct Sharing(usize);
+
+impl Sharing {
+    fn join(ordinal: usize) -> Sharing {
+        *sharing()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(ordinal)
+            .or_default() += 1;
+        Sharing(ordinal)
+    }
+
+    /// Whether another communicator of this process uses the same GPU.
+    fn shared(&self) -> bool {
+        sharing()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&self.0)
+            .is_some_and(|&n| n > 1)
+    }
+}
+
+impl Drop for Sharing {
+    fn drop(&mut self) {
+        if let Some(n) = sharing()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&self.0)
+        {
+            *n -= 1;
+        }
+    }
+}
+
+impl GpuComm {
+    /// Binds the communicator whose core is `core` to GPU `ordinal` and connects it to its
+    /// peers (every peer must do the same at about the same time).
+    ///
+    /// Errors: [`Error::Cuda`] when the driver, device or memory fails (the message says why
+    /// GPUs cannot be used here); connection errors as [`GpuConns::open`].
+    pub(crate) fn new(core: &Core, ordinal: usize) -> Result<GpuComm> {
+        let kernel_cache = crate::device::cuda::compile::cache::cache_dir(&core.knobs)?;
+        let cuda = probe()?;
+        let ctx = context(cuda, ordinal)?;
+        let info = cuda.devices[ordinal].clone();
+        let control = PinnedHost::zeroed(&ctx, CONTROL_BYTES)?;
+        let claim = DeviceAlloc::zeroed(&ctx, 16)?;
+        // Pinned now, before any kernel runs: pinning later would serialise the streams.
+        let programs = std::sync::Mutex::new(super::Programs::new(&ctx)?);
+        let setup = GpuSetup {
+            bus_id: &info.bus_id,
+            net: &core.net,
+            comm_tag: core.tag,
+            rank: core.rank,
+            net_rank: &core.net_rank,
+            rings: &core.rings,
+            slot_bytes: core.geo.slot_bytes,
+            p2p_disable: core.params.p2p_disable,
+            timeout: core.timeout,
+            abort: &core.abort,
+            listener: &core.listener,
+            sockets: core.params.sockets,
+            knobs: &core.knobs,
+            ib: core.params.ib.as_deref(),
+        };
+        let sharing = Sharing::join(ordinal);
+        // SAFETY: the abort flag is the control block's first u32 (aligned), which the
+        // GpuComm built below keeps until after its connections (declared first) are dropped.
+        let conns = unsafe { GpuConns::open(&setup, &ctx, control.ptr() as u64) }?;
+        // Ranks sharing a GPU in one process (a test set-up; NCCL refuses it): a kernel module
+        // loaded while the other rank's kernel waits for this one would wait for that kernel
+        // (module loads serialise the GPU), so every data type's kernels are loaded now.
+        if sharing.shared() {
+            for dtype in crate::dtype::DataType::ALL {
+                Interp::get(&ctx, info.arch(), dtype, kernel_cache.as_deref())?;
+            }
+        }
+        tracing::info!(
+            target: "rnccl::init",
+            "rank {} on GPU {} ({}, {}, driver {}): {}",
+            core.rank,
+            info.ordinal,
+            info.name,
+            info.bus_id,
+            cuda.driver_version,
+            conns.summary(),
+        );
+        Ok(GpuComm {
+            conns,
+            ctx,
+            info,
+            control,
+            claim,
+            ops: super::ops::GpuOps::default(),
+            failure_told: AtomicBool::new(false),
+            hang_report: std::sync::OnceLock::new(),
+            timeout: core.timeout,
+            rank: core.rank,
+            slot_bytes: core.geo.slot_bytes,
+            kernel_cache,
+            programs,
+            _sharing: sharing,
+        })
+    }
+
+    /// The header fields every program of this communicator carries.
+    pub(crate) fn control(&self) -> Control {
+        let base = self.control.ptr() as u64;
+        Control {
+            report: base + REPORT_OFF as u64,
+            abort: base,
+            claim: self.claim.ptr(),
+            timeout_ns: self.timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+            ops: base + OPS_OFF as u64,
+            finished: self.claim.ptr() + 4,
+            rank: self.rank as u32,
+            slot_bytes: self.slot_bytes as u64,
+        }
+    }
+
+    /// The one-shot LL all-reduce of `bytes` bytes per rank from `src` into `dst` (device
+    /// addresses), when this communicator has LL areas with every peer.
+    pub(crate) fn ll_op(&self, src: u64, dst: u64, bytes: usize) -> Option<LlOp> {
+        self.conns.ll().map(|l| LlOp {
+            src,
+            dst,
+            bytes,
+            state: l.state.ptr(),
+            out: l.out.clone(),
+            inp: l.inp.clone(),
+            out_counts: l.out_counts.clone(),
+            inp_counts: l.inp_counts.clone(),
+        })
+    }
+
+    /// The connection ends a program of `parts` uses, in [`conn_order`].
+    ///
+    /// Errors: [`Error::Internal`] when a plan names a connection this communicator did not
+    /// open (a planning bug: GPU plans use ring neighbours and point-to-point connections).
+    pub(crate) fn conns_of(&self, parts: &[Part<'_>]) -> Result<Vec<DevConn>> {
+        conn_order(parts)
+            .into_iter()
+            .map(|(key, send)| {
+                self.conns.dev_conn(&key, send).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "a GPU plan uses {} {key:?}, which the communicator did not open",
+                        if send { "send" } else { "recv" }
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Raises the abort flag every kernel of this communicator polls: waiting kernels return
+    /// within about a microsecond, leaving their stream free.
+    pub(crate) fn raise_abort(&self) {
+        // SAFETY: the control block's first 4 bytes are the flag (aligned); kernels read it
+        // with volatile loads, and a volatile store of a whole u32 is what they expect.
+        unsafe { self.control.ptr().cast::<u32>().write_volatile(1) };
+    }
+
+    /// What the kernels said of the operations so far: the last started and finished, and
+    /// whether one failed (once a caller was told, see `failure_told`).
+    pub(crate) fn device_ops(&self) -> super::ops::DeviceOps {
+        let w = self.control.ptr().wrapping_add(OPS_OFF).cast::<u64>();
+        // SAFETY: the operation words are two aligned u64 at OPS_OFF inside the control block
+        // and the report's code an aligned u32 at REPORT_OFF; kernels store them whole. The
+        // kernels order nothing between the two words, so started is taken as at least
+        // finished.
+        let (finished, started, code) = unsafe {
+            let finished = w.add(1).read_volatile();
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            let started = w.read_volatile();
+            let code = self
+                .control
+                .ptr()
+                .wrapping_add(REPORT_OFF)
+                .cast::<u32>()
+                .read_volatile();
+            (finished, started, code)
+        };
+        super::ops::DeviceOps {
+            started: started.max(finished),
+            finished,
+            failed: (code != 0 || self.conns.proxy_failed())
+                && self.failure_told.load(std::sync::atomic::Ordering::Acquire),
+        }
+    }
+
+    /// What the kernels reported, if anything went wrong after a launch
+    /// (`ncclCommGetAsyncError`): `Ok` while nothing did.
+    ///
+    /// Errors: [`Error::Timeout`] naming the peer and channel a kernel waited for,
+    /// [`Error::Aborted`] after an abort, [`Error::Remote`] when a peer sent a slot of the
+    /// wrong size; the proxy thread's error, naming the peer and channel, when a connection to
+    /// another host failed (it comes first: it is why the kernels stopped).
+    pub(crate) fn async_error(&self, describe: impl Fn(usize) -> String) -> Result<()> {
+        if let Some(e) = self.conns.proxy_failure() {
+            return Err(e);
+        }
+        let r = self.control.ptr().wrapping_add(REPORT_OFF).cast::<u32>();
+        // SAFETY: the report is 32 bytes at REPORT_OFF inside the control block, 4-byte
+        // aligned; the kernel writes `code` last, after a system fence, so a nonzero code
+        // means the other fields are complete.
+        let (code, lane, peer, channel, step, waiting) = unsafe {
+            let code = r.read_volatile();
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            (
+                code,
+                r.add(1).read_volatile(),
+                r.add(2).read_volatile(),
+                r.add(3).read_volatile(),
+                r.add(4).cast::<u64>().read_volatile(),
+                r.add(6).cast::<u64>().read_volatile(),
+            )
+        };
+        let what = if waiting == 2 { "a free slot" } else { "data" };
+        let gone = self.conns.closed_without_goodbye(peer as usize);
+        let peer = describe(peer as usize);
+        let note = if gone {
+            format!(
+                "; {peer} closed its network connection without a goodbye (its process exited \
+                 or was killed)"
+            )
+        } else {
+            String::new()
+        };
+        match Status::from_code(code) {
+            None => Ok(()),
+            Some(Status::Timeout) => Err(Error::Timeout {
+                what: format!(
+                    "in a GPU kernel (GPU {}, lane {lane}, channel {channel}) waiting for {what} \
+                     (slot {step}){note}",
+                    self.info.ordinal
+                ),
+                waited_for: peer,
+                after: self.timeout,
+            }),
+            Some(Status::Aborted) => Err(Error::Aborted(format!(
+                "a GPU kernel stopped on channel {channel} while waiting for {peer}"
+            ))),
+            Some(Status::BadSize) => Err(Error::Remote(format!(
+                "{peer} posted a slot of the wrong size on channel {channel}: the ranks run \
+                 different operations; check that every rank calls the same collectives in \
+                 the same order"
+            ))),
+        }
+    }
+
+    /// Every connection end's traffic so far (see [`GpuConns::traffic`]).
+    pub(crate) fn traffic(&self) -> Vec<LinkSnapshot> {
+        self.conns.traffic()
+    }
+}
+
+impl Drop for GpuComm {
+    fn drop(&mut self) {
+        // Peers' kernels may still write into this rank's FIFOs and this rank's kernels read
+        // them: let the device finish before the memory goes (the connections, dropped next,
+        // stop the proxy first).
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the context is current.
+            let _ = unsafe { sys::cuCtxSynchronize() };
+        }
+    }
+}

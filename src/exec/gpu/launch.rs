@@ -1,0 +1,298 @@
+//! Launching a group's operations on GPU memory: per communicator, every collective becomes
+//! one kernel (its plan encoded as a device program), and all Send/Recv of the group become
+//! one fused kernel — a block per peer and direction — so a rank's sends and receives progress
+//! together as NCCL's group semantics require. Kernels go on the callers' streams in group
+//! order; nothing waits for them. Each kernel carries its operation's number, which it
+//! reports as it starts and finishes (kernels/program.cuh, operation tracking; [`super::ops`]).
+
+use cudarc::driver::sys;
+
+use super::GpuEngine;
+use super::comm::GpuComm;
+use super::ll::{self, LlOp};
+use super::program::{Control, DevBuffers, Part, encode};
+use crate::coll::{Func, Plan};
+use crate::device::cuda::abi::THREADS;
+use crate::device::cuda::{Interp, check, cuda_error};
+use crate::device::{ReduceSpec, Region};
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::exec::plans::{PlanCache, gpu_ll};
+use crate::exec::{Core, Op};
+use crate::redop::RedOp;
+use crate::stats::OpInfo;
+
+/// One operation's launch: its work (a kernel, a copy or nothing), the reduction and the
+/// stream, and the operation.
+struct Launch {
+    work: Work,
+    spec: ReduceSpec,
+    stream: sys::CUstream,
+    op: OpInfo,
+}
+
+/// What a launch runs.
+enum Work {
+    /// The step interpreter over its parts (an operation's plan and buffers each).
+    Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
+    /// The one-shot LL all-reduce.
+    Ll(LlOp),
+    /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
+    /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).
+    Copy { src: u64, dst: u64, bytes: usize },
+    /// Nothing: the operation moves no data (no kernel is launched).
+    Nothing,
+}
+
+impl Work {
+    /// Whether a kernel runs it and reports its start and finish.
+    fn reports(&self) -> bool {
+        matches!(self, Work::Program(_) | Work::Ll(_))
+    }
+}
+
+impl GpuEngine {
+    /// Launches every operation of `ops` (all on this communicator's GPU memory) on their
+    /// streams; `seq` counts the communicator's operations, `plans` caches their plans.
+    ///
+    /// Errors: [`Error::InvalidUsage`] for fused Send/Recv on different streams; planning
+    /// errors; [`Error::Cuda`] when a launch fails (the caller marks the communicator
+    /// unusable).
+    pub(crate) fn launch(
+        &mut self,
+        core: &Core,
+        seq: &mut u64,
+        plans: &mut PlanCache,
+        ops: &[Op],
+    ) -> Result<()> {
+        let gpu = &*self.comm;
+        // One thread may drive several GPUs (ncclCommInitAll): every driver call below
+        // (scratch, input snapshots, LL launches) belongs to this communicator's context.
+        gpu.ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_error(e, format!("binding GPU {}", gpu.info.ordinal)))?;
+        launch_all(core, gpu, &mut self.scratch, seq, plans, ops)
+    }
+}
+
+fn launch_all(
+    core: &Core,
+    gpu: &GpuComm,
+    scratch: &mut super::scratch::GpuScratch,
+    seq: &mut u64,
+    plans: &mut PlanCache,
+    ops: &[Op],
+) -> Result<()> {
+    let n = core.nranks;
+    let plans = ops
+        .iter()
+        .map(|q| plans.get(core, &q.args))
+        .collect::<Result<Vec<_>>>()?;
+    // Scratch for the group: each operation's plan scratch, and a snapshot of every input a
+    // kernel of the group overwrites before reading it all (in-place AlltoAll; a Send from a
+    // buffer a Recv of the group fills), each in its own 256-byte aligned piece.
+    let snapshot = |q: &Op| {
+        (q.args.in_place && q.args.func == Func::AllToAll)
+            || (q.args.func == Func::Send
+                && ops
+                    .iter()
+                    .any(|r| r.args.func == Func::Recv && overlaps(q.input, r.output)))
+    };
+    let piece = |b: usize| b.next_multiple_of(256);
+    let total: usize = ops
+        .iter()
+        .zip(&plans)
+        .map(|(q, p)| piece(p.scratch_bytes) + if snapshot(q) { piece(q.input.len) } else { 0 })
+        .sum();
+    let mut next = match total {
+        0 => 0,
+        t => scratch.get(&gpu.ctx, t, ops[0].stream)?,
+    };
+    let mut take = |b: usize| {
+        let at = next;
+        next += piece(b) as u64;
+        at
+    };
+    let mut launches: Vec<Launch> = Vec::new();
+    let mut p2p: Option<usize> = None;
+    for (q, plan) in ops.iter().zip(plans) {
+        let a = q.args;
+        *seq += 1;
+        let op = OpInfo {
+            seq: *seq,
+            func: a.func,
+            count: a.count,
+            dtype: a.dtype,
+            fused: 1,
+            algo: plan.algo.nccl_name(),
+            nchannels: plan.nchannels,
+            direct: false,
+        };
+        if plan.lanes.is_empty() {
+            launches.push(Launch {
+                work: Work::Nothing,
+                spec: ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n)),
+                stream: q.stream,
+                op,
+            });
+            continue;
+        }
+        let mut input = (q.input.ptr as u64, q.input.len);
+        if snapshot(q) {
+            // The group writes memory this input occupies before it has all been read: read
+            // it from a copy taken on the stream first.
+            let copy = take(q.input.len);
+            // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's
+            // contract for the input; the scratch piece was sized for it), and the copy is
+            // ordered on the operation's stream before its kernel.
+            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(copy, input.0, input.1, q.stream) };
+            check(r, || format!("copying the input of {}", a.func.nccl_name()))?;
+            input.0 = copy;
+        }
+        let scratch = match plan.scratch_bytes {
+            0 => (0, 0),
+            b => (take(b), b),
+        };
+        let bufs = DevBuffers {
+            input,
+            output: (q.output.ptr as u64, q.output.len),
+            scratch,
+        };
+        if a.func.p2p() {
+            // Send/Recv only move bytes: one byte-wise kernel for all of them.
+            let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, n));
+            match p2p.map(|i| &mut launches[i]) {
+                Some(l) => {
+                    if l.stream != q.stream {
+                        return Err(Error::invalid_usage(
+                            "the Send/Recv operations of one group on one communicator must \
+                             share a stream",
+                        ));
+                    }
+                    if let Work::Program(parts) = &mut l.work {
+                        parts.push((plan, bufs));
+                    }
+                    l.op.fused += 1;
+                }
+                None => {
+                    p2p = Some(launches.len());
+                    launches.push(Launch {
+                        work: Work::Program(vec![(plan, bufs)]),
+                        spec,
+                        stream: q.stream,
+                        op,
+                    });
+                }
+            }
+            continue;
+        }
+        let spec = ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n));
+        let plain = spec.pre.is_none() && spec.post_div.is_none_or(|d| d == 1);
+        if n == 1 && plain && input.1 == bufs.output.1 {
+            launches.push(Launch {
+                work: Work::Copy {
+                    src: input.0,
+                    dst: bufs.output.0,
+                    bytes: input.1,
+                },
+                spec,
+                stream: q.stream,
+                op,
+            });
+            continue;
+        }
+        let ll = gpu_ll(core, a.func, input.1)
+            .then(|| gpu.ll_op(input.0, bufs.output.0, input.1))
+            .flatten();
+        // The one-shot LL kernel stores straight into the peers' memory, without the plan.
+        let op = match ll {
+            Some(_) => OpInfo {
+                algo: "Direct",
+                nchannels: 1,
+                direct: true,
+                ..op
+            },
+            None => op,
+        };
+        launches.push(Launch {
+            work: match ll {
+                Some(op) => Work::Ll(op),
+                None => Work::Program(vec![(plan, bufs)]),
+            },
+            spec,
+            stream: q.stream,
+            op,
+        });
+    }
+    let ctl = gpu.control();
+    for l in launches {
+        launch_one(gpu, &ctl, &l)?;
+        // Readers settle what they read; a launch only now and then (see gpu_ops).
+        if gpu.ops.launched(l.op, l.work.reports()) {
+            gpu.ops.settle(gpu.device_ops(), core.stats.op());
+        }
+    }
+    Ok(())
+}
+
+/// Launches the kernel of `l`, telling it its operation's number, or its copy, or nothing.
+///
+/// Errors: [`Error::Cuda`] when the kernel cannot be built or launched, or the copy fails;
+/// encoding errors.
+fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
+    let seq = l.op.seq;
+    let interp = || {
+        Interp::get(
+            &gpu.ctx,
+            gpu.info.arch(),
+            l.spec.dtype,
+            gpu.kernel_cache.as_deref(),
+        )
+    };
+    let combine = l.spec.combine;
+    let parts = match &l.work {
+        Work::Program(parts) => parts,
+        Work::Ll(op) => {
+            let interp = interp()?;
+            let mut args = ll::encode(op, seq, &l.spec, ctl)?;
+            let blocks = ll::blocks(op.bytes, THREADS as usize);
+            // SAFETY: the arguments name this communicator's LL areas, epoch and control
+            // words (alive as long as it is) and the caller's buffers (valid until the stream
+            // runs the kernel, the contract of Group::push_device); the stream is the caller's.
+            return unsafe { interp.launch_ll(combine, blocks, l.stream, &mut args) };
+        }
+        &Work::Copy { src, dst, bytes } => {
+            if src == dst || bytes == 0 {
+                return Ok(());
+            }
+            // SAFETY: both ranges are `bytes` bytes of this GPU's memory (the caller's contract
+            // for the buffers, Group::push_device), ordered on the caller's stream.
+            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, l.stream) };
+            return check(r, || {
+                format!("copying {bytes} bytes on GPU {}", gpu.info.ordinal)
+            });
+        }
+        Work::Nothing => return Ok(()),
+    };
+    let interp = interp()?;
+    let parts: Vec<Part<'_>> = parts
+        .iter()
+        .map(|(plan, bufs)| Part { plan, bufs: *bufs })
+        .collect();
+    let conns = gpu.conns_of(&parts)?;
+    let (program, nlanes) = encode(&parts, &conns, &l.spec, ctl)?;
+    let mut programs = gpu.programs.lock().unwrap_or_else(|p| p.into_inner());
+    programs.run(program, l.stream, |addr| {
+        // SAFETY: the program was encoded from this communicator's connections and control
+        // words (alive as long as the communicator) and the caller's buffers (valid until the
+        // stream runs the kernel, the contract of Group::push_device); the stream is the
+        // caller's.
+        unsafe { interp.launch(combine, nlanes, l.stream, addr, seq) }
+    })
+}
+
+/// Whether two regions share a byte.
+fn overlaps(a: Region, b: Region) -> bool {
+    let (a0, b0) = (a.ptr as usize, b.ptr as usize);
+    a.len > 0 && b.len > 0 && a0 < b0 + b.len && b0 < a0 + a.len
+}

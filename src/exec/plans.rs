@@ -1,0 +1,201 @@
+//! A communicator's plan cache: an operation repeated with the same shape (the common case in
+//! training loops and benchmarks) reuses its plan instead of choosing the algorithm and building
+//! the steps again.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::Core;
+use super::gpu::ll::LL_AUTO_MAX_BYTES;
+use super::gpu::spread::spread_p2p;
+use crate::bootstrap::BootstrapNet;
+use crate::coll::Geometry;
+use crate::coll::{self, Algo, CollArgs, Func, Plan};
+use crate::config::syntax::AlgoProtoList;
+use crate::config::syntax::PROTOCOLS;
+use crate::dtype::DataType;
+use crate::error::Error;
+use crate::error::Result;
+use crate::graph::tuning::cpu::CpuTuneInput;
+use crate::graph::tuning::{Model, TuneParams};
+use crate::redop::{RedOp, Scalar};
+
+/// Plans kept before the cache starts over.
+const CAPACITY: usize = 512;
+
+/// What a plan depends on (besides the communicator, which owns the cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct PlanKey {
+    func: Func,
+    count: usize,
+    dtype: DataType,
+    op: (u8, u8, u64),
+    root: usize,
+    in_place: bool,
+}
+
+fn op_key(op: RedOp) -> (u8, u8, u64) {
+    let scalar = |s: Scalar| match s {
+        Scalar::Int(v) => (0, v as u64),
+        Scalar::Uint(v) => (1, v),
+        Scalar::Float(v) => (2, v.to_bits()),
+    };
+    match op {
+        RedOp::Sum => (0, 0, 0),
+        RedOp::Prod => (1, 0, 0),
+        RedOp::Max => (2, 0, 0),
+        RedOp::Min => (3, 0, 0),
+        RedOp::Avg => (4, 0, 0),
+        RedOp::PreMulSum(s) => {
+            let (k, bits) = scalar(s);
+            (5, k, bits)
+        }
+    }
+}
+
+/// Cached plans of one communicator.
+#[derive(Default)]
+pub(crate) struct PlanCache {
+    plans: FxHashMap<PlanKey, Arc<Plan>>,
+}
+
+impl PlanCache {
+    /// The plan for `args` on this rank, built on first use with the algorithm and channel
+    /// count the communicator's tuning model chooses (restricted by `NCCL_ALGO`).
+    ///
+    /// Errors: as [`coll::plan`]; [`Error::InvalidUsage`] when `NCCL_ALGO` leaves no algorithm
+    /// rnccl runs for the function.
+    pub(crate) fn get(&mut self, core: &Core, args: &CollArgs) -> Result<Arc<Plan>> {
+        let key = PlanKey {
+            func: args.func,
+            count: args.count,
+            dtype: args.dtype,
+            op: op_key(args.op),
+            root: args.root,
+            in_place: args.in_place,
+        };
+        if let Some(p) = self.plans.get(&key) {
+            return Ok(p.clone());
+        }
+        let n = core.nranks;
+        let bytes = args.input_bytes(n).max(args.output_bytes(n));
+        let (algo, nch) = choose(core, args.func, bytes)?;
+        let plan = coll::plan(args, core.rank, n, &core.rings, core.geo, algo, nch)?;
+        // GPU ranks cut large point-to-point steps over several connections per peer.
+        let plan = Arc::new(match core.watch.gpu() {
+            Some(g) => spread_p2p(&plan, g.conns.p2p_channels()),
+            None => plan,
+        });
+        if self.plans.len() >= CAPACITY {
+            self.plans.clear();
+        }
+        self.plans.insert(key, plan.clone());
+        Ok(plan)
+    }
+}
+
+/// The algorithm and channel count for `func` moving `bytes` (the larger of its buffers):
+/// point-to-point functions run directly, the tuned collectives as the model chooses.
+///
+/// Errors: [`Error::InvalidUsage`] when `NCCL_ALGO` leaves no algorithm rnccl runs.
+fn choose(core: &Core, func: Func, bytes: usize) -> Result<(Algo, usize)> {
+    if func.tuned_index().is_none() {
+        return Ok((Algo::Direct, 1));
+    }
+    let no_algo = || {
+        let has_tree = matches!(func, Func::AllReduce | Func::Broadcast | Func::Reduce);
+        Error::invalid_usage(format!(
+            "NCCL_ALGO={:?} allows no algorithm rnccl runs for {} (rnccl implements Ring{}); \
+             unset it or include one of those",
+            core.algo_knob.as_deref().unwrap_or(""),
+            func.nccl_name(),
+            if has_tree { " and Tree" } else { "" }
+        ))
+    };
+    let c = core.tuning.choose(func, bytes as u64).ok_or_else(no_algo)?;
+    if core.watch.gpu().is_some() {
+        return gpu_choice(core, func, bytes, &c);
+    }
+    let algo = Algo::from_model(c.algo).ok_or_else(|| {
+        Error::Internal(format!(
+            "the CPU tuning model chose algorithm {} for {func}",
+            c.algo
+        ))
+    })?;
+    Ok((algo, c.nchannels))
+}
+
+/// Bytes each channel of a GPU collective gets at least: fewer channels below
+/// `nchannels × GPU_CHANNEL_MIN_BYTES`, so a small operation is not spread over blocks that
+/// each move a few lines (NCCL trims channels the same way for small sizes,
+/// `src/enqueue.cc:getNChannels`, with 512 threads × its per-thread threshold).
+const GPU_CHANNEL_MIN_BYTES: usize = 128 << 10;
+
+/// The algorithm and channel count of a GPU collective: the step interpreter runs rings (the
+/// tree plans exchange with non-neighbours, connections a GPU communicator does not open), on
+/// as many channels as the size fills.
+///
+/// Errors: [`Error::InvalidUsage`] when `NCCL_ALGO` excludes Ring.
+fn gpu_choice(
+    core: &Core,
+    func: Func,
+    bytes: usize,
+    c: &crate::graph::tuning::select::Choice,
+) -> Result<(Algo, usize)> {
+    use crate::graph::tuning::{RING, SIMPLE};
+    if let Some(knob) = &core.algo_knob {
+        let ring_on = core.tuning.time(func, RING, SIMPLE, bytes as u64).is_some();
+        if c.algo != RING && !ring_on {
+            return Err(Error::invalid_usage(format!(
+                "NCCL_ALGO={knob:?} excludes Ring, the algorithm rnccl runs {} with on GPUs; \
+                 unset it or include Ring",
+                func.nccl_name()
+            )));
+        }
+    }
+    let nch = bytes
+        .div_ceil(GPU_CHANNEL_MIN_BYTES)
+        .clamp(1, core.rings.nchannels());
+    Ok((Algo::Ring, nch))
+}
+
+/// Whether a GPU all-reduce of `bytes` bytes per rank runs the one-shot LL kernel
+/// (`kernels/ll.cuh`) rather than the ring: when `NCCL_PROTO` allows LL for AllReduce and the
+/// size is at most [`LL_AUTO_MAX_BYTES`], or at any size when it leaves Simple out (rnccl's
+/// rings run Simple; LL128 is not implemented and runs as Simple).
+pub(crate) fn gpu_ll(core: &Core, func: Func, bytes: usize) -> bool {
+    if func != Func::AllReduce {
+        return false;
+    }
+    let allows = |p: &str| {
+        core.proto
+            .as_ref()
+            .is_none_or(|l| l.allows("AllReduce", p, &PROTOCOLS))
+    };
+    allows("LL") && (bytes <= LL_AUTO_MAX_BYTES || !allows("Simple"))
+}
+
+/// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
+pub(crate) fn cpu_model(
+    net: &BootstrapNet,
+    net_rank: &[usize],
+    nchannels: usize,
+    geo: Geometry,
+    algo: Option<AlgoProtoList>,
+) -> Model {
+    let mut hosts: Vec<u64> = net_rank.iter().map(|&r| net.peers()[r].host_hash).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let input = CpuTuneInput {
+        nranks: net_rank.len(),
+        nnodes: hosts.len(),
+        nchannels,
+        chunk_bytes: geo.chunk_bytes(),
+    };
+    let params = TuneParams {
+        algo,
+        ..TuneParams::defaults()
+    };
+    Model::cpu(&input, &params)
+}

@@ -1,0 +1,386 @@
+//! The GPU network proxy without a GPU: FIFOs in ordinary host memory, threads playing the
+//! kernels with the FIFO protocol of `kernels/program.cuh`, and real TCP between two proxies:
+//! over loopback, and between two network namespaces joined by a veth pair (as root; a child
+//! process in one namespace is killed mid-transfer to check the other side's report); and
+//! RDMA over the in-process fake IB fabric ([`ib`]).
+
+#[allow(dead_code)]
+#[path = "../../../../tests/common/netns.rs"]
+mod netns;
+#[allow(dead_code)]
+#[path = "../../../../tests/common/procs.rs"]
+mod procs;
+
+use std::alloc::Layout;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::net::{segment_addrs, segment_bytes};
+use super::proxy::{FifoAddrs, NetConn, Proxy, ProxyControl, Side};
+use crate::conn::NSLOTS;
+use crate::transport::tcp::prepare_socket;
+
+const SLOTS: u64 = NSLOTS as u64;
+
+/// Zeroed, page-aligned host memory standing in for a pinned segment.
+struct HostMem {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: plain memory owned by this value; the tests touch it only as the FIFO protocol
+// allows (flags atomically).
+unsafe impl Send for HostMem {}
+// SAFETY: as above.
+unsafe impl Sync for HostMem {}
+
+impl HostMem {
+    fn new(bytes: usize) -> HostMem {
+        let layout = Layout::from_size_align(bytes.max(64), 4096).unwrap();
+        // SAFETY: the layout has a nonzero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        HostMem { ptr, layout }
+    }
+
+    fn addr(&self) -> u64 {
+        self.ptr.expose_provenance() as u64
+    }
+}
+
+impl Drop for HostMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// The `u64` at `addr`.
+///
+/// # Safety
+/// `addr` is an 8-byte aligned word of a live [`HostMem`].
+unsafe fn word<'a>(addr: u64) -> &'a AtomicU64 {
+    // SAFETY: the caller's contract.
+    unsafe { AtomicU64::from_ptr(std::ptr::with_exposed_provenance_mut(addr as usize)) }
+}
+
+/// One rank of a test: its kernels' abort flag and its communicator's.
+struct Rank {
+    flag: HostMem,
+    abort: Arc<AtomicBool>,
+}
+
+impl Rank {
+    fn new() -> Rank {
+        Rank {
+            flag: HostMem::new(64),
+            abort: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn ctl(&self, stall: Duration) -> ProxyControl {
+        ProxyControl {
+            comm_abort: self.abort.clone(),
+            kernel_abort: self.flag.addr(),
+            stall_timeout: stall,
+            rank: 0,
+        }
+    }
+
+    fn kernel_aborted(&self) -> bool {
+        // SAFETY: the flag's memory lives with `self`; the proxy stores it atomically.
+        unsafe { AtomicU32::from_ptr(self.flag.ptr.cast()) }.load(Ordering::Acquire) != 0
+    }
+}
+
+/// One FIFO segment.
+struct End {
+    _mem: HostMem,
+    fifo: FifoAddrs,
+}
+
+impl End {
+    fn new(slot_bytes: usize) -> End {
+        let mem = HostMem::new(segment_bytes(slot_bytes));
+        let fifo = segment_addrs(mem.addr(), slot_bytes);
+        End { _mem: mem, fifo }
+    }
+
+    fn load(&self, addr: u64) -> u64 {
+        // SAFETY: `addr` is one of this segment's flags.
+        unsafe { word(addr) }.load(Ordering::Acquire)
+    }
+}
+
+/// The byte at offset `i` of slot `s`.
+fn pattern(s: u64, i: usize) -> u8 {
+    (s.wrapping_mul(131) as usize + i * 7 + 1) as u8
+}
+
+/// Slot `s`'s byte count: from 1 to a whole slot, mostly not a multiple of 16.
+fn size_of(s: u64, slot_bytes: usize) -> usize {
+    if s % 11 == 5 {
+        slot_bytes
+    } else {
+        1 + (s as usize * 389 + 13) % slot_bytes
+    }
+}
+
+/// A thread playing one end's kernel (`wait_slot`, `post_send`, `free_recv` of interp.cu).
+#[derive(Clone, Copy)]
+struct Kernel {
+    fifo: FifoAddrs,
+    /// The rank's kernel abort flag.
+    abort: u64,
+    deadline: Instant,
+    /// Pause after every slot (a slow kernel).
+    pause: Duration,
+}
+
+impl Kernel {
+    fn new(end: &End, rank: &Rank, limit: Duration) -> Kernel {
+        Kernel {
+            fifo: end.fifo,
+            abort: rank.flag.addr(),
+            deadline: Instant::now() + limit,
+            pause: Duration::ZERO,
+        }
+    }
+
+    fn wait(&self, addr: u64, want: u64, what: &str) -> Result<(), String> {
+        // SAFETY: FIFO flags and the abort flag live as long as the test's memory.
+        let (w, abort) = unsafe {
+            (
+                word(addr),
+                AtomicU32::from_ptr(std::ptr::with_exposed_provenance_mut(self.abort as usize)),
+            )
+        };
+        while w.load(Ordering::Acquire) < want {
+            if abort.load(Ordering::Relaxed) != 0 {
+                return Err(format!("aborted waiting for {what} {want}"));
+            }
+            if Instant::now() > self.deadline {
+                return Err(format!("timed out waiting for {what} {want}"));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    fn slot(&self, s: u64) -> *mut u8 {
+        let at = self.fifo.slots + (s % SLOTS) * self.fifo.slot_bytes as u64;
+        std::ptr::with_exposed_provenance_mut(at as usize)
+    }
+
+    /// Posts `slots`, each of [`size_of`] bytes of [`pattern`].
+    fn send(&self, slots: Range<u64>) -> Result<(), String> {
+        for s in slots {
+            if s + 1 > SLOTS {
+                self.wait(self.fifo.head, s + 1 - SLOTS, "a free slot")?;
+            }
+            let n = size_of(s, self.fifo.slot_bytes);
+            let data: Vec<u8> = (0..n).map(|i| pattern(s, i)).collect();
+            // SAFETY: the slot is free (head says so) and holds slot_bytes >= n bytes; the
+            // flags are live words.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), self.slot(s), n);
+                word(self.fifo.sizes + 8 * (s % SLOTS)).store(n as u64, Ordering::Relaxed);
+                word(self.fifo.tail).store(s + 1, Ordering::Release);
+            }
+            if !self.pause.is_zero() {
+                std::thread::sleep(self.pause);
+            }
+        }
+        Ok(())
+    }
+
+    /// Consumes `slots`, checking each one's size and bytes.
+    fn recv(&self, slots: Range<u64>) -> Result<(), String> {
+        for s in slots {
+            self.wait(self.fifo.tail, s + 1, "slot")?;
+            let n = size_of(s, self.fifo.slot_bytes) as u64;
+            // SAFETY: the slot was published (tail > s) and is ours until head passes it.
+            unsafe {
+                let got = word(self.fifo.sizes + 8 * (s % SLOTS)).load(Ordering::Relaxed);
+                if got != n {
+                    return Err(format!("slot {s}: {got} bytes where {n} were sent"));
+                }
+                let data = std::slice::from_raw_parts(self.slot(s), n as usize);
+                if let Some(i) = (0..n as usize).find(|&i| data[i] != pattern(s, i)) {
+                    return Err(format!("slot {s}: byte {i} is wrong"));
+                }
+                word(self.fifo.head).store(s + 1, Ordering::Release);
+            }
+            if !self.pause.is_zero() {
+                std::thread::sleep(self.pause);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `n` connected, prepared socket pairs over loopback: (connecting side, accepting side).
+fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let c = TcpStream::connect(addr).unwrap();
+        let (s, _) = l.accept().unwrap();
+        prepare_socket(&c, None).unwrap();
+        prepare_socket(&s, None).unwrap();
+        a.push(c);
+        b.push(s);
+    }
+    (a, b)
+}
+
+fn conn(side: Side, end: &End, socks: Vec<TcpStream>, peer: usize, channel: u16) -> NetConn {
+    NetConn {
+        side,
+        fifo: end.fifo,
+        socks,
+        ib: None,
+        peer,
+        peer_name: format!("rank {peer} (host host{peer}, pid {})", 1000 + peer),
+        channel,
+    }
+}
+
+fn start(conns: Vec<NetConn>, rank: &Rank, stall: Duration) -> Proxy {
+    // SAFETY: the tests keep every End and Rank alive until the proxy is dropped (they are
+    // declared before it).
+    unsafe { Proxy::start(conns, rank.ctl(stall)) }.unwrap()
+}
+
+/// Waits up to `limit` for `cond`.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+const LONG: Duration = Duration::from_secs(20);
+
+/// `count` slots from a sending proxy to a receiving one over `nsocks` sockets.
+fn stream(nsocks: usize, slot_bytes: usize, count: u64) {
+    let (ra, rb) = (Rank::new(), Rank::new());
+    let (ea, eb) = (End::new(slot_bytes), End::new(slot_bytes));
+    let (sa, sb) = socket_pairs(nsocks);
+    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 2)], &ra, LONG);
+    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 2)], &rb, LONG);
+    let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
+    std::thread::scope(|sc| {
+        let t = sc.spawn(move || ka.send(0..count));
+        kb.recv(0..count).unwrap();
+        t.join().unwrap().unwrap();
+    });
+    assert_eq!(ea.load(ea.fifo.head), count, "every slot was handed over");
+}
+
+#[test]
+fn slots_cross_one_socket_in_order() {
+    stream(1, 1000, 300);
+}
+
+#[test]
+fn slots_cross_several_sockets_in_order() {
+    stream(3, 4099, 300);
+}
+
+/// With the receiving kernel stopped, the sending proxy still takes every slot its kernel posts
+/// as soon as the socket does (none waits for another's transfer), and the receiving proxy
+/// fills no more than the receiver's 8 slots.
+#[test]
+fn slots_stay_in_flight_while_the_receiver_is_busy() {
+    let slot = 512;
+    let (ra, rb) = (Rank::new(), Rank::new());
+    let (ea, eb) = (End::new(slot), End::new(slot));
+    let (sa, sb) = socket_pairs(1);
+    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 0)], &ra, LONG);
+    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 0)], &rb, LONG);
+    let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
+    // Three FIFOs' worth: 8 in the receiver's slots, the rest in the sockets.
+    ka.send(0..3 * SLOTS).unwrap();
+    assert!(eventually(Duration::from_secs(5), || ea.load(ea.fifo.head)
+        == 3 * SLOTS));
+    assert!(eventually(Duration::from_secs(5), || eb.load(eb.fifo.tail) == SLOTS));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        eb.load(eb.fifo.tail),
+        SLOTS,
+        "a slot the kernel had not freed was filled"
+    );
+    kb.recv(0..3 * SLOTS).unwrap();
+}
+
+/// One proxy serves every connection of its rank, sends and receives, round robin.
+#[test]
+fn one_proxy_serves_many_connections() {
+    let slot = 777;
+    let (ra, rb) = (Rank::new(), Rank::new());
+    let ends: Vec<(End, End)> = (0..6).map(|_| (End::new(slot), End::new(slot))).collect();
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    for (i, (ea, eb)) in ends.iter().enumerate() {
+        let (sa, sb) = socket_pairs(1 + i % 2);
+        // Connections 0, 2, 4 go a → b; 1, 3, 5 go b → a.
+        let (side_a, side_b) = if i % 2 == 0 {
+            (Side::Send, Side::Recv)
+        } else {
+            (Side::Recv, Side::Send)
+        };
+        ca.push(conn(side_a, ea, sa, 1, i as u16));
+        cb.push(conn(side_b, eb, sb, 0, i as u16));
+    }
+    let _pa = start(ca, &ra, LONG);
+    let _pb = start(cb, &rb, LONG);
+    std::thread::scope(|sc| {
+        let mut ts = Vec::new();
+        for (i, (ea, eb)) in ends.iter().enumerate() {
+            let (ka, kb) = (Kernel::new(ea, &ra, LONG), Kernel::new(eb, &rb, LONG));
+            let n = 40 + 17 * i as u64;
+            let (tx, rx) = if i % 2 == 0 { (ka, kb) } else { (kb, ka) };
+            ts.push(sc.spawn(move || tx.send(0..n)));
+            ts.push(sc.spawn(move || rx.recv(0..n)));
+        }
+        for t in ts {
+            t.join().unwrap().unwrap();
+        }
+    });
+}
+
+/// Back-to-back "kernels" continue the persistent counts, as launches on a GPU do.
+#[test]
+fn counts_continue_across_kernels() {
+    let slot = 256;
+    let (ra, rb) = (Rank::new(), Rank::new());
+    let (ea, eb) = (End::new(slot), End::new(slot));
+    let (sa, sb) = socket_pairs(2);
+    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 0)], &ra, LONG);
+    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 0)], &rb, LONG);
+    let mut first = 0;
+    for n in [3, 13, 1, 8, 30] {
+        let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
+        std::thread::scope(|sc| {
+            let t = sc.spawn(move || ka.send(first..first + n));
+            kb.recv(first..first + n).unwrap();
+            t.join().unwrap().unwrap();
+        });
+        first += n;
+        // An idle gap long enough for the proxies to sleep.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+mod failures;
+mod ib;
+mod namespaces;
