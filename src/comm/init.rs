@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::config::syntax::{ALGORITHMS, AlgoProtoList, PROTOCOLS};
 use crate::error::{Error, Result};
 use crate::exec::gpu::GpuEngine;
-use crate::exec::host::{HostEngine, WaitPolicy, spin_cores};
+use crate::exec::host::{WaitPolicy, spin_cores};
 use crate::exec::{Core, Engine, State, Watch, plans};
 use crate::stats::CommStats;
 use crate::transport::TransportParams;
@@ -237,7 +237,7 @@ impl Communicator {
                 core.watch = watch;
                 Engine::Gpu(Box::new(engine))
             }
-            None => Engine::Host(HostEngine::default()),
+            None => Engine::Host(Box::default()),
         };
         Ok(Communicator::new(core, engine))
     }

@@ -55,7 +55,7 @@ impl Op {
 /// What runs a communicator's operations (one per communicator).
 pub(crate) enum Engine {
     /// Host memory, progressed by the caller's thread (CPU ranks).
-    Host(host::HostEngine),
+    Host(Box<host::HostEngine>),
     /// A GPU: kernels on the caller's streams for its memory, a host engine for host memory.
     Gpu(Box<gpu::GpuEngine>),
 }

@@ -49,6 +49,14 @@ pub(crate) enum TransportError {
         /// What failed and why, in words.
         detail: String,
     },
+    /// The peer said goodbye after an abort (or a failure of its own).
+    #[error(
+        "{peer} aborted its communicator (it said so on the connection); see that rank's own error for why"
+    )]
+    Aborted {
+        /// The peer.
+        peer: String,
+    },
     /// The peer sent something that does not follow the protocol.
     #[error("malformed frame from {peer}: {detail}")]
     Malformed {

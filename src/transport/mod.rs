@@ -140,6 +140,49 @@ pub(crate) trait RecvEnd: Send {
     fn finish(&mut self);
 }
 
+/// A sending end whose slots are the caller's memory, written in place (a GPU FIFO's slots in
+/// pinned host memory): the caller writes slot `s % NSLOTS` itself, then [`SendEnd::post`]s its
+/// size without [`SendEnd::acquire`]; the end moves it to the far end's slot `s` (TCP frames it
+/// onto a socket, IB writes it by RDMA). The GPU proxy drives every network end through this
+/// trait and [`InPlaceRecv`].
+pub(crate) trait InPlaceSend: SendEnd {
+    /// Slots handed over so far: their memory may be written again (TCP: the whole frame is in
+    /// the socket; IB: the RDMA write completed).
+    fn completed(&mut self) -> u64;
+
+    /// What carries the slots, for messages: "TCP", "IB (mlx5_0:1)".
+    fn via(&self) -> String;
+
+    /// Tells the far end this end is going, clean or `aborted`, best effort within about
+    /// 100 ms (TCP says goodbye on every socket; IB has no goodbye: the peer learns from its
+    /// next write or its deadline).
+    fn goodbye(&mut self, aborted: bool);
+}
+
+/// A receiving end whose slots are the caller's memory, filled in place: slot `s` of the far
+/// end arrives whole in slot `s % NSLOTS`, is read by the caller where it lies, and is handed
+/// back with [`RecvEnd::release`] (oldest first). See [`InPlaceSend`].
+pub(crate) trait InPlaceRecv: RecvEnd {
+    /// Slots arrived whole so far (released ones included).
+    fn arrived(&mut self) -> u64;
+
+    /// The byte count of slot `seq`, arrived and not released.
+    fn arrived_bytes(&self, seq: u64) -> usize;
+
+    /// Whether part of a slot has arrived and the rest has not (an IB slot arrives whole).
+    fn receiving(&self) -> bool;
+
+    /// Whether the far end closed between slots without a goodbye (its process exited or was
+    /// killed).
+    fn closed_without_goodbye(&self) -> bool;
+
+    /// What carries the slots, for messages.
+    fn via(&self) -> String;
+
+    /// As [`InPlaceSend::goodbye`].
+    fn goodbye(&mut self, aborted: bool);
+}
+
 /// A sending end of any transport.
 pub(crate) type SendConn = Box<dyn SendEnd>;
 /// A receiving end of any transport.

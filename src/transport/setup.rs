@@ -17,8 +17,8 @@ use super::fifo::{FifoMemory, HeapMemory, MemReceiver, MemSender, init_fifo, reg
 use super::ib::{IbAddr, IbNet, IbReceiver, IbSender};
 use super::params::TransportParams;
 use super::shm::ShmFifo;
-use super::tcp::listener::{self, DataListener};
-use super::tcp::{TcpReceiver, TcpSender, prepare_socket};
+use super::tcp::listener::DataListener;
+use super::tcp::{self, Slots};
 use super::{RecvConn, SendConn, SendEnd, TransportKind};
 use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
 use crate::conn::ConnKey;
@@ -335,20 +335,19 @@ impl ConnectJob {
                     threads,
                     slot_bytes,
                 } => {
-                    let socks = listener::connect(
+                    let dial = tcp::Dial {
                         addr,
-                        &peer,
-                        ep.net.magic(),
+                        peer: &peer,
+                        what: &peer,
+                        magic: ep.net.magic(),
                         token,
-                        sockets as usize,
-                        ep.net.retry(),
-                        ep.deadline,
-                    )?;
-                    for s in &socks {
-                        prepare_socket(s, ep.net.silent_link())
-                            .map_err(|e| Error::system("configuring a data socket", e))?;
-                    }
-                    let end = TcpSender::new(socks, slot_bytes as usize, threads as usize, &peer)?;
+                        sockets: sockets as usize,
+                        retry: ep.net.retry(),
+                        deadline: ep.deadline,
+                        silent: ep.net.silent_link(),
+                    };
+                    let end =
+                        tcp::dial(&dial, slot_bytes as usize, threads as usize, Slots::owned())?;
                     (Box::new(end) as SendConn, TransportKind::Tcp)
                 }
                 Offer::Ib { addr, slot_bytes } => {
@@ -406,19 +405,23 @@ impl ConnectJob {
                         net.try_recv(from, ep.comm_tag, tags::failure_notice())
                             .map(|b| String::from_utf8_lossy(&b).into_owned())
                     };
-                    let socks = ep.listener.accept(
+                    let collect = tcp::Collect {
+                        listener: ep.listener,
                         token,
                         sockets,
-                        &peer,
-                        ep.deadline,
-                        ep.abort,
-                        &gave_up,
-                    )?;
-                    for s in &socks {
-                        prepare_socket(s, ep.net.silent_link())
-                            .map_err(|e| Error::system("configuring a data socket", e))?;
-                    }
-                    Box::new(TcpReceiver::new(socks, ep.slot_bytes, threads, &peer)?)
+                        peer: &peer,
+                        what: &peer,
+                        deadline: ep.deadline,
+                        abort: ep.abort,
+                        gave_up: &gave_up,
+                        silent: ep.net.silent_link(),
+                    };
+                    Box::new(tcp::collect(
+                        &collect,
+                        ep.slot_bytes,
+                        threads,
+                        Slots::owned(),
+                    )?)
                 }
                 Pending::Ib(mut end) => {
                     let peer = ep.describe(key.peer);

@@ -368,12 +368,17 @@ pub(crate) fn layout_asserts() -> String {
     ] {
         check(name.to_string(), code as usize);
     }
-    check("RNCCL_NO_CONN".into(), usize::from(NO_CONN));
-    check("RNCCL_STEP_PRE".into(), usize::from(STEP_PRE));
-    check("RNCCL_STEP_POST".into(), usize::from(STEP_POST));
-    check("RNCCL_NSLOTS".into(), crate::conn::NSLOTS);
-    check("RNCCL_LL_HALF".into(), LL_HALF_BYTES);
-    check("RNCCL_LL_MAX_RANKS".into(), LL_MAX_RANKS);
+    // The headers' macros, `RNCCL_` + name.
+    for (name, value) in [
+        ("NO_CONN", usize::from(NO_CONN)),
+        ("STEP_PRE", usize::from(STEP_PRE)),
+        ("STEP_POST", usize::from(STEP_POST)),
+        ("NSLOTS", crate::conn::NSLOTS),
+        ("LL_HALF", LL_HALF_BYTES),
+        ("LL_MAX_RANKS", LL_MAX_RANKS),
+    ] {
+        check(format!("RNCCL_{name}"), value);
+    }
     out.push_str("}  // namespace rnccl\n");
     out
 }

@@ -266,7 +266,7 @@ pub(crate) fn encode(
     let nlanes = lanes.len();
     let lanes_off = size_of::<abi::Program>();
     let conns_off = lanes_off + nlanes * size_of::<abi::Lane>();
-    let steps_off = conns_off + conns.len() * size_of::<DevConn>();
+    let steps_off = conns_off + std::mem::size_of_val(conns);
     let total = steps_off + nsteps * size_of::<abi::Step>();
     let too_many = |what| Error::Internal(format!("a program with too many {what} for the GPU"));
     let nlanes32 = u32::try_from(nlanes).map_err(|_| too_many("lanes"))?;

@@ -202,7 +202,9 @@ impl GpuConns {
             ib: s.ib,
         };
         let made = connect(&ep, &send_keys, &recv_keys)?;
-        let via = if made.net.iter().any(|c| c.ib.is_some()) {
+        let over_ib = made.sends.iter().any(|e| e.path() == Path::GpuNetIb)
+            || made.recvs.iter().any(|e| e.path() == Path::GpuNetIb);
+        let via = if over_ib {
             " via NET/IB (host-staged) and local FIFOs"
         } else if !made.net.is_empty() {
             " via NET/Socket (host-staged) and local FIFOs"

@@ -30,7 +30,7 @@ use std::sync::atomic::AtomicBool;
 use cudarc::driver::{CudaContext, sys};
 
 use super::net::NetJob;
-use super::proxy::{NetConn, Side};
+use super::proxy::NetConn;
 use crate::bootstrap::{BootstrapNet, Deadline, tags};
 use crate::conn::{ConnKey, NSLOTS};
 use crate::device::cuda::abi::{DevConn, HEAD_OFF, LL_AREA_BYTES, SIZES_OFF, SLOTS_OFF};
@@ -600,7 +600,7 @@ pub(crate) fn connect(
     let mut net = Vec::new();
     for mut end in net_job.attach(ep, &net_sends)? {
         let via = end.path();
-        net.push(end.proxy_conn(Side::Send, ep.slot_bytes, ep.describe(end.key.peer)));
+        net.push(end.proxy_conn(ep.slot_bytes, ep.describe(end.key.peer))?);
         let base = end.fifo.ptr() as u64;
         made_sends.push(GpuSend {
             key: end.key,
@@ -644,7 +644,7 @@ pub(crate) fn connect(
     }
     for mut end in net_job.finish(ep)? {
         let via = end.path();
-        net.push(end.proxy_conn(Side::Recv, ep.slot_bytes, ep.describe(end.key.peer)));
+        net.push(end.proxy_conn(ep.slot_bytes, ep.describe(end.key.peer))?);
         let fifo = FifoMem::Host(end.fifo);
         made_recvs.push(GpuRecv {
             key: end.key,

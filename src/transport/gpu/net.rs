@@ -2,15 +2,17 @@
 //! end keeps its own FIFO in pinned host memory mapped into its GPU, laid out as every GPU FIFO
 //! is (`[tail][head @128][sizes @256][slots @512]`), so the step-interpreter kernel reads and
 //! writes it as it would a peer's FIFO on the same host: its connection (`DevConn`) is local
-//! on both sides. The communicator's proxy thread ([`proxy`]) carries the slots over TCP
-//! between the two FIFOs.
+//! on both sides. The communicator's proxy thread ([`super::proxy`]) carries the slots between
+//! the two FIFOs through the network ends CPU ranks use, over the FIFOs' slots in place: the
+//! TCP ends of [`crate::transport::tcp`] (the same sockets, framing and goodbyes), or the IB
+//! ends of [`crate::transport::ib`].
 //!
 //! Connecting follows the other transports' three phases: the receiving end allocates its
 //! FIFO and offers its rank's TCP data listener with a fresh token through the bootstrap
 //! (never waiting); the sending end allocates its FIFO and opens
 //! `NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD` data sockets (as many as the receiver's
-//! offer says) to that listener, each greeting with the token; the receiving end collects
-//! them. The listener sits on the interface the bootstrap chose (`NCCL_SOCKET_IFNAME`,
+//! offer says) to that listener, each greeting with the token ([`tcp::dial`]); the receiving
+//! end collects them ([`tcp::collect`]). The listener sits on the interface the bootstrap chose (`NCCL_SOCKET_IFNAME`,
 //! `NCCL_SOCKET_FAMILY`). Every wait has the communicator's deadline and stops on its abort
 //! flag, naming the peer and channel.
 //!
@@ -19,12 +21,12 @@
 //! receiving end registers its FIFO's slots with its port and offers its queue pairs and slots;
 //! the sending end registers its own FIFO's slots, connects and answers with its queue pairs
 //! and CTS FIFO ([`tags::gpu_net_answer`]); the receiving end connects to that answer. The
-//! proxy then moves slots by RDMA from FIFO to FIFO (`proxy::IbLink`).
+//! proxy then moves slots by RDMA from FIFO to FIFO.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 
 use super::fifo::GpuEndpoints;
-use super::proxy::{FifoAddrs, IbLink, NetConn, Side};
+use super::proxy::{FifoAddrs, Link, NetConn};
 use crate::bootstrap::tags;
 use crate::conn::{ConnKey, NSLOTS};
 use crate::device::cuda::PinnedHost;
@@ -32,8 +34,7 @@ use crate::device::cuda::abi::{HEAD_OFF, SIZES_OFF, SLOTS_OFF};
 use crate::error::{Error, Result};
 use crate::stats::Path;
 use crate::transport::ib::{IbAddr, IbNet, IbReceiver, IbSender};
-use crate::transport::tcp::listener;
-use crate::transport::tcp::prepare_socket;
+use crate::transport::tcp::{self, Slots};
 
 /// A receiving end's offer: where to connect its data sockets.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -67,46 +68,50 @@ pub(crate) fn segment_bytes(slot_bytes: usize) -> usize {
     SLOTS_OFF + NSLOTS * slot_bytes
 }
 
-/// One connected end: its FIFO (in this process's pinned memory) and its sockets or IB end.
+/// One connected end: its FIFO (in this process's pinned memory) and the network end over its
+/// slots.
 pub(crate) struct NetEnd {
     /// The connection, named from this rank's side.
     pub key: ConnKey,
     /// The FIFO segment.
     pub fifo: PinnedHost,
-    /// Connected, non-blocking data sockets in stream order (none over IB).
-    pub socks: Vec<TcpStream>,
-    /// The IB end whose slots are the FIFO's (over IB).
-    ib: Option<IbLink>,
+    /// The network end whose slots are the FIFO's (taken by [`NetEnd::proxy_conn`]).
+    link: Option<Link>,
+    /// How the bytes cross.
+    path: Path,
 }
 
 impl NetEnd {
-    /// What the proxy drives for this end; `peer_name` names the peer in errors. The IB end
-    /// moves to the proxy, which drops it (deregistering the FIFO's slots) before the FIFO is
-    /// freed: the FIFO outlives the proxy.
-    pub(crate) fn proxy_conn(
-        &mut self,
-        side: Side,
-        slot_bytes: usize,
-        peer_name: String,
-    ) -> NetConn {
-        NetConn {
-            side,
+    fn new(key: ConnKey, fifo: PinnedHost, link: Link, path: Path) -> NetEnd {
+        NetEnd {
+            key,
+            fifo,
+            link: Some(link),
+            path,
+        }
+    }
+
+    /// What the proxy drives for this end; `peer_name` names the peer in errors. The network
+    /// end moves to the proxy, which drops it (closing its sockets, deregistering the FIFO's
+    /// slots) before the FIFO is freed: the FIFO outlives the proxy.
+    ///
+    /// Errors: [`Error::Internal`] when the end was taken already.
+    pub(crate) fn proxy_conn(&mut self, slot_bytes: usize, peer_name: String) -> Result<NetConn> {
+        let link = self.link.take().ok_or_else(|| {
+            Error::Internal(format!("the network end of {:?} was taken twice", self.key))
+        })?;
+        Ok(NetConn {
             fifo: segment_addrs(self.fifo.ptr() as u64, slot_bytes),
-            socks: std::mem::take(&mut self.socks),
-            ib: self.ib.take(),
+            link,
             peer: self.key.peer,
             peer_name,
             channel: self.key.channel,
-        }
+        })
     }
 
     /// How the end's bytes cross to the other host, for its live counters.
     pub(crate) fn path(&self) -> Path {
-        if self.ib.is_some() {
-            Path::GpuNetIb
-        } else {
-            Path::GpuNet
-        }
+        self.path
     }
 }
 
@@ -268,32 +273,32 @@ impl NetJob {
                 .map_err(|e| Error::Remote(e.to_string()))?;
                 ep.send(key, tags::gpu_net_answer(key), &end.addr())?;
                 log_connection(ep, ep.rank, key, "NET/IB/GPU host staging", &end.port());
-                ends.push(NetEnd {
-                    key: *key,
-                    fifo,
-                    socks: Vec::new(),
-                    ib: Some(IbLink::Send(Box::new(end))),
-                });
+                let link = Link::Send(Box::new(end));
+                ends.push(NetEnd::new(*key, fifo, link, Path::GpuNetIb));
                 continue;
             }
-            let socks = listener::connect(
-                offer.addr,
-                &format!("{peer} (channel {})", key.channel),
-                ep.net.magic(),
-                offer.token,
-                offer.sockets as usize,
-                ep.net.retry(),
-                ep.deadline,
-            )?;
-            prepare(&socks, ep.net.silent_link())?;
+            let what = format!("{peer} (channel {})", key.channel);
+            let dial = tcp::Dial {
+                addr: offer.addr,
+                peer: &peer,
+                what: &what,
+                magic: ep.net.magic(),
+                token: offer.token,
+                sockets: offer.sockets as usize,
+                retry: ep.net.retry(),
+                deadline: ep.deadline,
+                silent: ep.net.silent_link(),
+            };
+            // SAFETY: the slots lie in `fifo`, which the returned end keeps; the proxy drops
+            // the TCP end first (`NetEnd::proxy_conn`), and the kernel rewrites a slot only
+            // after `head` (the end's completed frames) passes it.
+            let slots = unsafe { Slots::borrowed(slots_of(&fifo)) };
+            // The proxy thread drives the sockets (no helper threads).
+            let end = tcp::dial(&dial, ep.slot_bytes, 0, slots)?;
             let sockets = format!("{} sockets", offer.sockets);
             log_connection(ep, ep.rank, key, "NET/Socket/GPU host staging", &sockets);
-            ends.push(NetEnd {
-                key: *key,
-                fifo,
-                socks,
-                ib: None,
-            });
+            let link = Link::Send(Box::new(end));
+            ends.push(NetEnd::new(*key, fifo, link, Path::GpuNet));
         }
         Ok(ends)
     }
@@ -320,12 +325,8 @@ impl NetJob {
                     })?;
                     end.connect(&sender, params)
                         .map_err(|e| Error::Remote(e.to_string()))?;
-                    ends.push(NetEnd {
-                        key: p.key,
-                        fifo: p.fifo,
-                        socks: Vec::new(),
-                        ib: Some(IbLink::Recv(end)),
-                    });
+                    let link = Link::Recv(end);
+                    ends.push(NetEnd::new(p.key, p.fifo, link, Path::GpuNetIb));
                     continue;
                 }
             };
@@ -334,34 +335,28 @@ impl NetJob {
                 net.try_recv(from, ep.comm_tag, tags::failure_notice())
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
             };
-            let socks = ep.listener.accept(
+            let what = format!("{peer} (channel {})", p.key.channel);
+            let collect = tcp::Collect {
+                listener: ep.listener,
                 token,
                 sockets,
-                &format!("{peer} (channel {})", p.key.channel),
-                ep.deadline,
-                ep.abort,
-                &gave_up,
-            )?;
-            prepare(&socks, ep.net.silent_link())?;
-            ends.push(NetEnd {
-                key: p.key,
-                fifo: p.fifo,
-                socks,
-                ib: None,
-            });
+                peer: &peer,
+                what: &what,
+                deadline: ep.deadline,
+                abort: ep.abort,
+                gave_up: &gave_up,
+                silent: ep.net.silent_link(),
+            };
+            // SAFETY: the slots lie in `p.fifo`, which the returned end keeps; the proxy drops
+            // the TCP end first (`NetEnd::proxy_conn`), and the kernel reads a slot only after
+            // `tail` says it arrived and frees it (`head`) before the end may fill it again.
+            let slots = unsafe { Slots::borrowed(slots_of(&p.fifo)) };
+            let end = tcp::collect(&collect, ep.slot_bytes, 0, slots)?;
+            let link = Link::Recv(Box::new(end));
+            ends.push(NetEnd::new(p.key, p.fifo, link, Path::GpuNet));
         }
         Ok(ends)
     }
-}
-
-/// Makes data sockets non-blocking, without Nagle's delay.
-///
-/// Errors: [`Error::System`] when a socket option cannot be set.
-fn prepare(socks: &[TcpStream], silent: Option<std::time::Duration>) -> Result<()> {
-    for s in socks {
-        prepare_socket(s, silent).map_err(|e| Error::system("configuring a GPU data socket", e))?;
-    }
-    Ok(())
 }
 
 fn log_connection(ep: &GpuEndpoints<'_>, from: usize, key: &ConnKey, via: &str, over: &str) {

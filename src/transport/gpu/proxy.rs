@@ -1,80 +1,66 @@
 //! The proxy thread of GPU connections between hosts (NCCL's proxy for the NET transport): it
 //! moves FIFO slots between this rank's FIFOs in host memory, which its GPU kernel reads and
-//! writes exactly as it would a peer's on the same host, and the peers: over TCP sockets, or
-//! over InfiniBand/RoCE ([`conn_ib`]), where the FIFO's slots are registered with the HCA and
-//! written in place by RDMA, with no copy on either host.
+//! writes exactly as it would a peer's on the same host, and the peers, through the network ends
+//! CPU ranks use — TCP ([`crate::transport::tcp`]) or InfiniBand/RoCE
+//! ([`crate::transport::ib`]) — whose slots are the FIFO's slots in place
+//! ([`InPlaceSend`], [`InPlaceRecv`]): no byte is copied on either host.
 //!
 //! Unit of work: one pass over every connection of the communicator, round robin, then one
-//! `poll(2)` over their sockets. Nothing blocks: the sockets are non-blocking, and while no
-//! connection has moved anything for [`SPIN`] the thread sleeps in `poll(2)` at most
-//! [`IDLE_SLEEP`] (the kernel's flags live in memory, which no file descriptor announces).
-//! The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it with ordinary
-//! host memory and threads playing the kernel.
+//! `poll(2)` over their sockets. Nothing blocks: the ends are non-blocking and driven from this
+//! thread, and while no connection has moved anything for [`SPIN`] the thread sleeps in
+//! `poll(2)` at most [`IDLE_SLEEP`] (the kernel's flags live in memory, which no file descriptor
+//! announces). The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it
+//! with ordinary host memory and threads playing the kernel.
 //!
 //! **Sending end.** The kernel waits for `head >= s + 1 - NSLOTS`, writes slot `s % NSLOTS`,
 //! stores `sizes[s % NSLOTS]`, fences and stores `tail = s + 1`. The proxy sees `tail` advance
-//! and frames slot `s` onto socket `s % nsocks` (an 8-byte header — `u32` byte count, `u32` low
-//! bits of `s`, little endian, as the CPU TCP transport frames its slots — then the bytes);
-//! once the whole frame is in the socket it stores `head = s + 1`, so the kernel may reuse the
-//! slot. Every posted slot is written as soon as its socket takes it: up to [`NSLOTS`] slots are
-//! in flight, never one slot waiting for another's transfer.
+//! and posts slot `s` to the end with its size; once the end has handed it over
+//! ([`InPlaceSend::completed`]: the frame is in the socket, or the RDMA write completed) it
+//! stores `head = s + 1`, so the kernel may reuse the slot. Up to [`NSLOTS`] slots are in
+//! flight, never one slot waiting for another's transfer.
 //!
-//! **Receiving end.** The proxy reads the frame of slot `s` from socket `s % nsocks` straight
-//! into slot `s % NSLOTS` only once the kernel has freed it (`head >= s + 1 - NSLOTS`, head
-//! being local memory here, written by this rank's kernel), then stores `sizes`, and `tail =
-//! s + 1` with release ordering.
+//! **Receiving end.** The end fills slot `s % NSLOTS` only once the kernel has freed it (`head`,
+//! local memory written by this rank's kernel, handed back to the end with
+//! [`RecvEnd::release`]); a slot that arrived whole is published to the kernel with its size
+//! and `tail = s + 1`, with release ordering. Flow control is the end's: a TCP end reads no
+//! frame it has no free slot for, so the peer's socket fills and its writes stop; an IB end
+//! offers a slot to its sender only once it is free.
 //!
-//! **Flow control** is TCP's: a receiving proxy reads no frame it has no free slot for, so the
-//! peer's socket fills and its writes stop. End to end, a connection holds up to `NSLOTS` slots
-//! in the sender's FIFO, what the two sockets buffer, and `NSLOTS` slots in the receiver's.
-//!
-//! **Failures.** A socket error, a peer that closes in the middle of a frame, a malformed
-//! frame, a peer that closes while this rank still has slots to send it, a peer that says it
-//! aborted, or a connection with bytes to move that moves none for the stall timeout: the
-//! proxy records an error naming the peer (rank, host, pid) and channel, raises the abort flag
-//! the kernels poll (so a kernel waiting on the connection stops at once), tells every peer
-//! it aborted, and exits. A peer that closes cleanly between frames is no error by itself (a
-//! process may exit after its last send without destroying its communicator): the kernel's
-//! own timeout covers a wait for data that will never come, and
-//! [`Proxy::closed_without_goodbye`] lets its report say why. Raising the communicator's abort
-//! flag (or the kernels') stops the proxy within a pass; so does [`Proxy::stop`], which says
-//! goodbye to every peer first.
+//! **Failures.** An end's error (a socket error, a peer that closes in the middle of a slot or
+//! while this rank still has slots to send it, a malformed frame, a peer that says it aborted,
+//! a failed work request or a port that went down), or a connection with bytes to move that
+//! moves none for the stall timeout: the proxy records an error naming the peer (rank, host,
+//! pid) and channel, raises the abort flag the kernels poll (so a kernel waiting on the
+//! connection stops at once), says goodbye to every peer as aborted, and exits. A peer that
+//! closes cleanly between slots is no error by itself (a process may exit after its last send
+//! without destroying its communicator): the kernel's own timeout covers a wait for data that
+//! will never come, and [`Proxy::closed_without_goodbye`] lets its report say why. Raising the
+//! communicator's abort flag (or the kernels') stops the proxy within a pass; so does
+//! [`Proxy::stop`], which says goodbye to every peer first.
 
 use std::collections::BTreeSet;
-use std::io::{IoSlice, Read};
-use std::net::TcpStream;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::poll::{PollFd, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::conn::NSLOTS;
 use crate::error::{Error, Result};
-use crate::transport::tcp::framing::send_vectored;
+use crate::transport::{InPlaceRecv, InPlaceSend, TransportError};
 
 mod conn;
-mod conn_ib;
-use conn::{Conn, Far};
-pub(crate) use conn_ib::IbLink;
+use conn::Conn;
 
 /// Slots per FIFO, as a sequence-number stride.
 const SLOTS: u64 = NSLOTS as u64;
-/// Bytes of a frame header (and of a goodbye record).
-const HEADER: usize = 8;
-/// The byte count that marks a goodbye record instead of a slot.
-const BYE: u32 = u32::MAX;
-/// Goodbye flag: the sender's communicator was aborted (or its proxy failed).
-const BYE_ABORTED: u32 = 1;
 /// How long the proxy keeps polling without sleeping after anything last moved.
 pub(crate) const SPIN: Duration = Duration::from_millis(2);
 /// Longest sleep in `poll(2)` once idle: the latency a newly posted slot may wait.
 pub(crate) const IDLE_SLEEP: Duration = Duration::from_millis(1);
-/// How long a stopping proxy tries to hand its goodbyes to full sockets.
-const GOODBYE_WAIT: Duration = Duration::from_millis(100);
 
 /// Where one end's FIFO lives: addresses in this process's memory (pinned host memory mapped
 /// into the GPU, or any host memory in tests).
@@ -92,33 +78,30 @@ pub(crate) struct FifoAddrs {
     pub slot_bytes: usize,
 }
 
-impl FifoAddrs {
-    fn slot(&self, seq: u64) -> *mut u8 {
-        let at = self.slots + (seq % SLOTS) * self.slot_bytes as u64;
-        std::ptr::with_exposed_provenance_mut(at as usize)
-    }
+/// The network end of one connection, whose slots are its FIFO's.
+pub(crate) enum Link {
+    /// This rank's kernel posts slots; the end sends them.
+    Send(Box<dyn InPlaceSend>),
+    /// The end receives slots; this rank's kernel consumes them.
+    Recv(Box<dyn InPlaceRecv>),
 }
 
-/// Which end of a connection this rank holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
-    /// This rank's kernel posts slots; the proxy sends them.
-    Send,
-    /// The proxy receives slots; this rank's kernel consumes them.
-    Recv,
+impl Link {
+    /// What carries the slots, for messages: "TCP", "IB (mlx5_0:1)".
+    pub(crate) fn via(&self) -> String {
+        match self {
+            Link::Send(s) => s.via(),
+            Link::Recv(r) => r.via(),
+        }
+    }
 }
 
 /// One connection end for the proxy to drive.
 pub(crate) struct NetConn {
-    /// Which end.
-    pub side: Side,
     /// Its FIFO.
     pub fifo: FifoAddrs,
-    /// Connected sockets in stream order (socket `i` carries slots `i`, `i + n`, …); none
-    /// when `ib` carries the slots.
-    pub socks: Vec<TcpStream>,
-    /// The IB connection whose slots are this FIFO's, when the pair uses IB.
-    pub ib: Option<IbLink>,
+    /// The network end over the FIFO's slots.
+    pub link: Link,
     /// The peer's communicator rank.
     pub peer: usize,
     /// The peer for messages: "rank 3 (host b, pid 812)".
@@ -173,7 +156,7 @@ struct Shared {
     stop: AtomicBool,
     running: AtomicBool,
     failure: Mutex<Option<Failure>>,
-    /// Peers whose sockets closed between frames without a goodbye.
+    /// Peers that closed a connection between slots without a goodbye.
     unannounced: Mutex<BTreeSet<usize>>,
     waker: EventFd,
 }
@@ -232,7 +215,7 @@ impl Proxy {
 
     /// The error that stopped the proxy, if one did (not an abort from this side).
     ///
-    /// Errors returned: [`Error::Remote`] naming the peer, host and channel when a socket
+    /// Errors returned: [`Error::Remote`] naming the peer, host and channel when a connection
     /// failed, a peer closed mid-transfer or aborted; [`Error::Timeout`] when a connection
     /// stalled; [`Error::Internal`] when this rank's FIFO broke the protocol.
     pub(crate) fn failure(&self) -> Option<Error> {
@@ -359,7 +342,7 @@ impl Loop<'_> {
         self.goodbye(true);
     }
 
-    /// One pass over every connection, then one poll of their sockets.
+    /// One pass over every connection, then one poll of their sockets (sleeping when idle).
     ///
     /// # Safety
     /// Every FIFO address is live ([`Proxy::start`]).
@@ -367,109 +350,14 @@ impl Loop<'_> {
         let mut moved = false;
         for c in &mut self.conns {
             // SAFETY: forwarded contract.
-            let m = unsafe {
-                match (&c.ib, c.side) {
-                    (Some(_), _) => c.pass_ib()?,
-                    (None, Side::Send) => c.pass_send()?,
-                    (None, Side::Recv) => c.publish()?,
-                }
-            };
-            if m {
+            if unsafe { c.pass() }? {
                 c.last_moved = now;
                 moved = true;
             }
-        }
-        // Which sockets to wait on, and for what.
-        let mut want: Vec<(usize, usize, PollFlags)> = Vec::new();
-        for (ci, c) in self.conns.iter().enumerate() {
-            let head = match c.side {
-                // SAFETY: forwarded contract.
-                Side::Recv => unsafe { c.kernel_head() }?,
-                Side::Send => 0,
-            };
-            for (k, s) in c.socks.iter().enumerate() {
-                let mut f = PollFlags::empty();
-                if s.far == Far::Open {
-                    match c.side {
-                        // A sending socket hears only a goodbye or the end of the stream.
-                        Side::Send => f |= PollFlags::POLLIN,
-                        Side::Recv if s.seq < head + SLOTS => f |= PollFlags::POLLIN,
-                        Side::Recv => {}
-                    }
-                }
-                if c.side == Side::Send && s.blocked && s.seq < c.tail {
-                    f |= PollFlags::POLLOUT;
-                }
-                if !f.is_empty() {
-                    want.push((ci, k, f));
-                }
-            }
-        }
-        let idle = !moved && now.duration_since(last_moved) > SPIN;
-        let timeout = if idle {
-            PollTimeout::try_from(IDLE_SLEEP).unwrap_or(PollTimeout::ZERO)
-        } else {
-            PollTimeout::ZERO
-        };
-        let ready: Vec<PollFlags> = {
-            let mut fds: Vec<PollFd<'_>> = want
-                .iter()
-                .map(|&(ci, k, f)| PollFd::new(self.conns[ci].socks[k].stream.as_fd(), f))
-                .collect();
-            fds.push(PollFd::new(self.sh.waker.as_fd(), PollFlags::POLLIN));
-            match poll(&mut fds, timeout) {
-                Ok(_) => fds
-                    .iter()
-                    .map(|f| f.revents().unwrap_or(PollFlags::empty()))
-                    .collect(),
-                Err(nix::errno::Errno::EINTR) => vec![PollFlags::empty(); fds.len()],
-                Err(e) => {
-                    return Err(Failure::Internal(format!(
-                        "poll(2) over the GPU network sockets failed: {e}"
-                    )));
-                }
-            }
-        };
-        if ready.last().is_some_and(|f| !f.is_empty()) {
-            let _ = self.sh.waker.read();
-        }
-        if !idle && !moved {
-            std::thread::yield_now();
-        }
-        for (&(ci, k, _), r) in want.iter().zip(&ready) {
-            if r.is_empty() {
-                continue;
-            }
-            let c = &mut self.conns[ci];
-            let mut m = false;
-            match c.side {
-                Side::Send => {
-                    if r.intersects(PollFlags::POLLOUT | PollFlags::POLLERR | PollFlags::POLLHUP) {
-                        c.socks[k].blocked = false;
-                    }
-                    if r.intersects(PollFlags::POLLIN | PollFlags::POLLERR | PollFlags::POLLHUP) {
-                        m |= c.read_back(k)?;
-                    }
-                    // SAFETY: forwarded contract.
-                    m |= unsafe { c.write_sock(k) }?;
-                }
-                Side::Recv => {
-                    // SAFETY: forwarded contract.
-                    m |= unsafe { c.read_sock(k) }?;
-                }
-            }
-            if m {
-                c.last_moved = now;
-                moved = true;
-            }
-        }
-        for c in &mut self.conns {
             if !c.busy() {
                 c.last_moved = now;
             }
-        }
-        for c in &mut self.conns {
-            if !c.noted && c.socks.iter().any(|s| s.far == Far::Eof) {
+            if !c.noted && c.closed_without_goodbye() {
                 c.noted = true;
                 self.sh
                     .unannounced
@@ -479,6 +367,43 @@ impl Loop<'_> {
             }
         }
         self.check_stalls(now)?;
+        let idle = !moved && now.duration_since(last_moved) > SPIN;
+        let timeout = if idle {
+            PollTimeout::try_from(IDLE_SLEEP).unwrap_or(PollTimeout::ZERO)
+        } else {
+            PollTimeout::ZERO
+        };
+        let interest: Vec<_> = self.conns.iter().flat_map(Conn::poll_interest).collect();
+        let mut fds: Vec<PollFd<'_>> = interest
+            .iter()
+            .map(|&(fd, flags)| {
+                // SAFETY: the descriptor belongs to an end of `self.conns`, alive across this
+                // poll.
+                PollFd::new(unsafe { BorrowedFd::borrow_raw(fd) }, flags)
+            })
+            .collect();
+        fds.push(PollFd::new(
+            self.sh.waker.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        ));
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                return Err(Failure::Internal(format!(
+                    "poll(2) over the GPU network sockets failed: {e}"
+                )));
+            }
+        }
+        if fds
+            .last()
+            .and_then(PollFd::revents)
+            .is_some_and(|f| !f.is_empty())
+        {
+            let _ = self.sh.waker.read();
+        }
+        if !idle && !moved {
+            std::thread::yield_now();
+        }
         Ok(moved)
     }
 
@@ -486,16 +411,16 @@ impl Loop<'_> {
     fn check_stalls(&self, now: Instant) -> Result<(), Failure> {
         for c in &self.conns {
             if c.busy() && now.duration_since(c.last_moved) > self.ctl.stall_timeout {
-                let (what, slot) = match c.side {
-                    Side::Send => ("sending", c.head),
-                    Side::Recv => ("receiving", c.tail),
+                let (what, slot) = match c.link {
+                    Link::Send(_) => ("sending", c.head),
+                    Link::Recv(_) => ("receiving", c.tail),
                 };
                 return Err(Failure::Stalled {
                     what: format!(
                         "{what} slot {slot} on channel {} over {} (the GPU network proxy moved \
                          no byte of it)",
                         c.channel,
-                        c.via()
+                        c.link.via()
                     ),
                     peer: c.peer_name.clone(),
                     after: self.ctl.stall_timeout,
@@ -505,42 +430,10 @@ impl Loop<'_> {
         Ok(())
     }
 
-    /// Tells every peer this end is going (best effort, within [`GOODBYE_WAIT`]): a socket in
-    /// the middle of a frame gets no goodbye, so its peer sees the frame cut short.
+    /// Tells every peer this end is going (best effort, within about 100 ms per end).
     fn goodbye(&mut self, aborted: bool) {
-        let mut rec = [0u8; HEADER];
-        rec[..4].copy_from_slice(&BYE.to_le_bytes());
-        rec[4..].copy_from_slice(&(if aborted { BYE_ABORTED } else { 0 }).to_le_bytes());
-        let deadline = Instant::now() + GOODBYE_WAIT;
         for c in &mut self.conns {
-            for s in &mut c.socks {
-                // A receiving socket's bytes are the sender's business: a goodbye on it goes
-                // back the other way, where the sender reads only goodbyes.
-                if c.side == Side::Send && s.done != 0 {
-                    continue;
-                }
-                let mut sent = 0;
-                while sent < HEADER && Instant::now() < deadline {
-                    match send_vectored(&s.stream, &[IoSlice::new(&rec[sent..])]) {
-                        Ok(n) => sent += n,
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                            ) =>
-                        {
-                            std::thread::sleep(Duration::from_micros(200));
-                        }
-                        Err(_) => break,
-                    }
-                }
-                // Unread bytes at close turn it into a reset, which may discard what this end
-                // still has queued for the peer: read them first.
-                let mut sink = [0u8; 4096];
-                while Instant::now() < deadline
-                    && matches!((&s.stream).read(&mut sink), Ok(n) if n > 0)
-                {}
-            }
+            c.goodbye(aborted);
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::device::MemKind;
 use crate::ib::endpoint::PortHandle;
 use crate::ib::params::IbParams;
 use crate::ib::verbs::{SendOp, SendWr, WcOpcode, WcStatus};
-use crate::transport::{PeerState, PollInterest, RecvEnd, TransportError};
+use crate::transport::{InPlaceRecv, PeerState, PollInterest, RecvEnd, TransportError};
 
 /// The receiving end.
 pub(crate) struct IbReceiver {
@@ -88,22 +88,6 @@ impl IbReceiver {
     /// The local port (`mlx5_0:1`).
     pub(crate) fn port(&self) -> String {
         self.link.port.label()
-    }
-
-    /// Slots wholly arrived, in order, counted from the first (at least the slots released):
-    /// slot `i` is in place once this passes `i`, with [`IbReceiver::arrived_bytes`] bytes,
-    /// even while earlier slots are not yet released.
-    pub(crate) fn arrived(&self) -> u64 {
-        let mut i = self.released;
-        while i < self.offered && self.left[(i % NSLOTS as u64) as usize] == 0 {
-            i += 1;
-        }
-        i
-    }
-
-    /// Bytes that arrived in slot index `i` (valid while `released <= i < arrived()`).
-    pub(crate) fn arrived_bytes(&self, i: u64) -> usize {
-        self.size[(i % NSLOTS as u64) as usize].min(self.slot_bytes)
     }
 
     /// What the sender needs: this end's queue pairs and slots.
@@ -275,4 +259,39 @@ impl RecvEnd for IbReceiver {
     }
 
     fn finish(&mut self) {}
+}
+
+impl InPlaceRecv for IbReceiver {
+    /// Slots wholly arrived, in order, counted from the first (at least the slots released):
+    /// slot `i` is in place once this passes `i`, with [`InPlaceRecv::arrived_bytes`] bytes,
+    /// even while earlier slots are not yet released.
+    fn arrived(&mut self) -> u64 {
+        let mut i = self.released;
+        while i < self.offered && self.left[(i % NSLOTS as u64) as usize] == 0 {
+            i += 1;
+        }
+        i
+    }
+
+    /// Bytes that arrived in slot index `i` (valid while `released <= i < arrived()`).
+    fn arrived_bytes(&self, i: u64) -> usize {
+        self.size[(i % NSLOTS as u64) as usize].min(self.slot_bytes)
+    }
+
+    /// A slot arrives whole or not at all, as the proxy sees it.
+    fn receiving(&self) -> bool {
+        false
+    }
+
+    /// IB has no goodbye, so no close without one either.
+    fn closed_without_goodbye(&self) -> bool {
+        false
+    }
+
+    fn via(&self) -> String {
+        format!("IB ({})", self.port())
+    }
+
+    /// IB has no goodbye (see [`InPlaceSend::goodbye`] for [`super::IbSender`]).
+    fn goodbye(&mut self, _aborted: bool) {}
 }

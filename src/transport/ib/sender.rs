@@ -11,7 +11,7 @@ use crate::device::MemKind;
 use crate::ib::endpoint::PortHandle;
 use crate::ib::params::IbParams;
 use crate::ib::verbs::{SendOp, SendWr, WcOpcode, WcStatus};
-use crate::transport::{PeerState, PollInterest, SendEnd, TransportError};
+use crate::transport::{InPlaceSend, PeerState, PollInterest, SendEnd, TransportError};
 
 /// The sending end.
 pub(crate) struct IbSender {
@@ -92,12 +92,6 @@ impl IbSender {
     /// The local port (`mlx5_0:1`).
     pub(crate) fn port(&self) -> String {
         self.link.port.label()
-    }
-
-    /// Slots whose writes have all completed, counted from the first: the caller may reuse
-    /// slot `i % NSLOTS` once this passes `i`.
-    pub(crate) fn completed(&self) -> u64 {
-        self.completed
     }
 
     /// What the receiver needs: this end's queue pairs and CTS FIFO.
@@ -282,4 +276,20 @@ impl SendEnd for IbSender {
     }
 
     fn finish(&mut self) {}
+}
+
+impl InPlaceSend for IbSender {
+    /// Slots whose writes have all completed, counted from the first: the caller may reuse
+    /// slot `i % NSLOTS` once this passes `i`.
+    fn completed(&mut self) -> u64 {
+        self.completed
+    }
+
+    fn via(&self) -> String {
+        format!("IB ({})", self.port())
+    }
+
+    /// IB has no goodbye: the peer learns from its next write (retry counter exceeded) or its
+    /// deadline.
+    fn goodbye(&mut self, _aborted: bool) {}
 }

@@ -6,12 +6,13 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::framing::Stream;
-use super::slots::Shared;
+use super::slots::{GOODBYE_ABORTED, GOODBYE_CLEAN, GOODBYE_NONE, Shared};
 use crate::error::{Error, Result};
 use crate::transport::{PollInterest, TransportError};
 
@@ -132,6 +133,37 @@ impl Driver {
         }
     }
 
+    /// Whether a socket is in the middle of a frame (always false with helper threads, which
+    /// keep their sockets to themselves).
+    pub(super) fn mid_frame(&self) -> bool {
+        match self {
+            Driver::Inline(streams) => streams.iter().any(Stream::mid_frame),
+            Driver::Threads { .. } => false,
+        }
+    }
+
+    /// Tells the far end this end is going, on every socket (within [`GOODBYE_WAIT`]), and
+    /// stops the helper threads (which say it on theirs).
+    pub(super) fn goodbye(&mut self, sh: &Shared, aborted: bool) {
+        let until = Instant::now() + GOODBYE_WAIT;
+        match self {
+            Driver::Inline(streams) => {
+                for s in streams {
+                    s.goodbye(aborted, until);
+                }
+            }
+            Driver::Threads { .. } => {
+                let g = if aborted {
+                    GOODBYE_ABORTED
+                } else {
+                    GOODBYE_CLEAN
+                };
+                sh.goodbye.store(g, Ordering::SeqCst);
+                self.stop(sh);
+            }
+        }
+    }
+
     /// Stops and joins the helper threads.
     pub(super) fn stop(&mut self, sh: &Shared) {
         if let Driver::Threads { handles, wakers } = self {
@@ -163,9 +195,23 @@ fn start_helper(group: Vec<Stream>, shared: &Arc<Shared>) -> Result<(JoinHandle<
 }
 
 fn helper_loop(mut streams: Vec<Stream>, sh: &Shared, waker: &Waker) {
+    run_helper(&mut streams, sh, waker);
+    let g = sh.goodbye.load(Ordering::SeqCst);
+    if g != GOODBYE_NONE {
+        let until = Instant::now() + GOODBYE_WAIT;
+        for s in &mut streams {
+            s.goodbye(g == GOODBYE_ABORTED, until);
+        }
+    }
+}
+
+/// How long an end that goes tries to hand its goodbyes to full sockets.
+const GOODBYE_WAIT: Duration = Duration::from_millis(100);
+
+fn run_helper(streams: &mut [Stream], sh: &Shared, waker: &Waker) {
     while !sh.shutdown.load(Ordering::SeqCst) {
         let mut moved = false;
-        for s in &mut streams {
+        for s in streams.iter_mut() {
             match s.progress(sh) {
                 Ok(m) => moved |= m,
                 Err(e) => {

@@ -1,5 +1,5 @@
-//! The two ends of a TCP connection: each keeps its own [`NSLOTS`] slots in local memory and its
-//! driver moves them over the sockets.
+//! The two ends of a TCP connection: each keeps [`NSLOTS`] slots (its own, or the caller's in
+//! place) and its driver moves them over the sockets.
 
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -7,11 +7,13 @@ use std::sync::atomic::Ordering;
 
 use super::driver::Driver;
 use super::framing::{Dir, Stream};
-use super::slots::Shared;
+use super::slots::{Shared, Slots};
 use crate::conn::NSLOTS;
 use crate::device::MemKind;
 use crate::error::Result;
-use crate::transport::{PeerState, PollInterest, RecvEnd, SendEnd, TransportError};
+use crate::transport::{
+    InPlaceRecv, InPlaceSend, PeerState, PollInterest, RecvEnd, SendEnd, TransportError,
+};
 
 /// The shared slot state and the driver for one direction of a connection over `socks`
 /// (stream `i` carries slots `i`, `i + nsocks`, …).
@@ -21,8 +23,9 @@ fn start(
     slot_bytes: usize,
     nthreads: usize,
     peer: &str,
+    slots: Slots,
 ) -> Result<(Arc<Shared>, Driver)> {
-    let shared = Arc::new(Shared::new(slot_bytes, socks.len()));
+    let shared = Arc::new(Shared::new(slot_bytes, socks.len(), slots));
     let streams = socks
         .into_iter()
         .enumerate()
@@ -43,16 +46,17 @@ pub(crate) struct TcpSender {
 
 impl TcpSender {
     /// Wraps connected, prepared sockets (index order = stream order) to `peer` (for messages),
-    /// driven by `nthreads` helper threads (0: by the caller's progress loop).
+    /// driven by `nthreads` helper threads (0: by the caller's progress loop), framing `slots`.
     ///
-    /// Errors: [`crate::Error::System`] when a helper thread cannot be started.
+    /// Errors: [`crate::error::Error::System`] when a helper thread cannot be started.
     pub(crate) fn new(
         socks: Vec<TcpStream>,
         slot_bytes: usize,
         nthreads: usize,
         peer: &str,
+        slots: Slots,
     ) -> Result<TcpSender> {
-        let (shared, driver) = start(socks, Dir::Send, slot_bytes, nthreads, peer)?;
+        let (shared, driver) = start(socks, Dir::Send, slot_bytes, nthreads, peer, slots)?;
         Ok(TcpSender {
             shared,
             driver,
@@ -125,6 +129,21 @@ impl SendEnd for TcpSender {
     fn finish(&mut self) {}
 }
 
+impl InPlaceSend for TcpSender {
+    fn completed(&mut self) -> u64 {
+        self.reap();
+        self.completed
+    }
+
+    fn via(&self) -> String {
+        "TCP".into()
+    }
+
+    fn goodbye(&mut self, aborted: bool) {
+        self.driver.goodbye(&self.shared, aborted);
+    }
+}
+
 impl Drop for TcpSender {
     fn drop(&mut self) {
         self.driver.stop(&self.shared);
@@ -136,28 +155,33 @@ pub(crate) struct TcpReceiver {
     shared: Arc<Shared>,
     driver: Driver,
     released: u64,
+    /// Slots seen arrived whole ([`InPlaceRecv::arrived`]).
+    arrived: u64,
 }
 
 impl TcpReceiver {
-    /// Wraps accepted, prepared sockets (index order = stream order) from `peer`.
+    /// Wraps accepted, prepared sockets (index order = stream order) from `peer`, filling
+    /// `slots`.
     ///
-    /// Errors: [`crate::Error::System`] when a helper thread cannot be started.
+    /// Errors: [`crate::error::Error::System`] when a helper thread cannot be started.
     pub(crate) fn new(
         socks: Vec<TcpStream>,
         slot_bytes: usize,
         nthreads: usize,
         peer: &str,
+        slots: Slots,
     ) -> Result<TcpReceiver> {
-        let (shared, driver) = start(socks, Dir::Recv, slot_bytes, nthreads, peer)?;
+        let (shared, driver) = start(socks, Dir::Recv, slot_bytes, nthreads, peer, slots)?;
         Ok(TcpReceiver {
             shared,
             driver,
             released: 0,
+            arrived: 0,
         })
     }
 
-    fn peek_state(&self) -> u64 {
-        self.shared.state[(self.released % NSLOTS as u64) as usize].load(Ordering::Acquire)
+    fn state_of(&self, seq: u64) -> u64 {
+        self.shared.state[(seq % NSLOTS as u64) as usize].load(Ordering::Acquire)
     }
 }
 
@@ -175,7 +199,7 @@ impl RecvEnd for TcpReceiver {
     }
 
     fn peek(&mut self) -> Option<(*const u8, usize)> {
-        match self.peek_state() {
+        match self.state_of(self.released) {
             0 => None,
             s => Some((
                 self.shared.mem.slot(self.released).cast_const(),
@@ -188,6 +212,7 @@ impl RecvEnd for TcpReceiver {
         let idx = (self.released % NSLOTS as u64) as usize;
         self.shared.state[idx].store(0, Ordering::Relaxed);
         self.released += 1;
+        self.arrived = self.arrived.max(self.released);
         self.shared.counter.store(self.released, Ordering::SeqCst);
         self.driver.wake();
     }
@@ -198,7 +223,7 @@ impl RecvEnd for TcpReceiver {
 
     /// Gone once the sender's side closed and no filled slot remains.
     fn peer_state(&self) -> PeerState {
-        if self.shared.closed() && self.peek_state() == 0 {
+        if self.shared.closed() && self.state_of(self.released) == 0 {
             PeerState::Gone
         } else {
             PeerState::Alive
@@ -213,6 +238,37 @@ impl RecvEnd for TcpReceiver {
     }
 
     fn finish(&mut self) {}
+}
+
+impl InPlaceRecv for TcpReceiver {
+    fn arrived(&mut self) -> u64 {
+        // A slot's state is set once its frame is whole and cleared when it is released, so
+        // the slots from `released` on that are set arrived, in order.
+        while self.arrived < self.released + NSLOTS as u64 && self.state_of(self.arrived) != 0 {
+            self.arrived += 1;
+        }
+        self.arrived
+    }
+
+    fn arrived_bytes(&self, seq: u64) -> usize {
+        self.state_of(seq).saturating_sub(1) as usize
+    }
+
+    fn receiving(&self) -> bool {
+        self.driver.mid_frame()
+    }
+
+    fn closed_without_goodbye(&self) -> bool {
+        self.shared.unannounced()
+    }
+
+    fn via(&self) -> String {
+        "TCP".into()
+    }
+
+    fn goodbye(&mut self, aborted: bool) {
+        self.driver.goodbye(&self.shared, aborted);
+    }
 }
 
 impl Drop for TcpReceiver {

@@ -1,10 +1,22 @@
 //! One socket of a connection and its frames: slot `s` travels on socket `s % nsocks`, framed
 //! by an 8-byte header (`u32` byte count, `u32` low bits of the slot sequence number, little
-//! endian).
+//! endian), then its bytes.
+//!
+//! **Goodbyes.** An end that goes tells its far end on every socket with a goodbye record: a
+//! header whose byte count is [`BYE`] and whose second word says whether it aborted
+//! ([`BYE_ABORTED`]). A sending end writes it after its last whole frame (a socket in the middle
+//! of a frame gets none: the peer sees the frame cut short); a receiving end writes it back on
+//! the sockets it reads, where a sender reads nothing else. A receiver takes a clean goodbye as
+//! the end of that socket's stream, an aborted one as the peer's failure; an end of stream
+//! between frames without a goodbye is remembered (the peer's process exited or was killed) and
+//! is no error by itself. A sender reads its sockets back only when a write would block and now
+//! and then while idle: a goodbye after an abort fails it, as does its far end going away while
+//! it still has slots to send.
 
 use std::io::{IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use nix::poll::PollFlags;
 
@@ -12,14 +24,29 @@ use super::slots::Shared;
 use crate::conn::NSLOTS;
 use crate::transport::TransportError;
 
-/// Bytes of a frame header.
+/// Bytes of a frame header (and of a goodbye record).
 pub(super) const FRAME_HEADER: usize = 8;
+/// The byte count that marks a goodbye record instead of a slot.
+pub(super) const BYE: u32 = u32::MAX;
+/// Goodbye flag: the end's communicator was aborted (or its proxy failed).
+pub(super) const BYE_ABORTED: u32 = 1;
+/// A sending socket with nothing to send reads back once every this many idle passes.
+const READ_BACK_EVERY: u32 = 64;
 
 /// Which direction a stream moves bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Dir {
     Send,
     Recv,
+}
+
+/// What a sending socket's far end said on the way back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Back {
+    /// Nothing yet.
+    Open,
+    /// A clean goodbye, or an end of stream: nothing more will be read.
+    Closed,
 }
 
 /// One socket of a connection and its position in the slot sequence.
@@ -36,6 +63,12 @@ pub(super) struct Stream {
     addr: String,
     /// Receiver: this socket reached a clean end of stream.
     eof: bool,
+    /// Sender: what came back, and the record coming back so far.
+    back: Back,
+    back_buf: [u8; FRAME_HEADER],
+    back_done: usize,
+    /// Sender: passes with nothing to send since the last read-back.
+    idle: u32,
 }
 
 fn word(b: &[u8]) -> u32 {
@@ -57,13 +90,17 @@ impl Stream {
             header: [0; FRAME_HEADER],
             peer: peer.to_string(),
             eof: false,
+            back: Back::Open,
+            back_buf: [0; FRAME_HEADER],
+            back_done: 0,
+            idle: 0,
         }
     }
 
     /// Moves as many bytes as the socket takes without blocking. Returns whether anything moved.
     ///
-    /// Errors: [`TransportError`] when the socket fails, the peer closes mid-frame, or a frame
-    /// is malformed.
+    /// Errors: [`TransportError`] when the socket fails, the peer closes mid-frame (or goes
+    /// while this end still has slots for it), says it aborted, or a frame is malformed.
     pub(super) fn progress(&mut self, sh: &Shared) -> Result<bool, TransportError> {
         match self.dir {
             Dir::Send => self.progress_send(sh),
@@ -71,12 +108,23 @@ impl Stream {
         }
     }
 
+    /// Whether part of a frame has moved on this socket and the rest has not.
+    pub(super) fn mid_frame(&self) -> bool {
+        self.done > 0
+    }
+
     fn progress_send(&mut self, sh: &Shared) -> Result<bool, TransportError> {
         let mut moved = false;
         loop {
             if self.seq >= sh.counter.load(Ordering::Acquire) {
+                self.idle += 1;
+                if self.idle >= READ_BACK_EVERY {
+                    self.idle = 0;
+                    self.read_back(sh)?;
+                }
                 return Ok(moved);
             }
+            self.idle = 0;
             let idx = (self.seq % NSLOTS as u64) as usize;
             let size = (sh.sizes[idx].load(Ordering::Relaxed) as usize).min(sh.mem.slot_bytes);
             if self.done == 0 {
@@ -90,7 +138,10 @@ impl Stream {
                 let bufs = [IoSlice::new(&self.header[self.done..]), IoSlice::new(data)];
                 send_vectored(&self.sock, &bufs)
             } else {
-                self.sock.write(&data[self.done - FRAME_HEADER..])
+                send_vectored(
+                    &self.sock,
+                    &[IoSlice::new(&data[self.done - FRAME_HEADER..])],
+                )
             };
             match r {
                 Ok(0) => {
@@ -108,7 +159,11 @@ impl Stream {
                         self.done = 0;
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(moved),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    // The far end reads nothing: see whether it said why.
+                    self.read_back(sh)?;
+                    return Ok(moved);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     return Err(TransportError::tcp(
@@ -120,6 +175,69 @@ impl Stream {
                 }
             }
         }
+    }
+
+    /// Reads what the far end of a sending socket said: a goodbye, an end of stream, an error.
+    ///
+    /// Errors: [`TransportError::Aborted`] for a goodbye after an abort;
+    /// [`TransportError::Closed`] when the far end went while this end still has slots to send
+    /// it; [`TransportError::Malformed`] for data on the way back.
+    fn read_back(&mut self, sh: &Shared) -> Result<(), TransportError> {
+        while self.back == Back::Open {
+            match self.sock.read(&mut self.back_buf[self.back_done..]) {
+                Ok(0) if self.back_done == 0 => self.back = Back::Closed,
+                Ok(0) => {
+                    return Err(TransportError::Closed {
+                        peer: self.peer.clone(),
+                        when: "in the middle of its goodbye",
+                    });
+                }
+                Ok(n) => {
+                    self.back_done += n;
+                    if self.back_done < FRAME_HEADER {
+                        continue;
+                    }
+                    self.back_done = 0;
+                    if word(&self.back_buf[..4]) != BYE {
+                        return Err(TransportError::Malformed {
+                            peer: self.peer.clone(),
+                            detail: "data on the receiving side of a connection (the ranks run \
+                                     different rnccl versions)"
+                                .into(),
+                        });
+                    }
+                    if word(&self.back_buf[4..]) & BYE_ABORTED != 0 {
+                        return Err(TransportError::Aborted {
+                            peer: self.peer.clone(),
+                        });
+                    }
+                    self.back = Back::Closed;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Ok(());
+                }
+                Err(e) => {
+                    return Err(TransportError::tcp(
+                        "talking to",
+                        &self.peer,
+                        &self.addr,
+                        &e,
+                    ));
+                }
+            }
+        }
+        if self.seq < sh.counter.load(Ordering::Acquire) {
+            return Err(TransportError::Closed {
+                peer: self.peer.clone(),
+                when: "while this rank still had slots to send it",
+            });
+        }
+        Ok(())
     }
 
     fn progress_recv(&mut self, sh: &Shared) -> Result<bool, TransportError> {
@@ -143,11 +261,11 @@ impl Stream {
             };
             match r {
                 Ok(0) if self.done == 0 => {
-                    // A clean close between frames: fine unless more data is wanted later,
-                    // which the receiver's peer_state reports once every socket has closed.
+                    // A close between frames: fine unless more data is wanted later, which the
+                    // receiver's peer_state reports once every socket has closed.
                     self.eof = true;
-                    sh.socket_closed();
-                    return Ok(moved);
+                    sh.socket_closed(false);
+                    return Ok(true);
                 }
                 Ok(0) => {
                     return Err(TransportError::Closed {
@@ -173,8 +291,20 @@ impl Stream {
             if self.done < FRAME_HEADER {
                 continue;
             }
-            let size = word(&self.header[..4]) as usize;
+            let size = word(&self.header[..4]);
             let seq = word(&self.header[4..]);
+            if self.done == FRAME_HEADER && size == BYE {
+                self.done = 0;
+                if seq & BYE_ABORTED != 0 {
+                    return Err(TransportError::Aborted {
+                        peer: self.peer.clone(),
+                    });
+                }
+                self.eof = true;
+                sh.socket_closed(true);
+                return Ok(true);
+            }
+            let size = size as usize;
             if self.done == FRAME_HEADER && (size > sh.mem.slot_bytes || seq != self.seq as u32) {
                 return Err(TransportError::Malformed {
                     peer: self.peer.clone(),
@@ -193,7 +323,8 @@ impl Stream {
         }
     }
 
-    /// What the socket waits for, when it has work waiting on readiness.
+    /// What the socket waits for, when it has work waiting on readiness: a sender, room for
+    /// its next frame; a receiver, data it has a free slot for.
     pub(super) fn wants_poll(&self, sh: &Shared) -> Option<PollFlags> {
         match self.dir {
             Dir::Send if self.seq < sh.counter.load(Ordering::Acquire) => Some(PollFlags::POLLOUT),
@@ -204,6 +335,36 @@ impl Stream {
             }
             _ => None,
         }
+    }
+
+    /// Tells the far end this end is going (see the module's header), trying until `until`
+    /// while the socket is full, then reads what the far end still sends (unread bytes at
+    /// close would turn the close into a reset, which may discard what this end queued).
+    pub(super) fn goodbye(&mut self, aborted: bool, until: Instant) {
+        if self.dir == Dir::Send && self.done != 0 {
+            return;
+        }
+        let mut rec = [0u8; FRAME_HEADER];
+        rec[..4].copy_from_slice(&BYE.to_le_bytes());
+        rec[4..].copy_from_slice(&(if aborted { BYE_ABORTED } else { 0 }).to_le_bytes());
+        let mut sent = 0;
+        while sent < FRAME_HEADER && Instant::now() < until {
+            match send_vectored(&self.sock, &[IoSlice::new(&rec[sent..])]) {
+                Ok(n) => sent += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(_) => break,
+            }
+        }
+        let mut sink = [0u8; 4096];
+        while Instant::now() < until && matches!(self.sock.read(&mut sink), Ok(n) if n > 0) {}
+        let _ = self.sock.flush();
     }
 }
 

@@ -1,41 +1,100 @@
 //! The state one end of a TCP connection shares with whoever drives its sockets (the caller's
-//! progress loop or helper threads): the end's [`NSLOTS`] slots in local memory and the
-//! per-slot hand-over counters.
+//! progress loop or helper threads): the end's [`NSLOTS`] slots — its own memory, or the
+//! caller's ([`Slots::borrowed`]: a GPU FIFO's slots in pinned host memory, framed onto the
+//! sockets in place) — the per-slot hand-over counters, and what the far end said.
 
-use std::cell::UnsafeCell;
+use std::ptr::NonNull;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use crate::conn::NSLOTS;
 use crate::transport::TransportError;
 
-/// A slot buffer both the executor and socket threads touch, with accesses ordered by the
-/// per-slot atomics of [`Shared`].
+/// Where an end's slots live.
+#[derive(Debug)]
+pub(crate) struct Slots(Option<NonNull<u8>>);
+
+// SAFETY: the address is handed over with the end it is made for (`Slots::borrowed`'s contract
+// covers the memory, whichever thread the end runs on).
+unsafe impl Send for Slots {}
+
+impl Slots {
+    /// Slots the end allocates and owns.
+    pub(crate) fn owned() -> Slots {
+        Slots(None)
+    }
+
+    /// The caller's `NSLOTS × slot_bytes` bytes at `at`: the end frames them onto its sockets
+    /// (sending) or reads frames into them (receiving) in place, with no copy.
+    ///
+    /// # Safety
+    /// `at` is valid for reads and writes of `NSLOTS × slot_bytes` bytes (the slot size the end
+    /// is made with) for the end's whole life, and whoever else touches them follows the end's
+    /// hand-over: a sending end's slot is not rewritten until the end completed it, a receiving
+    /// end's slot is not read before it arrived nor rewritten before it is released.
+    pub(crate) unsafe fn borrowed(at: *mut u8) -> Slots {
+        Slots(NonNull::new(at))
+    }
+}
+
+/// An end's slot memory, with accesses ordered by the per-slot atomics of [`Shared`].
 pub(super) struct SlotMemory {
-    bytes: UnsafeCell<Box<[u8]>>,
+    base: *mut u8,
+    /// Bytes allocated here (0: the caller's slots).
+    owned: usize,
     pub(super) slot_bytes: usize,
 }
 
 // SAFETY: a slot is written by exactly one side at a time; hand-over goes through the atomics.
 unsafe impl Sync for SlotMemory {}
-// SAFETY: plain memory.
+// SAFETY: plain memory (owned, or the caller's under `Slots::borrowed`'s contract).
 unsafe impl Send for SlotMemory {}
 
 impl SlotMemory {
-    fn new(slot_bytes: usize) -> SlotMemory {
-        SlotMemory {
-            bytes: UnsafeCell::new(vec![0u8; NSLOTS * slot_bytes].into_boxed_slice()),
-            slot_bytes,
+    fn new(slot_bytes: usize, slots: Slots) -> SlotMemory {
+        match slots.0 {
+            Some(at) => SlotMemory {
+                base: at.as_ptr(),
+                owned: 0,
+                slot_bytes,
+            },
+            None => {
+                let len = NSLOTS * slot_bytes;
+                let mem = Box::into_raw(vec![0u8; len].into_boxed_slice());
+                SlotMemory {
+                    base: mem.cast::<u8>(),
+                    owned: len,
+                    slot_bytes,
+                }
+            }
         }
     }
 
     /// The slot that carries sequence number `seq` (`slot_bytes` bytes).
     pub(super) fn slot(&self, seq: u64) -> *mut u8 {
         let idx = (seq % NSLOTS as u64) as usize;
-        // SAFETY: idx < NSLOTS, so the offset is in bounds.
-        unsafe { (*self.bytes.get()).as_mut_ptr().add(idx * self.slot_bytes) }
+        // SAFETY: idx < NSLOTS, so the offset stays inside the NSLOTS × slot_bytes bytes.
+        unsafe { self.base.add(idx * self.slot_bytes) }
     }
 }
+
+impl Drop for SlotMemory {
+    fn drop(&mut self) {
+        if self.owned > 0 {
+            let mem = std::ptr::slice_from_raw_parts_mut(self.base, self.owned);
+            // SAFETY: allocated in `new` by `Box::into_raw` of a boxed slice of this length,
+            // freed once here.
+            drop(unsafe { Box::from_raw(mem) });
+        }
+    }
+}
+
+/// What this end was asked to tell its far end before it goes (helper threads send it).
+pub(super) const GOODBYE_NONE: u8 = 0;
+/// A clean goodbye.
+pub(super) const GOODBYE_CLEAN: u8 = 1;
+/// A goodbye after an abort.
+pub(super) const GOODBYE_ABORTED: u8 = 2;
 
 /// State shared between the executor and the socket streams of one connection end.
 pub(super) struct Shared {
@@ -51,15 +110,21 @@ pub(super) struct Shared {
     error: Mutex<Option<TransportError>>,
     failed: AtomicBool,
     pub(super) shutdown: AtomicBool,
-    /// Receiver: sockets that reached a clean end of stream. The peer is gone only once all
-    /// have: with several sockets, one may close while another still carries the last frames.
+    /// The goodbye helper threads send as they stop ([`GOODBYE_NONE`] …).
+    pub(super) goodbye: AtomicU8,
+    /// Receiver: sockets that reached a clean end of stream (a goodbye, or an end of stream
+    /// between frames). The peer is gone only once all have: with several sockets, one may
+    /// close while another still carries the last frames.
     closed_socks: AtomicUsize,
+    /// Receiver: a socket ended between frames without a goodbye (the peer's process exited or
+    /// was killed).
+    unannounced: AtomicBool,
 }
 
 impl Shared {
-    pub(super) fn new(slot_bytes: usize, nsocks: usize) -> Shared {
+    pub(super) fn new(slot_bytes: usize, nsocks: usize, slots: Slots) -> Shared {
         Shared {
-            mem: SlotMemory::new(slot_bytes),
+            mem: SlotMemory::new(slot_bytes, slots),
             nsocks,
             counter: AtomicU64::new(0),
             state: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -67,7 +132,9 @@ impl Shared {
             error: Mutex::new(None),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            goodbye: AtomicU8::new(GOODBYE_NONE),
             closed_socks: AtomicUsize::new(0),
+            unannounced: AtomicBool::new(false),
         }
     }
 
@@ -88,13 +155,22 @@ impl Shared {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Receiver: one more socket reached a clean end of stream.
-    pub(super) fn socket_closed(&self) {
+    /// Receiver: one more socket reached a clean end of stream; `announced` when the peer said
+    /// goodbye on it first.
+    pub(super) fn socket_closed(&self, announced: bool) {
+        if !announced {
+            self.unannounced.store(true, Ordering::Release);
+        }
         self.closed_socks.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Receiver: every socket reached a clean end of stream.
     pub(super) fn closed(&self) -> bool {
         self.closed_socks.load(Ordering::Acquire) >= self.nsocks
+    }
+
+    /// Receiver: a socket ended between frames without a goodbye.
+    pub(super) fn unannounced(&self) -> bool {
+        self.unannounced.load(Ordering::Acquire)
     }
 }

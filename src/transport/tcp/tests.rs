@@ -1,7 +1,8 @@
 //! TCP transport tests over loopback socket pairs.
 
+use super::testing::{ends, receiver_with_raw_peers, sender_with_raw_peers};
 use super::*;
-use crate::transport::{PeerState, RecvEnd, SendEnd};
+use crate::transport::{InPlaceRecv, InPlaceSend, PeerState, RecvEnd, SendEnd, TransportError};
 use std::io::Write;
 use std::net::TcpListener;
 
@@ -24,8 +25,8 @@ fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
 fn stream_through(nsocks: usize, nthreads: usize) {
     let (tx, rx) = socket_pairs(nsocks);
     let slot = 4096;
-    let mut s = TcpSender::new(tx, slot, nthreads, "rank 1").unwrap();
-    let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0").unwrap();
+    let mut s = TcpSender::new(tx, slot, nthreads, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0", Slots::owned()).unwrap();
     let total = 300usize;
     let (mut sent, mut got) = (0usize, 0usize);
     while got < total {
@@ -72,8 +73,8 @@ fn several_sockets_with_helper_threads() {
 #[test]
 fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
     let (tx, rx) = socket_pairs(1);
-    let mut s = TcpSender::new(tx, 1024, 0, "rank 1").unwrap();
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0").unwrap();
+    let mut s = TcpSender::new(tx, 1024, 0, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0", Slots::owned()).unwrap();
     let p = s.acquire().unwrap();
     // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
     unsafe { *p = 9 };
@@ -110,8 +111,8 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
     // The sender posts six slots over three sockets and closes them all before the receiver
     // reads anything: the first socket's end of stream must not abandon the others' frames.
     let (tx, rx) = socket_pairs(3);
-    let mut s = TcpSender::new(tx, 1024, 0, "rank 1").unwrap();
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0").unwrap();
+    let mut s = TcpSender::new(tx, 1024, 0, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0", Slots::owned()).unwrap();
     for i in 0..6u8 {
         let p = s.acquire().unwrap();
         // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
@@ -139,7 +140,7 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
 #[test]
 fn close_mid_slot_is_an_error_naming_the_peer() {
     let (mut tx, rx) = socket_pairs(1);
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 7 (host x)").unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 7 (host x)", Slots::owned()).unwrap();
     tx[0].set_nonblocking(false).unwrap();
     tx[0]
         .write_all(&[100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3])
@@ -161,7 +162,7 @@ fn close_mid_slot_is_an_error_naming_the_peer() {
 #[test]
 fn garbage_frame_is_rejected() {
     let (mut tx, rx) = socket_pairs(1);
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 2").unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 2", Slots::owned()).unwrap();
     tx[0].set_nonblocking(false).unwrap();
     tx[0].write_all(&[0xff; 16]).unwrap();
     let err = loop {
@@ -193,4 +194,193 @@ fn the_data_listener_holds_hundreds_of_unaccepted_connections() {
         })
         .collect();
     assert_eq!(socks.len(), 600, "{:?}", t.elapsed());
+}
+
+/// Drives `end` until it fails (at most 10 s).
+fn failure(mut progress: impl FnMut() -> Result<bool, TransportError>) -> TransportError {
+    let start = std::time::Instant::now();
+    loop {
+        match progress() {
+            Err(e) => return e,
+            Ok(_) => std::thread::yield_now(),
+        }
+        assert!(start.elapsed().as_secs() < 10, "no failure within 10 s");
+    }
+}
+
+/// A header for `size` bytes of slot `seq`.
+fn header(size: u32, seq: u32) -> Vec<u8> {
+    [size.to_le_bytes(), seq.to_le_bytes()].concat()
+}
+
+/// Slots in place: the sender frames the caller's slots and the receiver fills the caller's,
+/// reporting slots as they arrive whole and handing them back in order.
+#[test]
+fn slots_in_place_cross_and_come_back() {
+    let slot = 512;
+    let mut a = vec![0u8; crate::conn::NSLOTS * slot];
+    let mut b = vec![0u8; crate::conn::NSLOTS * slot];
+    // SAFETY: both buffers hold NSLOTS slots and outlive the ends (dropped at the end of this
+    // test, after the ends); the test writes a's slots only before posting them and reads b's
+    // only after they arrived.
+    let (sa, sb) = unsafe {
+        (
+            Slots::borrowed(a.as_mut_ptr()),
+            Slots::borrowed(b.as_mut_ptr()),
+        )
+    };
+    let (mut s, mut r) = ends(2, slot, sa, sb, "rank 1", "rank 0");
+    for round in 0..5u64 {
+        for i in 0..crate::conn::NSLOTS as u64 {
+            let seq = round * 8 + i;
+            let at = (seq % 8) as usize * slot;
+            a[at..at + 100].fill(seq as u8);
+            s.post(100 + i as usize);
+        }
+        let start = std::time::Instant::now();
+        while r.arrived() < (round + 1) * 8 {
+            s.progress().unwrap();
+            r.progress().unwrap();
+            assert!(start.elapsed().as_secs() < 10);
+        }
+        assert_eq!(s.completed(), (round + 1) * 8);
+        for i in 0..8u64 {
+            let seq = round * 8 + i;
+            assert_eq!(r.arrived_bytes(seq), 100 + i as usize);
+            let at = (seq % 8) as usize * slot;
+            assert!(
+                b[at..at + 100].iter().all(|&x| x == seq as u8),
+                "slot {seq}"
+            );
+            r.release();
+        }
+    }
+    drop((s, r));
+}
+
+/// A clean goodbye ends the receiver's stream quietly (the peer is gone, not failed, and not
+/// unannounced); one after an abort fails it, naming the peer.
+#[test]
+fn goodbyes_are_quiet_unless_the_peer_aborted() {
+    for aborted in [false, true] {
+        let (mut s, mut r) = ends(2, 256, Slots::owned(), Slots::owned(), "rank 1", "rank 0");
+        s.goodbye(aborted);
+        if aborted {
+            let e = failure(|| r.progress());
+            assert!(
+                matches!(&e, TransportError::Aborted { peer } if peer == "rank 0"),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("aborted"), "{e}");
+        } else {
+            let start = std::time::Instant::now();
+            while r.peer_state() == PeerState::Alive {
+                r.progress().unwrap();
+                assert!(start.elapsed().as_secs() < 10);
+            }
+            assert!(!r.closed_without_goodbye());
+        }
+    }
+}
+
+/// A receiver that goes after an abort fails a sender that still sends to it.
+#[test]
+fn a_receiver_saying_it_aborted_fails_the_sender() {
+    let (mut s, mut r) = ends(
+        1,
+        1 << 16,
+        Slots::owned(),
+        Slots::owned(),
+        "rank 1",
+        "rank 0",
+    );
+    r.goodbye(true);
+    let e = failure(|| {
+        if s.acquire().is_some() {
+            s.post(1 << 16);
+        }
+        s.progress()
+    });
+    assert!(
+        matches!(
+            &e,
+            TransportError::Aborted { .. } | TransportError::Io { .. }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("rank 1"), "{e}");
+}
+
+/// A sender whose receiver's socket goes away while it still has slots for it fails, naming
+/// the peer.
+#[test]
+fn a_receiver_going_away_fails_the_sender() {
+    let (mut s, mut raw) = sender_with_raw_peers(2, 4096, Slots::owned(), "rank 1 (host h1)", None);
+    let mut posted = 0;
+    while posted < 4 {
+        if s.acquire().is_some() {
+            s.post(4096);
+            posted += 1;
+        }
+        s.progress().unwrap();
+    }
+    raw[0].read(1000);
+    raw.clear();
+    let e = failure(|| {
+        if s.acquire().is_some() {
+            s.post(4096);
+        }
+        s.progress()
+    });
+    assert!(e.to_string().contains("rank 1 (host h1)"), "{e}");
+}
+
+/// A peer that closes between slots without a goodbye is remembered, not an error: what
+/// arrived is delivered.
+#[test]
+fn a_close_between_slots_is_remembered_not_fatal() {
+    let (mut r, mut raw) = receiver_with_raw_peers(1, 100, Slots::owned(), "rank 4");
+    raw[0].write(&header(3, 0));
+    raw[0].write(&[7, 8, 9]);
+    raw.clear();
+    let start = std::time::Instant::now();
+    while r.peer_state() == PeerState::Alive || r.arrived() == 0 {
+        r.progress().unwrap();
+        if r.arrived() == 1 && r.closed_without_goodbye() {
+            break;
+        }
+        assert!(start.elapsed().as_secs() < 10);
+    }
+    assert_eq!((r.arrived(), r.arrived_bytes(0)), (1, 3));
+    assert!(r.closed_without_goodbye());
+}
+
+/// A frame that stops half way is a frame in progress (`receiving`), which the proxy times.
+#[test]
+fn half_a_frame_is_a_slot_being_received() {
+    let (mut r, mut raw) = receiver_with_raw_peers(1, 1000, Slots::owned(), "rank 2");
+    assert!(!r.receiving());
+    raw[0].write(&header(800, 0));
+    raw[0].write(&[1; 10]);
+    let start = std::time::Instant::now();
+    while !r.receiving() {
+        r.progress().unwrap();
+        assert!(start.elapsed().as_secs() < 10);
+    }
+    assert_eq!(r.arrived(), 0);
+}
+
+/// A frame larger than a slot is refused before a byte of it lands.
+#[test]
+fn an_oversized_frame_is_refused() {
+    let mut mem = vec![0u8; crate::conn::NSLOTS * 64 + 64];
+    // SAFETY: the buffer holds NSLOTS slots of 64 bytes (and 64 more) and outlives the end.
+    let slots = unsafe { Slots::borrowed(mem.as_mut_ptr()) };
+    let (mut r, mut raw) = receiver_with_raw_peers(1, 64, slots, "rank 1");
+    raw[0].write(&header(65, 0));
+    raw[0].write(&[0xee; 65]);
+    let e = failure(|| r.progress());
+    assert!(e.to_string().contains("malformed frame from rank 1"), "{e}");
+    drop(r);
+    assert!(mem.iter().all(|&b| b == 0), "nothing landed");
 }

@@ -1,7 +1,21 @@
-//! Failures over loopback: peers closing mid-slot or between slots, receivers going away,
-//! goodbyes, aborts, stalled and oversized frames.
+//! What the proxy makes of failures over loopback: peers closing mid-slot or between slots,
+//! receivers going away, goodbyes, aborts, stalled and oversized frames. Each failure stops
+//! the kernel and names the peer and the channel.
 
 use super::*;
+
+/// The frame header for `size` bytes of slot `seq`.
+fn header(size: u32, seq: u32) -> Vec<u8> {
+    [size.to_le_bytes(), seq.to_le_bytes()].concat()
+}
+
+/// A receiving end over `e`'s slots whose sockets raw peers write into, in the name of rank
+/// `peer`.
+fn recv_link(e: &End, nsocks: usize, peer: usize) -> (Link, Vec<testing::RawPeer>) {
+    let (r, raw) =
+        testing::receiver_with_raw_peers(nsocks, e.fifo.slot_bytes, e.slots(), &name(peer));
+    (Link::Recv(Box::new(r)), raw)
+}
 
 /// A peer whose socket ends in the middle of a slot: the receiving side reports it, naming the
 /// peer, its host and the channel, and stops its kernel.
@@ -10,18 +24,13 @@ fn a_peer_closing_mid_slot_is_an_error_naming_it() {
     let slot = 1000;
     let rb = Rank::new();
     let eb = End::new(slot);
-    let (mut sa, sb) = socket_pairs(1);
-    let pb = start(vec![conn(Side::Recv, &eb, sb, 3, 5)], &rb, LONG);
+    let (lb, mut raw) = recv_link(&eb, 1, 3);
+    let pb = start(vec![conn(lb, &eb, 3, 5)], &rb, LONG);
     let kb = Kernel::new(&eb, &rb, LONG);
-    let mut raw = sa.remove(0);
-    raw.set_nonblocking(false).unwrap();
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&500u32.to_le_bytes());
-    frame.extend_from_slice(&0u32.to_le_bytes());
-    frame.extend_from_slice(&[7u8; 100]);
-    raw.write_all(&frame).unwrap();
+    raw[0].write(&header(500, 0));
+    raw[0].write(&[7u8; 100]);
     let t0 = Instant::now();
-    drop(raw);
+    raw.clear();
     let err = kb.recv(0..1).unwrap_err();
     assert!(err.contains("aborted"), "{err}");
     let e = pb
@@ -48,39 +57,37 @@ fn a_peer_closing_mid_slot_is_an_error_naming_it() {
 fn a_close_between_slots_is_remembered_not_fatal() {
     let rb = Rank::new();
     let eb = End::new(100);
-    let (mut sa, sb) = socket_pairs(1);
-    let pb = start(vec![conn(Side::Recv, &eb, sb, 4, 0)], &rb, LONG);
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&(size_of(0, 100) as u32).to_le_bytes());
-    frame.extend_from_slice(&0u32.to_le_bytes());
-    frame.extend((0..size_of(0, 100)).map(|i| pattern(0, i)));
-    sa[0].set_nonblocking(false).unwrap();
-    sa[0].write_all(&frame).unwrap();
-    drop(sa);
+    let (lb, mut raw) = recv_link(&eb, 1, 4);
+    let pb = start(vec![conn(lb, &eb, 4, 0)], &rb, LONG);
+    raw[0].write(&header(size_of(0, 100) as u32, 0));
+    raw[0].write(
+        &(0..size_of(0, 100))
+            .map(|i| pattern(0, i))
+            .collect::<Vec<u8>>(),
+    );
+    raw.clear();
     Kernel::new(&eb, &rb, LONG).recv(0..1).unwrap();
     assert!(eventually(Duration::from_secs(2), || pb.closed_without_goodbye(4)));
     assert!(pb.failure().is_none(), "{:?}", pb.failure());
     assert!(!rb.kernel_aborted());
 }
 
-/// A receiver whose socket goes away while the sender still posts: the sending side fails
+/// A receiver whose sockets go away while the sender still posts: the sending side fails
 /// within its deadline, names the peer, and stops its kernel.
 #[test]
 fn a_receiver_going_away_fails_the_sender() {
     let slot = 4096;
     let ra = Rank::new();
     let ea = End::new(slot);
-    let (sa, mut sb) = socket_pairs(2);
-    let pa = start(vec![conn(Side::Send, &ea, sa, 1, 7)], &ra, LONG);
+    let (s, mut raw) = testing::sender_with_raw_peers(2, slot, ea.slots(), &name(1), None);
+    let pa = start(vec![conn(Link::Send(Box::new(s)), &ea, 1, 7)], &ra, LONG);
     let ka = Kernel::new(&ea, &ra, LONG);
     std::thread::scope(|sc| {
         let t = sc.spawn(move || ka.send(0..u64::MAX));
         // Let some slots through, then the receiving "process" dies.
-        let mut buf = vec![0u8; 1 << 16];
-        sb[0].set_nonblocking(false).unwrap();
-        sb[0].read_exact(&mut buf[..1000]).unwrap();
+        raw[0].read(1000);
         let t0 = Instant::now();
-        sb.clear();
+        raw.clear();
         let err = t.join().unwrap().unwrap_err();
         assert!(err.contains("aborted"), "{err}");
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
@@ -102,9 +109,9 @@ fn goodbyes_are_quiet_unless_the_peer_aborted() {
         let slot = 300;
         let (ra, rb) = (Rank::new(), Rank::new());
         let (ea, eb) = (End::new(slot), End::new(slot));
-        let (sa, sb) = socket_pairs(2);
-        let mut pa = start(vec![conn(Side::Send, &ea, sa, 1, 1)], &ra, LONG);
-        let pb = start(vec![conn(Side::Recv, &eb, sb, 0, 1)], &rb, LONG);
+        let (la, lb) = tcp_links(2, &ea, 1, &eb, 0);
+        let mut pa = start(vec![conn(la, &ea, 1, 1)], &ra, LONG);
+        let pb = start(vec![conn(lb, &eb, 0, 1)], &rb, LONG);
         let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
         std::thread::scope(|sc| {
             let t = sc.spawn(move || ka.send(0..20));
@@ -139,18 +146,13 @@ fn abort_unblocks_waiting_proxies() {
     let slot = 1 << 20;
     let r = Rank::new();
     let (es, er) = (End::new(slot), End::new(slot));
-    let (sa, sb) = socket_pairs(1);
-    let (ra, _rb) = socket_pairs(1);
-    socket2::SockRef::from(&sa[0])
-        .set_send_buffer_size(8192)
-        .unwrap();
-    socket2::SockRef::from(&sb[0])
-        .set_recv_buffer_size(8192)
-        .unwrap();
+    let (s, sink) = testing::sender_with_raw_peers(1, slot, es.slots(), &name(1), Some(8192));
+    sink[0].shrink_buffers(8192);
+    let (lr, _silent) = recv_link(&er, 1, 1);
     let p = start(
         vec![
-            conn(Side::Send, &es, sa, 1, 0),
-            conn(Side::Recv, &er, ra, 1, 1),
+            conn(Link::Send(Box::new(s)), &es, 1, 0),
+            conn(lr, &er, 1, 1),
         ],
         &r,
         LONG,
@@ -169,7 +171,7 @@ fn abort_unblocks_waiting_proxies() {
         t0.elapsed()
     );
     assert!(p.failure().is_none(), "an abort is not the proxy's failure");
-    drop(sb);
+    drop(sink);
 }
 
 /// A frame that stops arriving half way fails the connection after the stall timeout.
@@ -177,27 +179,19 @@ fn abort_unblocks_waiting_proxies() {
 fn a_stalled_frame_times_out_naming_the_peer() {
     let rb = Rank::new();
     let eb = End::new(1000);
-    let (mut sa, sb) = socket_pairs(1);
-    let pb = start(
-        vec![conn(Side::Recv, &eb, sb, 2, 4)],
-        &rb,
-        Duration::from_millis(300),
-    );
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&800u32.to_le_bytes());
-    frame.extend_from_slice(&0u32.to_le_bytes());
-    frame.extend_from_slice(&[1u8; 10]);
-    sa[0].set_nonblocking(false).unwrap();
-    sa[0].write_all(&frame).unwrap();
+    let (lb, mut raw) = recv_link(&eb, 1, 2);
+    let pb = start(vec![conn(lb, &eb, 2, 4)], &rb, Duration::from_millis(300));
+    raw[0].write(&header(800, 0));
+    raw[0].write(&[1u8; 10]);
     assert!(eventually(Duration::from_secs(3), || pb
         .failure()
         .is_some()));
     let e = pb.failure().unwrap();
-    assert!(matches!(e, crate::Error::Timeout { .. }), "{e}");
+    assert!(matches!(e, crate::error::Error::Timeout { .. }), "{e}");
     let e = e.to_string();
     assert!(e.contains("rank 2") && e.contains("channel 4"), "{e}");
     assert!(rb.kernel_aborted());
-    drop(sa);
+    drop(raw);
 }
 
 /// A frame larger than a slot is a protocol error, not a buffer overrun.
@@ -205,13 +199,9 @@ fn a_stalled_frame_times_out_naming_the_peer() {
 fn an_oversized_frame_is_refused() {
     let rb = Rank::new();
     let eb = End::new(64);
-    let (mut sa, sb) = socket_pairs(1);
-    let pb = start(vec![conn(Side::Recv, &eb, sb, 1, 0)], &rb, LONG);
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&65u32.to_le_bytes());
-    frame.extend_from_slice(&0u32.to_le_bytes());
-    sa[0].set_nonblocking(false).unwrap();
-    sa[0].write_all(&frame).unwrap();
+    let (lb, mut raw) = recv_link(&eb, 1, 1);
+    let pb = start(vec![conn(lb, &eb, 1, 0)], &rb, LONG);
+    raw[0].write(&header(65, 0));
     assert!(eventually(Duration::from_secs(3), || pb
         .failure()
         .is_some()));
@@ -219,5 +209,3 @@ fn an_oversized_frame_is_refused() {
     assert!(e.contains("malformed") && e.contains("rank 1"), "{e}");
     assert_eq!(eb.load(eb.fifo.tail), 0);
 }
-
-// ---- Across network namespaces (root) ----

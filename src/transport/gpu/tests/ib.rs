@@ -8,7 +8,6 @@ use crate::config::Config;
 use crate::ib::endpoint::PortHandle;
 use crate::ib::params::IbParams;
 use crate::ib::verbs::fake::{FakeFabric, FakePort};
-use crate::transport::gpu::proxy::IbLink;
 use crate::transport::ib::{IbReceiver, IbSender};
 
 /// A fabric with one IB port per "host".
@@ -29,7 +28,7 @@ fn params(qps: usize, split: bool) -> IbParams {
 
 /// An IB connection from `ea`'s slots (host "a", mlx5_0) to `eb`'s (host "b", mlx5_1), set up
 /// in the order transport::gpu::net does: offer, answer, connect.
-fn ib_links(f: &FakeFabric, ea: &End, eb: &End, p: &IbParams) -> (IbLink, IbLink) {
+fn ib_links(f: &FakeFabric, ea: &End, eb: &End, p: &IbParams) -> (Link, Link) {
     let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]), h, 1, &p.gid).unwrap());
     let slots = |e: &End| {
         Some(std::ptr::with_exposed_provenance_mut::<u8>(
@@ -45,14 +44,7 @@ fn ib_links(f: &FakeFabric, ea: &End, eb: &End, p: &IbParams) -> (IbLink, IbLink
         unsafe { IbSender::with_slots(open("mlx5_0"), p, slot, "rank 1", &r.addr(), slots(ea)) }
             .unwrap();
     r.connect(&s.addr(), p).unwrap();
-    (IbLink::Send(Box::new(s)), IbLink::Recv(Box::new(r)))
-}
-
-fn ib_conn(side: Side, end: &End, link: IbLink, peer: usize, channel: u16) -> NetConn {
-    NetConn {
-        ib: Some(link),
-        ..conn(side, end, Vec::new(), peer, channel)
-    }
+    (Link::Send(Box::new(s)), Link::Recv(Box::new(r)))
 }
 
 fn ib_stream(qps: usize, split: bool, slot: usize, count: u64) {
@@ -60,8 +52,8 @@ fn ib_stream(qps: usize, split: bool, slot: usize, count: u64) {
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot), End::new(slot));
     let (la, lb) = ib_links(&f, &ea, &eb, &params(qps, split));
-    let _pa = start(vec![ib_conn(Side::Send, &ea, la, 1, 2)], &ra, LONG);
-    let _pb = start(vec![ib_conn(Side::Recv, &eb, lb, 0, 2)], &rb, LONG);
+    let _pa = start(vec![conn(la, &ea, 1, 2)], &ra, LONG);
+    let _pb = start(vec![conn(lb, &eb, 0, 2)], &rb, LONG);
     let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
     std::thread::scope(|sc| {
         let t = sc.spawn(move || ka.send(0..count));
@@ -94,8 +86,8 @@ fn freed_slots_are_the_flow_control() {
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot), End::new(slot));
     let (la, lb) = ib_links(&f, &ea, &eb, &params(1, false));
-    let _pa = start(vec![ib_conn(Side::Send, &ea, la, 1, 0)], &ra, LONG);
-    let _pb = start(vec![ib_conn(Side::Recv, &eb, lb, 0, 0)], &rb, LONG);
+    let _pa = start(vec![conn(la, &ea, 1, 0)], &ra, LONG);
+    let _pb = start(vec![conn(lb, &eb, 0, 0)], &rb, LONG);
     let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
     std::thread::scope(|sc| {
         let t = sc.spawn(move || ka.send(0..3 * SLOTS));
@@ -122,8 +114,8 @@ fn a_pulled_cable_stops_both_proxies() {
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot), End::new(slot));
     let (la, lb) = ib_links(&f, &ea, &eb, &params(1, false));
-    let pa = start(vec![ib_conn(Side::Send, &ea, la, 1, 4)], &ra, LONG);
-    let pb = start(vec![ib_conn(Side::Recv, &eb, lb, 0, 4)], &rb, LONG);
+    let pa = start(vec![conn(la, &ea, 1, 4)], &ra, LONG);
+    let pb = start(vec![conn(lb, &eb, 0, 4)], &rb, LONG);
     let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
     std::thread::scope(|sc| {
         let t = sc.spawn(move || ka.send(0..10));

@@ -1,8 +1,10 @@
 //! The GPU network proxy without a GPU: FIFOs in ordinary host memory, threads playing the
-//! kernels with the FIFO protocol of `kernels/program.cuh`, and real TCP between two proxies:
-//! over loopback, and between two network namespaces joined by a veth pair (as root; a child
-//! process in one namespace is killed mid-transfer to check the other side's report); and
-//! RDMA over the in-process fake IB fabric ([`ib`]).
+//! kernels with the FIFO protocol of `kernels/program.cuh`, and the TCP transport's ends over
+//! the FIFOs' slots between two proxies: over loopback, and between two network namespaces
+//! joined by a veth pair (as root; a child process in one namespace is killed mid-transfer to
+//! check the other side's report); and RDMA over the in-process fake IB fabric ([`ib`]). The
+//! socket protocol itself (frames, goodbyes, broken peers) is tested with the TCP transport
+//! (`crate::transport::tcp`); here, what the proxy makes of it.
 
 #[allow(dead_code)]
 #[path = "../../../../tests/common/netns.rs"]
@@ -12,17 +14,15 @@ mod netns;
 mod procs;
 
 use std::alloc::Layout;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::net::{segment_addrs, segment_bytes};
-use super::proxy::{FifoAddrs, NetConn, Proxy, ProxyControl, Side};
+use super::proxy::{FifoAddrs, Link, NetConn, Proxy, ProxyControl};
 use crate::conn::NSLOTS;
-use crate::transport::tcp::prepare_socket;
+use crate::transport::tcp::{Slots, testing};
 
 const SLOTS: u64 = NSLOTS as u64;
 
@@ -108,6 +108,15 @@ impl End {
         let mem = HostMem::new(segment_bytes(slot_bytes));
         let fifo = segment_addrs(mem.addr(), slot_bytes);
         End { _mem: mem, fifo }
+    }
+
+    /// The FIFO's slots, for a network end to use in place.
+    fn slots(&self) -> Slots {
+        let at = std::ptr::with_exposed_provenance_mut::<u8>(self.fifo.slots as usize);
+        // SAFETY: the segment holds NSLOTS slots at `slots` and outlives the proxy that owns
+        // the end (the tests declare every End before its proxy); the kernel threads touch the
+        // slots only as the FIFO protocol allows.
+        unsafe { Slots::borrowed(at) }
     }
 
     fn load(&self, addr: u64) -> u64 {
@@ -223,30 +232,25 @@ impl Kernel {
     }
 }
 
-/// `n` connected, prepared socket pairs over loopback: (connecting side, accepting side).
-fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..n {
-        let c = TcpStream::connect(addr).unwrap();
-        let (s, _) = l.accept().unwrap();
-        prepare_socket(&c, None).unwrap();
-        prepare_socket(&s, None).unwrap();
-        a.push(c);
-        b.push(s);
-    }
-    (a, b)
+/// How the tests name rank `peer` in messages.
+fn name(peer: usize) -> String {
+    format!("rank {peer} (host host{peer}, pid {})", 1000 + peer)
 }
 
-fn conn(side: Side, end: &End, socks: Vec<TcpStream>, peer: usize, channel: u16) -> NetConn {
+/// A TCP connection over `nsocks` sockets from `ea`'s slots (its peer: rank `to`) into `eb`'s
+/// (its peer: rank `from`).
+fn tcp_links(nsocks: usize, ea: &End, to: usize, eb: &End, from: usize) -> (Link, Link) {
+    let slot = ea.fifo.slot_bytes;
+    let (s, r) = testing::ends(nsocks, slot, ea.slots(), eb.slots(), &name(to), &name(from));
+    (Link::Send(Box::new(s)), Link::Recv(Box::new(r)))
+}
+
+fn conn(link: Link, end: &End, peer: usize, channel: u16) -> NetConn {
     NetConn {
-        side,
         fifo: end.fifo,
-        socks,
-        ib: None,
+        link,
         peer,
-        peer_name: format!("rank {peer} (host host{peer}, pid {})", 1000 + peer),
+        peer_name: name(peer),
         channel,
     }
 }
@@ -275,9 +279,9 @@ const LONG: Duration = Duration::from_secs(20);
 fn stream(nsocks: usize, slot_bytes: usize, count: u64) {
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot_bytes), End::new(slot_bytes));
-    let (sa, sb) = socket_pairs(nsocks);
-    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 2)], &ra, LONG);
-    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 2)], &rb, LONG);
+    let (la, lb) = tcp_links(nsocks, &ea, 1, &eb, 0);
+    let _pa = start(vec![conn(la, &ea, 1, 2)], &ra, LONG);
+    let _pb = start(vec![conn(lb, &eb, 0, 2)], &rb, LONG);
     let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
     std::thread::scope(|sc| {
         let t = sc.spawn(move || ka.send(0..count));
@@ -305,9 +309,9 @@ fn slots_stay_in_flight_while_the_receiver_is_busy() {
     let slot = 512;
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot), End::new(slot));
-    let (sa, sb) = socket_pairs(1);
-    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 0)], &ra, LONG);
-    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 0)], &rb, LONG);
+    let (la, lb) = tcp_links(1, &ea, 1, &eb, 0);
+    let _pa = start(vec![conn(la, &ea, 1, 0)], &ra, LONG);
+    let _pb = start(vec![conn(lb, &eb, 0, 0)], &rb, LONG);
     let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
     // Three FIFOs' worth: 8 in the receiver's slots, the rest in the sockets.
     ka.send(0..3 * SLOTS).unwrap();
@@ -331,15 +335,15 @@ fn one_proxy_serves_many_connections() {
     let ends: Vec<(End, End)> = (0..6).map(|_| (End::new(slot), End::new(slot))).collect();
     let (mut ca, mut cb) = (Vec::new(), Vec::new());
     for (i, (ea, eb)) in ends.iter().enumerate() {
-        let (sa, sb) = socket_pairs(1 + i % 2);
         // Connections 0, 2, 4 go a → b; 1, 3, 5 go b → a.
-        let (side_a, side_b) = if i % 2 == 0 {
-            (Side::Send, Side::Recv)
+        let (la, lb) = if i % 2 == 0 {
+            tcp_links(1 + i % 2, ea, 1, eb, 0)
         } else {
-            (Side::Recv, Side::Send)
+            let (lb, la) = tcp_links(1 + i % 2, eb, 0, ea, 1);
+            (la, lb)
         };
-        ca.push(conn(side_a, ea, sa, 1, i as u16));
-        cb.push(conn(side_b, eb, sb, 0, i as u16));
+        ca.push(conn(la, ea, 1, i as u16));
+        cb.push(conn(lb, eb, 0, i as u16));
     }
     let _pa = start(ca, &ra, LONG);
     let _pb = start(cb, &rb, LONG);
@@ -364,9 +368,9 @@ fn counts_continue_across_kernels() {
     let slot = 256;
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot), End::new(slot));
-    let (sa, sb) = socket_pairs(2);
-    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 0)], &ra, LONG);
-    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 0)], &rb, LONG);
+    let (la, lb) = tcp_links(2, &ea, 1, &eb, 0);
+    let _pa = start(vec![conn(la, &ea, 1, 0)], &ra, LONG);
+    let _pb = start(vec![conn(lb, &eb, 0, 0)], &rb, LONG);
     let mut first = 0;
     for n in [3, 13, 1, 8, 30] {
         let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));

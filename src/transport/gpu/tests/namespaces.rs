@@ -1,7 +1,12 @@
 //! Two proxies in two network namespaces joined by a veth pair (as root): slots across, and a
 //! child process in one namespace killed mid-transfer.
 
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+
 use super::*;
+use crate::bootstrap::{Deadline, Retry};
+use crate::transport::tcp::{self, listener::DataListener};
 
 /// Runs `f` on a thread that has joined network namespace `ns`: sockets it creates live there.
 fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -26,62 +31,69 @@ fn test_hosts(tag: &str) -> Option<netns::TestHosts> {
     Some(netns::TestHosts::new(tag, 2).expect("creating test hosts (is iproute2 installed?)"))
 }
 
-/// Listens in namespace `ns` on `ip`; returns the listener and its address.
-fn listen_in(ns: &str, ip: &str) -> (TcpListener, SocketAddr) {
-    let ip = ip.to_string();
-    in_netns(ns, move || {
-        let l = TcpListener::bind((ip.as_str(), 0)).unwrap();
-        let a = l.local_addr().unwrap();
-        (l, a)
-    })
+/// The job magic of the namespace tests' connections.
+const MAGIC: u64 = 0x6e73;
+
+/// This rank's data listener in namespace `ns` on `ip`.
+fn listen_in(ns: &str, ip: &str) -> DataListener {
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    in_netns(ns, move || DataListener::bind(ip, MAGIC).unwrap())
 }
 
-/// Accepts `n` prepared sockets, panicking when they have not all arrived within 20 s (a
-/// child that failed to start must fail the test, not hang it).
-fn accept_n(l: &TcpListener, n: usize) -> Vec<TcpStream> {
-    l.set_nonblocking(true).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut socks = Vec::with_capacity(n);
-    while socks.len() < n {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false).unwrap();
-                prepare_socket(&s, None).unwrap();
-                socks.push(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(
-                    Instant::now() < deadline,
-                    "{} of {n} child sockets arrived within 20 s",
-                    socks.len()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => panic!("accepting a child socket: {e}"),
-        }
+/// How a sending end dials connection `token` to the listener at `addr` (20 s to do it).
+fn dialing<'a>(addr: SocketAddr, token: u64, peer: &'a str) -> tcp::Dial<'a> {
+    tcp::Dial {
+        addr,
+        peer,
+        what: peer,
+        magic: MAGIC,
+        token,
+        sockets: 2,
+        retry: Retry {
+            count: 20,
+            step: Duration::from_millis(50),
+        },
+        deadline: Deadline::after(Duration::from_secs(20)),
+        silent: None,
     }
-    socks
+}
+
+/// The receiving end of connection `token` on `l` over `e`'s slots, naming rank `peer`: waits
+/// up to 20 s for the two sockets (a child that failed to start must fail the test, not hang
+/// it).
+fn collect_from(l: &DataListener, token: u64, e: &End, peer: usize) -> Link {
+    let abort = AtomicBool::new(false);
+    let who = name(peer);
+    let c = tcp::Collect {
+        listener: l,
+        token,
+        sockets: 2,
+        peer: &who,
+        what: &who,
+        deadline: Deadline::after(Duration::from_secs(20)),
+        abort: &abort,
+        gave_up: &|| None,
+        silent: None,
+    };
+    Link::Recv(Box::new(
+        tcp::collect(&c, e.fifo.slot_bytes, 0, e.slots()).unwrap(),
+    ))
 }
 
 #[test]
 fn slots_cross_two_network_namespaces() {
     let Some(h) = test_hosts("gn") else { return };
-    let (slot, count, nsocks) = (4099, 600, 2);
-    let (l, addr) = listen_in(&h.hosts[1], &h.addrs[1]);
-    let sa: Vec<TcpStream> = in_netns(&h.hosts[0], move || {
-        (0..nsocks)
-            .map(|_| {
-                let s = TcpStream::connect(addr).unwrap();
-                prepare_socket(&s, None).unwrap();
-                s
-            })
-            .collect()
-    });
-    let sb = accept_n(&l, nsocks);
+    let (slot, count) = (4099, 600);
+    let l = listen_in(&h.hosts[1], &h.addrs[1]);
     let (ra, rb) = (Rank::new(), Rank::new());
     let (ea, eb) = (End::new(slot), End::new(slot));
-    let _pa = start(vec![conn(Side::Send, &ea, sa, 1, 0)], &ra, LONG);
-    let _pb = start(vec![conn(Side::Recv, &eb, sb, 0, 0)], &rb, LONG);
+    let (addr, slots) = (l.addr(), ea.slots());
+    let sa = in_netns(&h.hosts[0], move || {
+        tcp::dial(&dialing(addr, 7, &name(1)), slot, 0, slots).unwrap()
+    });
+    let lb = collect_from(&l, 7, &eb, 0);
+    let _pa = start(vec![conn(Link::Send(Box::new(sa)), &ea, 1, 0)], &ra, LONG);
+    let _pb = start(vec![conn(lb, &eb, 0, 0)], &rb, LONG);
     let (ka, kb) = (Kernel::new(&ea, &ra, LONG), Kernel::new(&eb, &rb, LONG));
     std::thread::scope(|sc| {
         let t = sc.spawn(move || ka.send(0..count));
@@ -90,7 +102,9 @@ fn slots_cross_two_network_namespaces() {
     });
 }
 
-/// The variable that makes [`netns_child`] act: `send|recv,<slot bytes>,<parent address>`.
+/// The variable that makes [`netns_child`] act: `send,<slot bytes>,<parent's listener>` (the
+/// child dials it as connection 1) or `recv,<slot bytes>,<child's own address>` (the child
+/// listens there, prints its listener's address on a line, and collects connection 2).
 const CHILD_ENV: &str = "GPU_NET_TEST_CHILD";
 
 /// The other rank of the namespace tests, as a process of its own (this test binary, started
@@ -103,28 +117,28 @@ fn netns_child() {
         return;
     };
     let mut it = spec.splitn(3, ',');
-    let (role, slot, addr) = (
+    let (role, slot, at) = (
         it.next().unwrap(),
         it.next().unwrap().parse::<usize>().unwrap(),
-        it.next().unwrap().parse::<SocketAddr>().unwrap(),
+        it.next().unwrap().to_string(),
     );
-    let socks: Vec<TcpStream> = (0..2)
-        .map(|_| {
-            let s = TcpStream::connect(addr).unwrap();
-            prepare_socket(&s, None).unwrap();
-            s
-        })
-        .collect();
     let r = Rank::new();
     let e = End::new(slot);
-    let side = if role == "send" {
-        Side::Send
+    let sends = role == "send";
+    let link = if sends {
+        let addr: SocketAddr = at.parse().unwrap();
+        Link::Send(Box::new(
+            tcp::dial(&dialing(addr, 1, &name(0)), slot, 0, e.slots()).unwrap(),
+        ))
     } else {
-        Side::Recv
+        let l = DataListener::bind(at.parse().unwrap(), MAGIC).unwrap();
+        println!("{}", l.addr());
+        std::io::Write::flush(&mut std::io::stdout()).unwrap();
+        collect_from(&l, 2, &e, 0)
     };
-    let _p = start(vec![conn(side, &e, socks, 0, 0)], &r, LONG);
+    let _p = start(vec![conn(link, &e, 0, 0)], &r, LONG);
     let mut k = Kernel::new(&e, &r, Duration::from_secs(60));
-    let _ = if side == Side::Send {
+    let _ = if sends {
         k.send(0..u64::MAX)
     } else {
         k.pause = Duration::from_micros(300);
@@ -132,17 +146,18 @@ fn netns_child() {
     };
 }
 
-/// Starts [`netns_child`] in namespace `ns` and accepts its two sockets on a listener in
-/// namespace `here`.
+/// Starts [`netns_child`] in the namespace other than `here`, playing `role`, and connects to
+/// it from namespace `here` over `e`'s slots: the parent receives what a sending child sends,
+/// and sends to a receiving child.
 fn spawn_child(
     h: &netns::TestHosts,
     here: usize,
     role: &str,
-    slot: usize,
-) -> (std::process::Child, Vec<TcpStream>) {
-    let (l, addr) = listen_in(&h.hosts[here], &h.addrs[here]);
-    let child = std::process::Command::new("ip")
-        .args(["netns", "exec", &h.hosts[1 - here]])
+    e: &End,
+) -> (std::process::Child, Link) {
+    let slot = e.fifo.slot_bytes;
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &h.hosts[1 - here]])
         .arg(std::env::current_exe().unwrap())
         .args([
             "transport::gpu::tests::namespaces::netns_child",
@@ -150,14 +165,35 @@ fn spawn_child(
             "--ignored",
             "--nocapture",
         ])
-        .env(CHILD_ENV, format!("{role},{slot},{addr}"))
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("starting the child rank");
-    let socks = accept_n(&l, 2);
-    (child, socks)
+        .stderr(std::process::Stdio::inherit());
+    if role == "send" {
+        let l = listen_in(&h.hosts[here], &h.addrs[here]);
+        let child = cmd
+            .env(CHILD_ENV, format!("send,{slot},{}", l.addr()))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("starting the child rank");
+        (child, collect_from(&l, 1, e, 1))
+    } else {
+        let mut child = cmd
+            .env(CHILD_ENV, format!("recv,{slot},{}", h.addrs[1 - here]))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting the child rank");
+        let out = child.stdout.take().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        let addr: SocketAddr = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("the child said {line:?} for its address: {e}"));
+        let slots = e.slots();
+        let s = in_netns(&h.hosts[here], move || {
+            tcp::dial(&dialing(addr, 2, &name(1)), slot, 0, slots).unwrap()
+        });
+        (child, Link::Send(Box::new(s)))
+    }
 }
 
 /// The receiving rank's process is killed mid-transfer: the sender, in the other namespace,
@@ -166,10 +202,10 @@ fn spawn_child(
 fn killing_the_receiving_process_fails_the_sender_across_namespaces() {
     let Some(h) = test_hosts("gk") else { return };
     let slot = 65536;
-    let (mut child, socks) = spawn_child(&h, 0, "recv", slot);
     let r = Rank::new();
     let e = End::new(slot);
-    let p = start(vec![conn(Side::Send, &e, socks, 1, 3)], &r, LONG);
+    let (mut child, link) = spawn_child(&h, 0, "recv", &e);
+    let p = start(vec![conn(link, &e, 1, 3)], &r, LONG);
     let k = Kernel::new(&e, &r, LONG);
     std::thread::scope(|sc| {
         let t = sc.spawn(move || k.send(0..u64::MAX));
@@ -195,10 +231,10 @@ fn killing_the_receiving_process_fails_the_sender_across_namespaces() {
 fn killing_the_sending_process_fails_the_receiver_across_namespaces() {
     let Some(h) = test_hosts("gs") else { return };
     let slot = 4 << 20;
-    let (mut child, socks) = spawn_child(&h, 1, "send", slot);
     let r = Rank::new();
     let e = End::new(slot);
-    let p = start(vec![conn(Side::Recv, &e, socks, 1, 6)], &r, LONG);
+    let (mut child, link) = spawn_child(&h, 1, "send", &e);
+    let p = start(vec![conn(link, &e, 1, 6)], &r, LONG);
     let k = Kernel::new(&e, &r, LONG);
     k.recv(0..4).unwrap();
     // The receiving proxy fills its 8 free slots, then leaves the rest in the sockets.
