@@ -293,7 +293,7 @@ impl Stream {
             }
             let size = word(&self.header[..4]);
             let seq = word(&self.header[4..]);
-            if self.done == FRAME_HEADER && size == BYE {
+            if self.done == FRAME_HEADER && size == BYE && seq & !BYE_ABORTED == 0 {
                 self.done = 0;
                 if seq & BYE_ABORTED != 0 {
                     return Err(TransportError::Aborted {

@@ -132,7 +132,7 @@ fn netns_child() {
         ))
     } else {
         let l = DataListener::bind(at.parse().unwrap(), MAGIC).unwrap();
-        println!("{}", l.addr());
+        println!("LISTENING {}", l.addr());
         std::io::Write::flush(&mut std::io::stdout()).unwrap();
         collect_from(&l, 2, &e, 0)
     };
@@ -181,11 +181,13 @@ fn spawn_child(
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("starting the child rank");
-        let out = child.stdout.take().unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
-        let addr: SocketAddr = line
-            .trim()
+        // The test harness prints its own lines first.
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let line = std::io::BufRead::lines(out)
+            .map_while(Result::ok)
+            .find(|l| l.starts_with("LISTENING "))
+            .expect("the child said where it listens");
+        let addr: SocketAddr = line["LISTENING ".len()..]
             .parse()
             .unwrap_or_else(|e| panic!("the child said {line:?} for its address: {e}"));
         let slots = e.slots();
