@@ -2,31 +2,17 @@
 //! values (`Config::int`, strict) and as env-explain reports what NCCL does (`value::read`).
 
 use proptest::prelude::*;
-use rnccl::config::{Config, LoadOptions, Severity, c_strtoll, lookup, parse_c_int, value};
-
-fn config(pairs: &[(&str, &str)]) -> Config {
-    Config::load(&LoadOptions {
-        env: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
-        home: Some("/nonexistent".into()),
-        system_conf: Some("/nonexistent/nccl.conf".into()),
-        ..LoadOptions::default()
-    })
-    .unwrap()
-}
+use rnccl::config::{Config, Severity, c_strtoll, lookup, parse_c_int, value};
 
 #[test]
 fn engine_reads_hex_octal_negative_and_defaults() {
-    let c = config(&[
+    let c = Config::from_pairs(&[
         ("NCCL_BUFFSIZE", "0x400000"),
         ("NCCL_LL_BUFFSIZE", "01000000"),
         ("NCCL_IB_GID_INDEX", "-1"),
         ("NCCL_SOCKET_NTHREADS", ""),
-    ]);
+    ])
+    .unwrap();
     assert_eq!(c.int("NCCL_BUFFSIZE").unwrap(), 4 << 20);
     assert_eq!(c.int("NCCL_LL_BUFFSIZE").unwrap(), 0o1000000);
     assert_eq!(
@@ -52,7 +38,7 @@ fn engine_refuses_what_nccl_would_misread() {
         "0x",
         "1e3",
     ] {
-        let c = config(&[("NCCL_BUFFSIZE", bad)]);
+        let c = Config::from_pairs(&[("NCCL_BUFFSIZE", bad)]).unwrap();
         let e = c.int("NCCL_BUFFSIZE").unwrap_err().to_string();
         assert!(
             e.contains("NCCL_BUFFSIZE") && e.contains("environment"),
@@ -61,7 +47,7 @@ fn engine_refuses_what_nccl_would_misread() {
     }
     // Spaces around a number are only a warning in env-explain (NCCL reads 4096), so the engine
     // reads 4096 too: one verdict per value.
-    let c = config(&[("NCCL_BUFFSIZE", " 4096 ")]);
+    let c = Config::from_pairs(&[("NCCL_BUFFSIZE", " 4096 ")]).unwrap();
     assert_eq!(c.int("NCCL_BUFFSIZE").unwrap(), 4096);
     assert_eq!(worst("NCCL_BUFFSIZE", " 4096 ").1, Some(Severity::Warning));
 }

@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use rnccl::config::{Config, Severity, Source};
+use rnccl::config::{Config, Severity};
 use rnccl::explain::HostDevices;
 use rnccl::explain::explain;
 use rnccl::topo::detect::iface::{IfAddr, NetInterface};
@@ -40,14 +40,6 @@ fn explained(cfg: &Config, host: &HostDevices) -> Result<Option<(String, IpAddr)
         }))
 }
 
-fn config(pairs: &[(&str, &str)]) -> Config {
-    let mut c = Config::defaults();
-    for (k, v) in pairs {
-        c.set(k, *v, Source::Env);
-    }
-    c
-}
-
 #[test]
 fn env_explain_names_what_the_bootstrap_binds_on_this_host() {
     let host = HostDevices::detect();
@@ -72,7 +64,7 @@ fn env_explain_names_what_the_bootstrap_binds_on_this_host() {
     cases.push(vec![("NCCL_SOCKET_FAMILY", "AF_INET")]);
     cases.push(vec![("NCCL_COMM_ID", "127.0.0.1:29999")]);
     for pairs in cases {
-        let cfg = config(&pairs);
+        let cfg = Config::from_pairs(&pairs).unwrap();
         let comm_id: Option<SocketAddr> = cfg.string("NCCL_COMM_ID").map(|a| a.parse().unwrap());
         let bootstrap = bootstrap_interface(&cfg, comm_id);
         match (explained(&cfg, &host), bootstrap) {
@@ -146,7 +138,7 @@ fn env_explain_follows_the_bootstrap_rule_on_fixtures() {
     let mut agreed = 0;
     for (h, host) in hosts.iter().enumerate() {
         for pairs in &filters {
-            let cfg = config(pairs);
+            let cfg = Config::from_pairs(pairs).unwrap();
             let comm_id = cfg
                 .string("NCCL_COMM_ID")
                 .map(|a| a.parse::<SocketAddr>().unwrap().ip());
@@ -162,7 +154,7 @@ fn env_explain_follows_the_bootstrap_rule_on_fixtures() {
     }
     assert_eq!(agreed, hosts.len() * filters.len());
     // The subnet of NCCL_COMM_ID wins over plain interfaces, docker's included.
-    let cfg = config(&[("NCCL_COMM_ID", "172.17.0.9:5000")]);
+    let cfg = Config::from_pairs(&[("NCCL_COMM_ID", "172.17.0.9:5000")]).unwrap();
     assert_eq!(
         explained(&cfg, &hosts[0]).unwrap().unwrap().0,
         "ib0",

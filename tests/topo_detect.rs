@@ -2,10 +2,9 @@
 //! the topology NCCL 2.28.9 dumped there, alone and merged with a vendor-style PCI skeleton;
 //! this CPU-only VM gives no system.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rnccl::config::{Config, LoadOptions};
+use rnccl::config::Config;
 use rnccl::topo::NoteKind;
 use rnccl::topo::System;
 
@@ -13,20 +12,6 @@ fn fixture(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(p)
-}
-
-fn cfg(pairs: &[(&str, &str)]) -> Config {
-    let env: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Config::load(&LoadOptions {
-        env: Some(env),
-        home: Some("/nonexistent".into()),
-        system_conf: Some("/nonexistent/nccl.conf".into()),
-        ..LoadOptions::default()
-    })
-    .unwrap()
 }
 
 /// Replaces `host_hash="..."` values, which differ per host and per tool.
@@ -46,7 +31,7 @@ fn without_hash(s: &str) -> String {
 
 #[test]
 fn detection_on_the_h200_capture_matches_nccls_dump() {
-    let sys = System::load(&cfg(&[]), &fixture("sysfs/h200x2"))
+    let sys = System::load(&Config::from_pairs(&[]).unwrap(), &fixture("sysfs/h200x2"))
         .unwrap()
         .unwrap();
     let want = std::fs::read_to_string(fixture("anchors/h200x2/topo.xml")).unwrap();
@@ -61,7 +46,7 @@ fn detection_on_the_h200_capture_matches_nccls_dump() {
 #[test]
 fn skeleton_topo_file_is_merged_by_bus_id_as_nccl_does() {
     let skeleton = fixture("anchors/h200x2/skeleton.xml");
-    let c = cfg(&[("NCCL_TOPO_FILE", skeleton.to_str().unwrap())]);
+    let c = Config::from_pairs(&[("NCCL_TOPO_FILE", skeleton.to_str().unwrap())]).unwrap();
     let sys = System::load(&c, &fixture("sysfs/h200x2")).unwrap().unwrap();
     let want = std::fs::read_to_string(fixture("anchors/h200x2/topo_skeleton.xml")).unwrap();
     assert_eq!(without_hash(&sys.to_xml_string()), without_hash(&want));
@@ -70,11 +55,18 @@ fn skeleton_topo_file_is_merged_by_bus_id_as_nccl_does() {
 #[test]
 fn cpu_only_host_has_no_system_unless_a_file_is_given() {
     let root = fixture("sysfs/cpu-vm");
-    assert!(System::load(&cfg(&[]), &root).unwrap().is_none());
+    assert!(
+        System::load(&Config::from_pairs(&[]).unwrap(), &root)
+            .unwrap()
+            .is_none()
+    );
     let topo = fixture("anchors/h200x2/topo.xml");
-    let sys = System::load(&cfg(&[("NCCL_TOPO_FILE", topo.to_str().unwrap())]), &root)
-        .unwrap()
-        .unwrap();
+    let sys = System::load(
+        &Config::from_pairs(&[("NCCL_TOPO_FILE", topo.to_str().unwrap())]).unwrap(),
+        &root,
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(sys.count(rnccl::topo::NodeType::Gpu), 2);
     let inv = sys.inventory.as_ref().unwrap();
     assert!(inv.gpus.is_empty());
@@ -86,7 +78,7 @@ fn topo_dump_file_is_written_in_nccls_format() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dump.xml");
     let sys = System::load(
-        &cfg(&[("NCCL_TOPO_DUMP_FILE", out.to_str().unwrap())]),
+        &Config::from_pairs(&[("NCCL_TOPO_DUMP_FILE", out.to_str().unwrap())]).unwrap(),
         &fixture("sysfs/h200x2"),
     )
     .unwrap()
@@ -97,7 +89,7 @@ fn topo_dump_file_is_written_in_nccls_format() {
 #[test]
 fn missing_topo_file_is_an_io_error_naming_it() {
     let e = System::load(
-        &cfg(&[("NCCL_TOPO_FILE", "/nonexistent/t.xml")]),
+        &Config::from_pairs(&[("NCCL_TOPO_FILE", "/nonexistent/t.xml")]).unwrap(),
         &fixture("sysfs/cpu-vm"),
     )
     .unwrap_err()
@@ -108,7 +100,7 @@ fn missing_topo_file_is_an_io_error_naming_it() {
 #[test]
 fn skeleton_and_host_disagreeing_are_reported_and_what_was_filled_is_noted() {
     let skeleton = fixture("synthetic/h200x2-skeleton-mismatch.xml");
-    let c = cfg(&[("NCCL_TOPO_FILE", skeleton.to_str().unwrap())]);
+    let c = Config::from_pairs(&[("NCCL_TOPO_FILE", skeleton.to_str().unwrap())]).unwrap();
     let sys = System::load(&c, &fixture("sysfs/h200x2")).unwrap().unwrap();
     let of = |kind: NoteKind| -> Vec<String> {
         sys.notes

@@ -260,20 +260,11 @@ pub(crate) fn share(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Source;
-
-    fn cfg(pairs: &[(&str, &str)]) -> Config {
-        let mut c = Config::defaults();
-        for (k, v) in pairs {
-            c.set(k, *v, Source::Env);
-        }
-        c
-    }
 
     #[test]
     fn channel_knobs_clamp_then_duplicate() {
         let count = |pairs: &[(&str, &str)], base| {
-            ChannelBounds::from_config(&cfg(pairs))
+            ChannelBounds::from_config(&Config::from_pairs(pairs).unwrap())
                 .map(|b| b.apply(base))
                 .map_err(|e| e.to_string())
         };
@@ -322,7 +313,10 @@ mod tests {
         let nch = |pairs: &[(&str, &str)], gpu| {
             let mut all = vec![("NCCL_TOPO_FILE", topo)];
             all.extend_from_slice(pairs);
-            decide(&cfg(&all), &peers, gpu).unwrap().rings.len()
+            decide(&Config::from_pairs(&all).unwrap(), &peers, gpu)
+                .unwrap()
+                .rings
+                .len()
         };
         assert_eq!(nch(&[], false), 24, "CPU ranks: NCCL's channels");
         assert_eq!(
@@ -359,24 +353,45 @@ mod tests {
 
     #[test]
     fn buffsize_sets_slots() {
-        assert_eq!(slot_bytes(&cfg(&[]), 1, false).unwrap(), 64 << 10);
-        assert_eq!(slot_bytes(&cfg(&[]), 2, false).unwrap(), 512 << 10);
         assert_eq!(
-            slot_bytes(&cfg(&[]), 1, true).unwrap(),
+            slot_bytes(&Config::from_pairs(&[]).unwrap(), 1, false).unwrap(),
+            64 << 10
+        );
+        assert_eq!(
+            slot_bytes(&Config::from_pairs(&[]).unwrap(), 2, false).unwrap(),
+            512 << 10
+        );
+        assert_eq!(
+            slot_bytes(&Config::from_pairs(&[]).unwrap(), 1, true).unwrap(),
             512 << 10,
             "GPU: NCCL's 4 MiB"
         );
         assert_eq!(
-            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "4194304")]), 1, false).unwrap(),
+            slot_bytes(
+                &Config::from_pairs(&[("NCCL_BUFFSIZE", "4194304")]).unwrap(),
+                1,
+                false
+            )
+            .unwrap(),
             512 << 10
         );
         assert_eq!(
-            slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1048576")]), 1, true).unwrap(),
+            slot_bytes(
+                &Config::from_pairs(&[("NCCL_BUFFSIZE", "1048576")]).unwrap(),
+                1,
+                true
+            )
+            .unwrap(),
             128 << 10,
             "the knob wins on GPUs too"
         );
         for bad in ["100", "99999999999999"] {
-            let e = slot_bytes(&cfg(&[("NCCL_BUFFSIZE", bad)]), 1, false).unwrap_err();
+            let e = slot_bytes(
+                &Config::from_pairs(&[("NCCL_BUFFSIZE", bad)]).unwrap(),
+                1,
+                false,
+            )
+            .unwrap_err();
             assert_eq!(e.code(), crate::ResultCode::InvalidUsage);
             let e = e.to_string();
             assert!(
@@ -384,7 +399,14 @@ mod tests {
                 "{e}"
             );
         }
-        assert!(slot_bytes(&cfg(&[("NCCL_BUFFSIZE", "1073741824")]), 1, true).is_ok());
+        assert!(
+            slot_bytes(
+                &Config::from_pairs(&[("NCCL_BUFFSIZE", "1073741824")]).unwrap(),
+                1,
+                true
+            )
+            .is_ok()
+        );
         for bad in [0, 100, 1 << 30] {
             assert!(check_slot_bytes(bad).is_err(), "{bad}");
         }

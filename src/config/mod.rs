@@ -63,6 +63,27 @@ impl Config {
         Config::default()
     }
 
+    /// The configuration `pairs` (name, value) make on their own, as if they were the whole
+    /// environment and no conf or YAML file existed (no `$HOME/.nccl.conf`, no
+    /// `/etc/nccl.conf`): for programs and tests that set their knobs explicitly. Values are
+    /// kept as given, good or bad (reading one reports what is wrong with it).
+    ///
+    /// Errors: as [`Config::load`], for a file a pair names (`NCCL_CONF_FILE`,
+    /// `RNCCL_CONFIG`) that cannot be read.
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::load(&LoadOptions {
+            env: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            home: Some("/nonexistent".into()),
+            system_conf: Some("/nonexistent/nccl.conf".into()),
+            ..LoadOptions::default()
+        })
+    }
+
     /// Loads the process environment, the YAML config named by `RNCCL_CONFIG` and the conf files
     /// with the precedence in this module's docs.
     ///

@@ -68,24 +68,16 @@ fn warn_once(message: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Source;
-
-    fn cfg(pairs: &[(&str, &str)]) -> Config {
-        let mut c = Config::defaults();
-        for (k, v) in pairs {
-            c.set(k, *v, Source::Env);
-        }
-        c
-    }
 
     #[test]
     fn every_bad_value_is_listed_with_its_syntax() {
-        let e = cfg(&[
+        let e = Config::from_pairs(&[
             ("NCCL_PROTO", "bogus"),
             ("NCCL_NTHREADS", "-5"),
             ("NCCL_DEBUG", "verbose"),
             ("NCCL_IB_TIMEOUT", "22"),
         ])
+        .unwrap()
         .validate()
         .unwrap_err();
         let ConfigError::BadValues(list) = &e else {
@@ -105,15 +97,19 @@ mod tests {
 
     #[test]
     fn unknown_names_and_good_values_pass() {
-        cfg(&[
+        Config::from_pairs(&[
             ("NCCL_SOCKET_IFNAM", "eth0"),
             ("NCCL_IB_GDR_LEVEL", "PHB"),
             ("NCCL_BUFFSIZE", "01000"),
             ("NCCL_DEBUG", "info"),
         ])
+        .unwrap()
         .validate()
         .unwrap();
-        let one = cfg(&[("NCCL_NTHREADS", "1e9")]).validate().unwrap_err();
+        let one = Config::from_pairs(&[("NCCL_NTHREADS", "1e9")])
+            .unwrap()
+            .validate()
+            .unwrap_err();
         assert!(
             matches!(&one, ConfigError::BadValue(b) if b.name == "NCCL_NTHREADS"),
             "{one:?}"

@@ -5,28 +5,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::*;
-use crate::config::LoadOptions;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sysfs")
         .join(name)
-}
-
-fn cfg(pairs: &[(&str, &str)]) -> Config {
-    Config::load(&LoadOptions {
-        env: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
-        home: Some("/nonexistent".into()),
-        system_conf: Some("/nonexistent/nccl.conf".into()),
-        hostname: Some("node01".into()),
-        ..LoadOptions::default()
-    })
-    .unwrap()
 }
 
 fn run_on(
@@ -50,7 +33,12 @@ fn run_on(
 }
 
 fn report(name: &str, pairs: &[(&str, &str)]) -> Report {
-    run_on(&fixture(name), &cfg(pairs), None, &|_| {})
+    run_on(
+        &fixture(name),
+        &Config::from_pairs(pairs).unwrap(),
+        None,
+        &|_| {},
+    )
 }
 
 /// The verdict of the check `id` about `subject`, failing when there is none or several
@@ -161,7 +149,7 @@ fn roce_gids_follow_nccls_choice() {
 #[test]
 fn hca_filter_and_infinite_timeout() {
     let f = DeviceFilter::parse("=mlx5_1").unwrap();
-    let c = cfg(&[("NCCL_IB_TIMEOUT", "0")]);
+    let c = Config::from_pairs(&[("NCCL_IB_TIMEOUT", "0")]).unwrap();
     let r = run(
         &c,
         &Options {
@@ -250,7 +238,7 @@ fn errors_rising_between_two_reads_are_errors_with_rates() {
     };
     let r = run_on(
         dir.path(),
-        &cfg(&[]),
+        &Config::from_pairs(&[]).unwrap(),
         Some(Duration::from_millis(50)),
         &bump,
     );

@@ -340,7 +340,6 @@ pub fn bootstrap_interface(cfg: &Config, comm_id: Option<SocketAddr>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Source;
 
     fn iface(name: &str, addrs: &[(&str, u8)]) -> NetInterface {
         NetInterface {
@@ -371,21 +370,13 @@ mod tests {
         ]
     }
 
-    fn cfg(pairs: &[(&str, &str)]) -> Config {
-        let mut c = Config::defaults();
-        for (k, v) in pairs {
-            c.set(k, *v, Source::Env);
-        }
-        c
-    }
-
     fn names(order: &[Candidate]) -> Vec<&str> {
         order.iter().map(|c| c.name.as_str()).collect()
     }
 
     #[test]
     fn auto_order_prefers_ib_then_subnet_then_plain() {
-        let order = select(&host(), &cfg(&[]), None).unwrap();
+        let order = select(&host(), &Config::from_pairs(&[]).unwrap(), None).unwrap();
         assert_eq!(order[0].name, "ib0");
         assert_eq!(
             names(
@@ -396,7 +387,12 @@ mod tests {
             ),
             ["ib0"]
         );
-        let order = select(&host(), &cfg(&[]), Some("192.168.7.99".parse().unwrap())).unwrap();
+        let order = select(
+            &host(),
+            &Config::from_pairs(&[]).unwrap(),
+            Some("192.168.7.99".parse().unwrap()),
+        )
+        .unwrap();
         assert_eq!(
             (order[1].name.as_str(), order[1].reason),
             ("eth1", Reason::CommIdSubnet),
@@ -410,7 +406,7 @@ mod tests {
             "link-local addresses cannot be bound without a scope"
         );
         let no_ib: Vec<NetInterface> = host().into_iter().filter(|i| i.name != "ib0").collect();
-        let order = select(&no_ib, &cfg(&[]), None).unwrap();
+        let order = select(&no_ib, &Config::from_pairs(&[]).unwrap(), None).unwrap();
         assert_eq!(first_bindable(&order).unwrap().addr.to_string(), "10.0.0.5");
         assert_eq!(
             nccl_devices(&order)
@@ -426,17 +422,18 @@ mod tests {
     fn ifname_and_family_filters() {
         let picked = select(
             &host(),
-            &cfg(&[("NCCL_SOCKET_IFNAME", "^lo,docker,ib")]),
+            &Config::from_pairs(&[("NCCL_SOCKET_IFNAME", "^lo,docker,ib")]).unwrap(),
             None,
         )
         .unwrap();
         assert!(picked.iter().all(|c| c.name.starts_with("eth")));
         let picked = select(
             &host(),
-            &cfg(&[
+            &Config::from_pairs(&[
                 ("NCCL_SOCKET_IFNAME", "=eth0"),
                 ("NCCL_SOCKET_FAMILY", "AF_INET6"),
-            ]),
+            ])
+            .unwrap(),
             None,
         )
         .unwrap();
@@ -448,19 +445,33 @@ mod tests {
                 prefix: 64
             })
         );
-        let e = select(&host(), &cfg(&[("NCCL_SOCKET_IFNAME", "enp")]), None)
-            .unwrap_err()
-            .to_string();
+        let e = select(
+            &host(),
+            &Config::from_pairs(&[("NCCL_SOCKET_IFNAME", "enp")]).unwrap(),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("matches no interface") && e.contains("eth1 (192.168.7.2)"),
             "{e}"
         );
-        let one_char = select(&host(), &cfg(&[("NCCL_SOCKET_IFNAME", "x")]), None).unwrap();
+        let one_char = select(
+            &host(),
+            &Config::from_pairs(&[("NCCL_SOCKET_IFNAME", "x")]).unwrap(),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             one_char[0].name, "ib0",
             "values of one character are ignored, as in NCCL"
         );
-        let e = select(&host(), &cfg(&[("NCCL_SOCKET_FAMILY", "inet")]), None).unwrap_err();
+        let e = select(
+            &host(),
+            &Config::from_pairs(&[("NCCL_SOCKET_FAMILY", "inet")]).unwrap(),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("NCCL_SOCKET_FAMILY"), "{e}");
     }
 
@@ -478,12 +489,17 @@ mod tests {
                 addrs: None,
             },
         ];
-        let order = select(&fixture, &cfg(&[("NCCL_SOCKET_FAMILY", "AF_INET6")]), None).unwrap();
+        let order = select(
+            &fixture,
+            &Config::from_pairs(&[("NCCL_SOCKET_FAMILY", "AF_INET6")]).unwrap(),
+            None,
+        )
+        .unwrap();
         assert_eq!(names(&order), ["eth1"]);
         assert_eq!(first_bindable(&order), None, "no address to bind");
         fixture[1].running = false;
         assert!(matches!(
-            select(&fixture, &cfg(&[]), None),
+            select(&fixture, &Config::from_pairs(&[]).unwrap(), None),
             Err(IfaceError::NoneUsable { .. })
         ));
     }

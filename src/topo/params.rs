@@ -151,51 +151,34 @@ fn level(cfg: &Config, name: &str) -> Result<Option<PathType>, TopoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LoadOptions;
-
-    fn cfg(pairs: &[(&str, &str)]) -> Config {
-        Config::load(&LoadOptions {
-            env: Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            home: Some("/nonexistent".into()),
-            system_conf: Some("/nonexistent/nccl.conf".into()),
-            ..LoadOptions::default()
-        })
-        .unwrap()
-    }
 
     #[test]
     fn levels_by_name_number_and_disable() {
         assert_eq!(
-            TopoParams::from_config(&cfg(&[])).unwrap(),
+            TopoParams::from_config(&Config::from_pairs(&[]).unwrap()).unwrap(),
             TopoParams::default()
         );
-        let p = TopoParams::from_config(&cfg(&[
-            ("NCCL_P2P_LEVEL", "PHB"),
-            ("NCCL_NET_GDR_LEVEL", "2"),
-        ]))
+        let p = TopoParams::from_config(
+            &Config::from_pairs(&[("NCCL_P2P_LEVEL", "PHB"), ("NCCL_NET_GDR_LEVEL", "2")]).unwrap(),
+        )
         .unwrap();
         assert_eq!(p.p2p_level, Some(PathType::Phb));
         assert_eq!(p.net_gdr_level, Some(PathType::Pxb));
-        let p = TopoParams::from_config(&cfg(&[
-            ("NCCL_P2P_LEVEL", "PHB"),
-            ("NCCL_P2P_DISABLE", "1"),
-        ]))
+        let p = TopoParams::from_config(
+            &Config::from_pairs(&[("NCCL_P2P_LEVEL", "PHB"), ("NCCL_P2P_DISABLE", "1")]).unwrap(),
+        )
         .unwrap();
         assert_eq!(p.p2p_level, Some(PathType::Loc));
         assert_eq!(
-            TopoParams::from_config(&cfg(&[("NCCL_P2P_LEVEL", "9")]))
+            TopoParams::from_config(&Config::from_pairs(&[("NCCL_P2P_LEVEL", "9")]).unwrap())
                 .unwrap()
                 .p2p_level,
             Some(PathType::Sys)
         );
-        let e = TopoParams::from_config(&cfg(&[("NCCL_P2P_LEVEL", "nvlink")]))
-            .unwrap_err()
-            .to_string();
+        let e =
+            TopoParams::from_config(&Config::from_pairs(&[("NCCL_P2P_LEVEL", "nvlink")]).unwrap())
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("NCCL_P2P_LEVEL") && e.contains("nvlink"), "{e}");
     }
 
@@ -217,8 +200,16 @@ mod tests {
         assert_eq!(NetDevsPolicy::All.nets_per_gpu(4, 2), 4);
         assert_eq!(NetDevsPolicy::Max(3).nets_per_gpu(4, 2), 3);
         assert_eq!(NetDevsPolicy::Max(8).nets_per_gpu(4, 2), 4);
-        let p = TopoParams::from_config(&cfg(&[("NCCL_NETDEVS_POLICY", "MAX:2")])).unwrap();
+        let p = TopoParams::from_config(
+            &Config::from_pairs(&[("NCCL_NETDEVS_POLICY", "MAX:2")]).unwrap(),
+        )
+        .unwrap();
         assert_eq!(p.netdevs, NetDevsPolicy::Max(2));
-        assert!(TopoParams::from_config(&cfg(&[("NCCL_NETDEVS_POLICY", "some")])).is_err());
+        assert!(
+            TopoParams::from_config(
+                &Config::from_pairs(&[("NCCL_NETDEVS_POLICY", "some")]).unwrap()
+            )
+            .is_err()
+        );
     }
 }
