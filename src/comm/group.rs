@@ -477,12 +477,3 @@ fn roles(args: &CollArgs, rank: usize) -> (bool, bool) {
         _ => (true, true),
     }
 }
-
-pub(crate) fn same_len(func: &str, a: usize, b: usize) -> Result<()> {
-    if a != b {
-        return Err(Error::invalid_arg(format!(
-            "{func}: send has {a} elements but receive has {b}; they must match"
-        )));
-    }
-    Ok(())
-}

@@ -114,7 +114,7 @@ fn effective(cfg: &Config, name: &str) -> String {
 
 impl LogSettings {
     /// Reads `NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS` and `NCCL_DEBUG_FILE` from `cfg` for this process
-    /// (`%h` is [`crate::os::host::short_hostname`], `%p` this process's id).
+    /// (`%h` is the host name up to its first `.`, `%p` this process's id).
     pub fn from_config(cfg: &Config) -> LogSettings {
         let level = match effective(cfg, "NCCL_DEBUG").as_str() {
             "VERSION" => DebugLevel::Version,
