@@ -29,8 +29,10 @@ pub enum ResultCode {
     Timeout = 8,
 }
 
-/// The error type of the rnccl library.
+/// The error type of the rnccl library. Non-exhaustive: later versions may add kinds (match
+/// with a wildcard arm, or use [`Error::code`] for NCCL's result codes).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A call got an argument it cannot use (bad count, root, peer, buffer length, dtype name…).
     #[error("invalid argument: {0}")]

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use common::{all_ok, on_threads};
 use rnccl::config::{Config, Source};
-use rnccl::ib::verbs::fake::{FakeFabric, FakePort};
-use rnccl::ib::verbs::install;
+use rnccl::ib::Provider;
+use rnccl::ib::fake::{FakeFabric, FakePort};
+
 use rnccl::stats::Path;
 use rnccl::{CommConfig, Communicator, RedOp};
 
@@ -24,7 +25,7 @@ fn fabric() -> (MutexGuard<'static, ()>, FakeFabric) {
     let f = FakeFabric::new();
     f.add_device("mlx5_0", vec![FakePort::infiniband(0x11)]);
     f.add_device("mlx5_1", vec![FakePort::infiniband(0x12)]);
-    install(Some(f.host(&["mlx5_0", "mlx5_1"])));
+    Provider::install(Some(f.host(&["mlx5_0", "mlx5_1"])));
     (g, f)
 }
 
@@ -73,7 +74,7 @@ fn ib_is_chosen_over_tcp_when_a_usable_port_exists() {
         Path::Ib,
     );
     all_reduce_over(&with(&[("NCCL_IB_HCA", "=mlx5_1")]), Path::Ib);
-    install(None);
+    Provider::install(None);
 }
 
 #[test]
@@ -81,7 +82,7 @@ fn ib_disable_or_no_matching_port_falls_back_to_tcp() {
     let (_g, _f) = fabric();
     all_reduce_over(&with(&[("NCCL_IB_DISABLE", "1")]), Path::Tcp);
     all_reduce_over(&with(&[("NCCL_IB_HCA", "=mlx5_9")]), Path::Tcp);
-    install(None);
+    Provider::install(None);
 }
 
 #[test]
@@ -113,7 +114,7 @@ fn point_to_point_and_gathers_over_ib() {
         }
         Ok(())
     }));
-    install(None);
+    Provider::install(None);
 }
 
 #[test]
@@ -162,5 +163,5 @@ fn a_port_dying_mid_run_fails_the_collective_instead_of_hanging() {
     for a in aborts {
         a.abort();
     }
-    install(None);
+    Provider::install(None);
 }

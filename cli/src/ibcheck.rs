@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rnccl::config::syntax::DeviceFilter;
+use rnccl::ib::Provider;
 use rnccl::ib::params::IbParams;
-use rnccl::ib::verbs;
 use rnccl::ibcheck::{self as check, Options};
 use serde::Serialize;
 
@@ -109,7 +109,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         filter: filter.as_ref(),
         interval,
         expect_gbps: args.expect_rate,
-        verbs: live.then(|| verbs::provider(params.verbs_lib.as_deref())),
+        verbs: live.then(|| Provider::load(params.verbs_lib.as_deref())),
         before_wait: &before_wait,
     };
     let report = check::run(&cfg, &opts)

@@ -33,19 +33,19 @@ impl GidTable for VerbsGids<'_> {
 }
 
 /// An opened, ACTIVE port with a protection domain.
-pub struct PortHandle {
+pub(crate) struct PortHandle {
     /// The device.
-    pub dev: Arc<dyn Device>,
+    pub(crate) dev: Arc<dyn Device>,
     /// Its protection domain.
-    pub pd: Arc<dyn Pd>,
+    pub(crate) pd: Arc<dyn Pd>,
     /// Port number.
-    pub port: u8,
+    pub(crate) port: u8,
     /// `ibv_query_port`.
-    pub attr: PortAttr,
+    pub(crate) attr: PortAttr,
     /// The GID index NCCL would use.
-    pub gid_index: usize,
+    pub(crate) gid_index: usize,
     /// That GID.
-    pub gid: Gid,
+    pub(crate) gid: Gid,
 }
 
 impl PortHandle {
@@ -53,7 +53,7 @@ impl PortHandle {
     ///
     /// Errors: [`VerbsError`] from the verbs, or [`VerbsError::Call`] with `ENETDOWN` when the
     /// port is not ACTIVE or its link layer is neither InfiniBand nor Ethernet.
-    pub fn open(
+    pub(crate) fn open(
         verbs: &dyn Verbs,
         name: &str,
         port: u8,
@@ -86,12 +86,12 @@ impl PortHandle {
     }
 
     /// `mlx5_0:1`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{}:{}", self.dev.name(), self.port)
     }
 
     /// The address a peer connects a queue pair `qpn` of this port to.
-    pub fn addr(&self, qpn: u32) -> QpAddr {
+    pub(crate) fn addr(&self, qpn: u32) -> QpAddr {
         QpAddr {
             qpn,
             lid: self.attr.lid,
@@ -106,7 +106,7 @@ impl PortHandle {
     ///
     /// Errors: [`VerbsError::Call`] from `ibv_modify_qp`; `EPROTO` when the two ports' link
     /// layers differ.
-    pub fn connect(
+    pub(crate) fn connect(
         &self,
         qp: &dyn Qp,
         remote: &QpAddr,
@@ -143,17 +143,17 @@ impl PortHandle {
 /// What a peer needs to connect a queue pair to one of this port's (NCCL's `ncclIbDevInfo`
 /// plus the QP number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QpAddr {
+pub(crate) struct QpAddr {
     /// Queue pair number.
-    pub qpn: u32,
+    pub(crate) qpn: u32,
     /// LID (InfiniBand).
-    pub lid: u16,
+    pub(crate) lid: u16,
     /// The GID NCCL picked on this port.
-    pub gid: [u8; 16],
+    pub(crate) gid: [u8; 16],
     /// `link_layer` (1 InfiniBand, 2 Ethernet).
-    pub link_layer: u8,
+    pub(crate) link_layer: u8,
     /// Active MTU (`enum ibv_mtu`).
-    pub mtu: u8,
+    pub(crate) mtu: u8,
 }
 
 /// The ACTIVE InfiniBand/RoCE ports `verbs` lists that `params` (`NCCL_IB_HCA`) selects, in
@@ -161,7 +161,10 @@ pub struct QpAddr {
 /// (src/transport/net_ib/init.cc `ncclIbInitDevices`). Devices that fail to open are skipped.
 ///
 /// Errors: [`VerbsError`] when the device list cannot be read.
-pub fn usable_ports(verbs: &dyn Verbs, params: &IbParams) -> Result<Vec<(String, u8)>, VerbsError> {
+pub(crate) fn usable_ports(
+    verbs: &dyn Verbs,
+    params: &IbParams,
+) -> Result<Vec<(String, u8)>, VerbsError> {
     let mut out = Vec::new();
     for name in verbs.device_names()? {
         let Ok(dev) = verbs.open(&name) else {

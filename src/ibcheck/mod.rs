@@ -14,7 +14,6 @@ mod placement;
 mod port;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -24,7 +23,7 @@ use crate::config::{Config, ConfigError, Finding, Severity};
 use crate::ib::counters::CounterDelta;
 use crate::ib::params::IbParams;
 use crate::ib::sysfs::IbHost;
-use crate::ib::verbs::{DeviceAttr, PortAttr, Verbs, VerbsError};
+use crate::ib::{DeviceAttr, PortAttr, Provider, VerbsError};
 use crate::topo::detect::sysfs::Root;
 use crate::topo::{System, TopoError};
 
@@ -181,8 +180,9 @@ impl VerbsView {
             .map(|p| &p.attr)
     }
 
-    /// Queries every device of `verbs`.
-    pub fn query(verbs: &Arc<dyn Verbs>) -> VerbsView {
+    /// Queries every device of `provider`.
+    pub fn query(provider: &Provider) -> VerbsView {
+        let verbs = &provider.0;
         let mut view = VerbsView {
             library: Some(verbs.describe()),
             dmabuf: Some(verbs.dmabuf()),
@@ -337,7 +337,7 @@ pub struct Options<'a> {
     pub expect_gbps: Option<f64>,
     /// libibverbs (or another provider) to query, for this host; `None` skips the verbs query
     /// (a captured tree), `Some(Err)` says why it is missing.
-    pub verbs: Option<Result<Arc<dyn Verbs>, VerbsError>>,
+    pub verbs: Option<Result<Provider, VerbsError>>,
     /// Called just before waiting `interval` between the counter reads.
     pub before_wait: &'a dyn Fn(Duration),
 }

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rnccl::config::Config;
-use rnccl::ib::endpoint::usable_ports;
+use rnccl::ib::Provider;
 use rnccl::ib::params::IbParams;
-use rnccl::ib::verbs;
 use rnccl::ibcheck::Report;
 use rnccl::ibcheck::perf::{self, DEFAULT_PORT, PerfReport, PerfSpec};
 
@@ -77,8 +76,9 @@ pub fn run_bw(
         anyhow::bail!("--bw needs this host's adapters; it cannot run on a --sysfs-root tree");
     }
     let params = IbParams::from_config(cfg)?;
-    let v = verbs::provider(params.verbs_lib.as_deref()).context("--bw needs libibverbs")?;
-    let selected: Vec<(String, u8)> = usable_ports(&*v, &params)?
+    let v = Provider::load(params.verbs_lib.as_deref()).context("--bw needs libibverbs")?;
+    let selected: Vec<(String, u8)> = v
+        .usable_ports(&params)?
         .into_iter()
         .filter(|(h, p)| {
             report
@@ -95,7 +95,7 @@ pub fn run_bw(
         }
     });
     Ok(perf::run_tests(
-        &*v,
+        &v,
         &selected,
         peer.as_deref(),
         &args.spec(),
@@ -108,8 +108,8 @@ pub fn run_bw(
 /// Errors: libibverbs missing, no usable port, or the port cannot be bound.
 pub fn serve(args: &PerfArgs, cfg: &Config) -> anyhow::Result<ExitCode> {
     let params = IbParams::from_config(cfg)?;
-    let v = verbs::provider(params.verbs_lib.as_deref()).context("--serve needs libibverbs")?;
-    let ports = usable_ports(&*v, &params)?;
+    let v = Provider::load(params.verbs_lib.as_deref()).context("--serve needs libibverbs")?;
+    let ports = v.usable_ports(&params)?;
     let Some((hca, port)) = ports.first() else {
         anyhow::bail!("no ACTIVE InfiniBand/RoCE port (selected by NCCL_IB_HCA) to serve tests on");
     };
@@ -119,7 +119,7 @@ pub fn serve(args: &PerfArgs, cfg: &Config) -> anyhow::Result<ExitCode> {
         "rnccl ibcheck: serving RDMA write tests on {hca}:{port}, TCP port {} (Ctrl-C to stop)",
         args.port
     );
-    perf::serve(&l, &*v, (hca, *port), &params, None, &|m| {
+    perf::serve(&l, &v, (hca, *port), &params, None, &|m| {
         eprintln!("rnccl ibcheck: {m}")
     })?;
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,7 @@
 
 use rnccl::ib::counters::LINK_ERRORS_SEVERE;
 use rnccl::ib::gid::LinkLayer;
-use rnccl::ib::verbs::mtu_bytes;
+use rnccl::ib::mtu_bytes;
 use rnccl::ibcheck::perf::PerfReport;
 use rnccl::ibcheck::{Check, Report, Verdict};
 

@@ -339,11 +339,11 @@ impl FakeFabric {
     }
 
     /// A host's view of the fabric: a verbs provider listing `devices`.
-    pub fn host(&self, devices: &[&str]) -> Arc<dyn Verbs> {
-        Arc::new(FakeVerbs {
+    pub fn host(&self, devices: &[&str]) -> crate::ib::Provider {
+        crate::ib::Provider(Arc::new(FakeVerbs {
             fabric: self.clone(),
             devices: devices.iter().map(|d| d.to_string()).collect(),
-        })
+        }))
     }
 
     /// Takes every link of device `name` down (`false`) or up: writes from or to it go
@@ -474,7 +474,9 @@ struct FakePd {
 }
 
 impl Pd for FakePd {
-    fn reg_mr(&self, addr: *mut u8, len: usize) -> Result<Box<dyn Mr>, VerbsError> {
+    /// The fabric copies into and out of the region on RDMA writes: the trait's contract keeps
+    /// those copies inside live memory.
+    unsafe fn reg_mr(&self, addr: *mut u8, len: usize) -> Result<Box<dyn Mr>, VerbsError> {
         let mut s = self.dev.fabric.lock();
         s.next_key += 1;
         let key = s.next_key;
@@ -490,7 +492,6 @@ impl Pd for FakePd {
             fabric: self.dev.fabric.clone(),
             key,
             addr: addr as u64,
-            len,
         }))
     }
 
@@ -538,7 +539,6 @@ struct FakeMr {
     fabric: FakeFabric,
     key: u32,
     addr: u64,
-    len: usize,
 }
 
 impl Drop for FakeMr {
@@ -556,9 +556,6 @@ impl Mr for FakeMr {
     }
     fn addr(&self) -> u64 {
         self.addr
-    }
-    fn len(&self) -> usize {
-        self.len
     }
 }
 

@@ -11,7 +11,7 @@
 //! protection domain, which hold the device), so dropping them in any order is safe; each
 //! provider destroys its objects in its `Drop`.
 
-pub mod dl;
+pub(crate) mod dl;
 pub mod fake;
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -105,7 +105,7 @@ pub struct DeviceAttr {
 }
 
 /// Port states (`enum ibv_port_state`).
-pub const PORT_ACTIVE: u8 = 4;
+pub(crate) const PORT_ACTIVE: u8 = 4;
 
 /// What `ibv_query_port` says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -152,7 +152,7 @@ pub fn mtu_bytes(mtu: u8) -> u32 {
 }
 
 /// An opened device.
-pub trait Device: Send + Sync {
+pub(crate) trait Device: Send + Sync {
     /// Its name (`mlx5_0`).
     fn name(&self) -> &str;
     /// `ibv_query_device`.
@@ -177,12 +177,17 @@ pub trait Device: Send + Sync {
 }
 
 /// A protection domain.
-pub trait Pd: Send + Sync {
+pub(crate) trait Pd: Send + Sync {
     /// `ibv_reg_mr` of `len` bytes at `addr` with local write, remote write and remote read
-    /// access. The memory must stay valid until the region is dropped.
+    /// access.
     ///
     /// Errors: [`VerbsError::Call`] (`ENOMEM` usually means the memory lock limit).
-    fn reg_mr(&self, addr: *mut u8, len: usize) -> Result<Box<dyn Mr>, VerbsError>;
+    ///
+    /// # Safety
+    /// `addr` is valid for reads and writes of `len` bytes until the returned region is
+    /// dropped: the HCA (or the fake fabric) reads it for this end's writes and writes it for
+    /// peers' RDMA writes through the region's keys, with no borrow to stop anything else.
+    unsafe fn reg_mr(&self, addr: *mut u8, len: usize) -> Result<Box<dyn Mr>, VerbsError>;
     /// `ibv_create_cq` with room for `depth` completions.
     ///
     /// Errors: [`VerbsError::Call`].
@@ -195,23 +200,17 @@ pub trait Pd: Send + Sync {
 }
 
 /// A registered memory region.
-pub trait Mr: Send + Sync {
+pub(crate) trait Mr: Send + Sync {
     /// Local key (for local scatter/gather entries).
     fn lkey(&self) -> u32;
     /// Remote key (what a peer names in its RDMA writes).
     fn rkey(&self) -> u32;
     /// Start address.
     fn addr(&self) -> u64;
-    /// Length, bytes.
-    fn len(&self) -> usize;
-    /// True when the region is empty.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A completion queue.
-pub trait Cq: Send + Sync {
+pub(crate) trait Cq: Send + Sync {
     /// `ibv_poll_cq`: appends up to `max` completions to `out`, returns how many.
     ///
     /// Errors: [`VerbsError::Call`] when the queue itself failed.
@@ -222,48 +221,48 @@ pub trait Cq: Send + Sync {
 
 /// Queue sizes of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpCaps {
+pub(crate) struct QpCaps {
     /// Outstanding send work requests.
-    pub max_send_wr: u32,
+    pub(crate) max_send_wr: u32,
     /// Outstanding receive work requests.
-    pub max_recv_wr: u32,
+    pub(crate) max_recv_wr: u32,
 }
 
 /// How to bring a queue pair to RTS against its peer (NCCL `ncclIbQpInit`, `ncclIbQpRtr`,
 /// `ncclIbQpRts`: RTR with `max_dest_rd_atomic` 1 and `min_rnr_timer` 12; RTS with
 /// `rnr_retry` 7 (infinite) and `max_rd_atomic` 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct QpConnect {
+pub(crate) struct QpConnect {
     /// Local port.
-    pub port: u8,
+    pub(crate) port: u8,
     /// Partition key index (`NCCL_IB_PKEY`).
-    pub pkey_index: u16,
+    pub(crate) pkey_index: u16,
     /// Path MTU (`enum ibv_mtu`): the smaller of both ports' active MTUs.
-    pub mtu: u8,
+    pub(crate) mtu: u8,
     /// The peer's queue pair number.
-    pub remote_qpn: u32,
+    pub(crate) remote_qpn: u32,
     /// The peer's LID (InfiniBand).
-    pub remote_lid: u16,
+    pub(crate) remote_lid: u16,
     /// The peer's GID (RoCE, or routed InfiniBand).
-    pub remote_gid: [u8; 16],
+    pub(crate) remote_gid: [u8; 16],
     /// Use the global route header (RoCE always; InfiniBand across subnets).
-    pub global: bool,
+    pub(crate) global: bool,
     /// Local GID index (the one NCCL picks).
-    pub gid_index: u8,
+    pub(crate) gid_index: u8,
     /// Service level (`NCCL_IB_SL`).
-    pub sl: u8,
+    pub(crate) sl: u8,
     /// Traffic class (`NCCL_IB_TC`).
-    pub tc: u8,
+    pub(crate) tc: u8,
     /// ACK timeout exponent (`NCCL_IB_TIMEOUT`).
-    pub timeout: u8,
+    pub(crate) timeout: u8,
     /// Retries (`NCCL_IB_RETRY_CNT`).
-    pub retry_cnt: u8,
+    pub(crate) retry_cnt: u8,
     /// RNR retries (7 = for ever, as NCCL sets).
-    pub rnr_retry: u8,
+    pub(crate) rnr_retry: u8,
 }
 
 /// A reliable-connected queue pair.
-pub trait Qp: Send + Sync {
+pub(crate) trait Qp: Send + Sync {
     /// Its number.
     fn qpn(&self) -> u32;
     /// Moves it through INIT and RTR to RTS, connected to the peer in `to`.
@@ -283,7 +282,7 @@ pub trait Qp: Send + Sync {
 
 /// What a send work request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendOp {
+pub(crate) enum SendOp {
     /// `IBV_WR_RDMA_WRITE`.
     Write,
     /// `IBV_WR_RDMA_WRITE_WITH_IMM` with this immediate value (host order; sent big-endian):
@@ -294,23 +293,23 @@ pub enum SendOp {
 /// One send work request: `len` bytes from local `addr` (key `lkey`) to remote `remote_addr`
 /// (key `rkey`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendWr {
+pub(crate) struct SendWr {
     /// Returned in the completion.
-    pub wr_id: u64,
+    pub(crate) wr_id: u64,
     /// The operation.
-    pub op: SendOp,
+    pub(crate) op: SendOp,
     /// Local address.
-    pub addr: u64,
+    pub(crate) addr: u64,
     /// Bytes (0 allowed).
-    pub len: u32,
+    pub(crate) len: u32,
     /// Local key.
-    pub lkey: u32,
+    pub(crate) lkey: u32,
     /// Remote address.
-    pub remote_addr: u64,
+    pub(crate) remote_addr: u64,
     /// Remote key.
-    pub rkey: u32,
+    pub(crate) rkey: u32,
     /// Ask for a completion.
-    pub signaled: bool,
+    pub(crate) signaled: bool,
 }
 
 /// Completion status (`enum ibv_wc_status`); values other than these keep their number.
@@ -376,7 +375,7 @@ impl WcStatus {
 
 /// What a completion reports on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum WcOpcode {
+pub(crate) enum WcOpcode {
     /// An RDMA write (or write with immediate) this side posted.
     RdmaWrite,
     /// A receive consumed by the peer's write with immediate.
@@ -387,23 +386,23 @@ pub enum WcOpcode {
 
 /// One work completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Completion {
+pub(crate) struct Completion {
     /// The work request's id.
-    pub wr_id: u64,
+    pub(crate) wr_id: u64,
     /// Status.
-    pub status: WcStatus,
+    pub(crate) status: WcStatus,
     /// Opcode (meaningful on success only).
-    pub opcode: WcOpcode,
+    pub(crate) opcode: WcOpcode,
     /// Bytes received (receives).
-    pub byte_len: u32,
+    pub(crate) byte_len: u32,
     /// Immediate value (host order), for receives of a write with immediate.
-    pub imm: Option<u32>,
+    pub(crate) imm: Option<u32>,
     /// The local queue pair.
-    pub qpn: u32,
+    pub(crate) qpn: u32,
 }
 
 /// A verbs library: device enumeration and opening.
-pub trait Verbs: Send + Sync {
+pub(crate) trait Verbs: Send + Sync {
     /// Where it comes from, in words (`libibverbs.so.1`, `in-process fake fabric`).
     fn describe(&self) -> String;
     /// Device names, in the library's order; empty when the kernel has no RDMA support.
@@ -430,7 +429,7 @@ fn installed() -> &'static Mutex<Option<Arc<dyn Verbs>>> {
 ///
 /// Errors: [`VerbsError::NotLoaded`] or [`VerbsError::MissingSymbol`] when libibverbs is absent
 /// or unusable.
-pub fn provider(lib: Option<&str>) -> Result<Arc<dyn Verbs>, VerbsError> {
+pub(crate) fn provider(lib: Option<&str>) -> Result<Arc<dyn Verbs>, VerbsError> {
     if let Some(p) = installed()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -443,6 +442,6 @@ pub fn provider(lib: Option<&str>) -> Result<Arc<dyn Verbs>, VerbsError> {
 
 /// Makes `p` the provider [`provider`] returns in this process (`None` goes back to
 /// libibverbs). For tests and embedders that bring their own fabric.
-pub fn install(p: Option<Arc<dyn Verbs>>) {
+pub(crate) fn install(p: Option<Arc<dyn Verbs>>) {
     *installed().lock().unwrap_or_else(|p| p.into_inner()) = p;
 }

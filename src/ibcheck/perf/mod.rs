@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{Check, Verdict};
+use crate::ib::Provider;
 use crate::ib::endpoint::{PortHandle, QpAddr};
 use crate::ib::params::IbParams;
 use crate::ib::rate::verbs_rate_gbps;
@@ -174,7 +175,10 @@ struct SideInfo {
 impl Side {
     fn new(port: PortHandle, bytes: usize, depth: usize) -> Result<Side, VerbsError> {
         let mut buf = vec![0u8; bytes.max(64)];
-        let mr = port.pd.reg_mr(buf.as_mut_ptr(), buf.len())?;
+        // SAFETY: the Vec's heap buffer stays put when the Vec moves into the Side, which drops
+        // the region before the buffer (field order), as does this function on an early return
+        // (locals drop in reverse order).
+        let mr = unsafe { port.pd.reg_mr(buf.as_mut_ptr(), buf.len()) }?;
         let cq = port.pd.create_cq(depth * 2 + 16)?;
         let qp = port.pd.create_qp(
             &cq,
@@ -416,12 +420,13 @@ fn result(
 ///
 /// Errors: [`PerfError`] naming the ports.
 pub fn run_local(
-    verbs: &dyn Verbs,
+    verbs: &Provider,
     a: (&str, u8),
     b: (&str, u8),
     spec: &PerfSpec,
     params: &IbParams,
 ) -> Result<PairResult, PerfError> {
+    let verbs = &*verbs.0;
     let sa = Side::new(
         PortHandle::open(verbs, a.0, a.1, &params.gid)?,
         spec.size,
@@ -457,7 +462,7 @@ pub fn run_local(
 /// `peer` from the first port, or from the first port to the second (to itself when there is
 /// one port). A test that cannot run becomes a failed check.
 pub fn run_tests(
-    verbs: &dyn Verbs,
+    verbs: &Provider,
     ports: &[(String, u8)],
     peer: Option<&str>,
     spec: &PerfSpec,
@@ -563,12 +568,13 @@ impl Control {
 ///
 /// Errors: [`PerfError`], naming the peer.
 pub fn run_peer(
-    verbs: &dyn Verbs,
+    verbs: &Provider,
     local: (&str, u8),
     peer: &str,
     spec: &PerfSpec,
     params: &IbParams,
 ) -> Result<PairResult, PerfError> {
+    let verbs = &*verbs.0;
     let target = if peer.parse::<std::net::SocketAddr>().is_ok() || peer.matches(':').count() == 1 {
         peer.to_string()
     } else if peer.contains(':') {
@@ -631,12 +637,13 @@ pub const DEFAULT_PORT: u16 = 18515;
 /// Errors: [`PerfError::Control`] when accepting fails.
 pub fn serve(
     listener: &TcpListener,
-    verbs: &dyn Verbs,
+    verbs: &Provider,
     local: (&str, u8),
     params: &IbParams,
     clients: Option<usize>,
     log: &dyn Fn(&str),
 ) -> Result<(), PerfError> {
+    let verbs = &*verbs.0;
     let mut served = 0;
     while clients.is_none_or(|n| served < n) {
         let (s, from) = listener.accept().map_err(|e| PerfError::Control {

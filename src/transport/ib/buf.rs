@@ -37,7 +37,9 @@ impl RegBuf {
                 libc::ENOMEM,
             ));
         }
-        match pd.reg_mr(ptr, len.max(1)) {
+        // SAFETY: ptr is a fresh allocation of `layout` (at least len.max(1) bytes) that the
+        // RegBuf returned owns; its Drop drops the region before it frees the memory.
+        match unsafe { pd.reg_mr(ptr, len.max(1)) } {
             Ok(mr) => Ok(RegBuf {
                 mr: ManuallyDrop::new(mr),
                 ptr,
@@ -63,7 +65,9 @@ impl RegBuf {
         ptr: *mut u8,
         len: usize,
     ) -> Result<RegBuf, VerbsError> {
-        let mr = pd.reg_mr(ptr, len.max(1))?;
+        // SAFETY: the caller keeps ptr..ptr + len allocated until the RegBuf returned is
+        // dropped, and its Drop drops the region first.
+        let mr = unsafe { pd.reg_mr(ptr, len.max(1)) }?;
         Ok(RegBuf {
             mr: ManuallyDrop::new(mr),
             ptr,

@@ -20,7 +20,7 @@ fn simulated() -> Arc<dyn Verbs> {
             let f = FakeFabric::new();
             f.add_device("mlx5_0", vec![FakePort::infiniband(0x11)]);
             f.add_device("mlx5_1", vec![FakePort::infiniband(0x12)]);
-            f.host(&["mlx5_0", "mlx5_1"])
+            f.host(&["mlx5_0", "mlx5_1"]).0
         })
         .clone()
 }

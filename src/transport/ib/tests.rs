@@ -32,7 +32,7 @@ fn pair(f: &FakeFabric, roce: bool, p: &IbParams, slot: usize) -> (IbSender, IbR
     };
     f.add_device("mlx5_0", vec![port(1)]);
     f.add_device("mlx5_1", vec![port(2)]);
-    let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]), h, 1, &p.gid).unwrap());
+    let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]).0, h, 1, &p.gid).unwrap());
     let mut r = IbReceiver::new(open("mlx5_1"), p, slot, "rank 0 (host a, pid 1)").unwrap();
     let s = IbSender::new(open("mlx5_0"), p, slot, "rank 1 (host b, pid 2)", &r.addr()).unwrap();
     r.connect(&s.addr(), p).unwrap();
@@ -253,7 +253,7 @@ fn mismatched_queue_pair_counts_are_refused() {
     f.add_device("mlx5_0", vec![FakePort::infiniband(1)]);
     f.add_device("mlx5_1", vec![FakePort::infiniband(2)]);
     let (p1, p4) = (params(1, false, 14), params(4, false, 14));
-    let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]), h, 1, &p1.gid).unwrap());
+    let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]).0, h, 1, &p1.gid).unwrap());
     let r = IbReceiver::new(open("mlx5_1"), &p4, 64, "rank 0").unwrap();
     let e = IbSender::new(open("mlx5_0"), &p1, 64, "rank 0", &r.addr())
         .err()

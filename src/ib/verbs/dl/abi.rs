@@ -8,61 +8,61 @@ use std::ffi::{c_char, c_int, c_void};
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct IbvGid {
-    pub raw: [u8; 16],
+    pub(crate) raw: [u8; 16],
 }
 
 /// `struct ibv_device_attr`.
 #[repr(C)]
 pub(crate) struct IbvDeviceAttr {
-    pub fw_ver: [c_char; 64],
-    pub node_guid: u64,
-    pub sys_image_guid: u64,
-    pub max_mr_size: u64,
-    pub page_size_cap: u64,
-    pub vendor_id: u32,
-    pub vendor_part_id: u32,
-    pub hw_ver: u32,
-    pub max_qp: c_int,
-    pub max_qp_wr: c_int,
-    pub device_cap_flags: c_int,
-    pub max_sge: c_int,
-    pub max_sge_rd: c_int,
-    pub max_cq: c_int,
-    pub max_cqe: c_int,
+    pub(crate) fw_ver: [c_char; 64],
+    pub(crate) node_guid: u64,
+    pub(crate) sys_image_guid: u64,
+    pub(crate) max_mr_size: u64,
+    pub(crate) page_size_cap: u64,
+    pub(crate) vendor_id: u32,
+    pub(crate) vendor_part_id: u32,
+    pub(crate) hw_ver: u32,
+    pub(crate) max_qp: c_int,
+    pub(crate) max_qp_wr: c_int,
+    pub(crate) device_cap_flags: c_int,
+    pub(crate) max_sge: c_int,
+    pub(crate) max_sge_rd: c_int,
+    pub(crate) max_cq: c_int,
+    pub(crate) max_cqe: c_int,
     /// `max_mr` … `max_srq_sge`: 22 ints (`atomic_cap` is an enum of int size).
-    pub rest: [c_int; 22],
-    pub max_pkeys: u16,
-    pub local_ca_ack_delay: u8,
-    pub phys_port_cnt: u8,
+    pub(crate) rest: [c_int; 22],
+    pub(crate) max_pkeys: u16,
+    pub(crate) local_ca_ack_delay: u8,
+    pub(crate) phys_port_cnt: u8,
 }
 
 /// `struct ibv_port_attr` (with the fields rdma-core added after `link_layer`).
 #[repr(C)]
 #[derive(Default)]
 pub(crate) struct IbvPortAttr {
-    pub state: u32,
-    pub max_mtu: u32,
-    pub active_mtu: u32,
-    pub gid_tbl_len: c_int,
-    pub port_cap_flags: u32,
-    pub max_msg_sz: u32,
-    pub bad_pkey_cntr: u32,
-    pub qkey_viol_cntr: u32,
-    pub pkey_tbl_len: u16,
-    pub lid: u16,
-    pub sm_lid: u16,
-    pub lmc: u8,
-    pub max_vl_num: u8,
-    pub sm_sl: u8,
-    pub subnet_timeout: u8,
-    pub init_type_reply: u8,
-    pub active_width: u8,
-    pub active_speed: u8,
-    pub phys_state: u8,
-    pub link_layer: u8,
-    pub flags: u8,
-    pub port_cap_flags2: u16,
-    pub active_speed_ex: u32,
+    pub(crate) state: u32,
+    pub(crate) max_mtu: u32,
+    pub(crate) active_mtu: u32,
+    pub(crate) gid_tbl_len: c_int,
+    pub(crate) port_cap_flags: u32,
+    pub(crate) max_msg_sz: u32,
+    pub(crate) bad_pkey_cntr: u32,
+    pub(crate) qkey_viol_cntr: u32,
+    pub(crate) pkey_tbl_len: u16,
+    pub(crate) lid: u16,
+    pub(crate) sm_lid: u16,
+    pub(crate) lmc: u8,
+    pub(crate) max_vl_num: u8,
+    pub(crate) sm_sl: u8,
+    pub(crate) subnet_timeout: u8,
+    pub(crate) init_type_reply: u8,
+    pub(crate) active_width: u8,
+    pub(crate) active_speed: u8,
+    pub(crate) phys_state: u8,
+    pub(crate) link_layer: u8,
+    pub(crate) flags: u8,
+    pub(crate) port_cap_flags2: u16,
+    pub(crate) active_speed_ex: u32,
 }
 
 /// `struct ibv_context_ops`: 32 function pointers; rnccl calls `poll_cq` (12th), `post_send`
@@ -70,193 +70,193 @@ pub(crate) struct IbvPortAttr {
 /// symbol for.
 #[repr(C)]
 pub(crate) struct IbvContextOps {
-    pub _before_poll: [*const c_void; 11],
-    pub poll_cq: unsafe extern "C" fn(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_int,
-    pub _before_post: [*const c_void; 13],
-    pub post_send:
+    pub(crate) _before_poll: [*const c_void; 11],
+    pub(crate) poll_cq: unsafe extern "C" fn(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_int,
+    pub(crate) _before_post: [*const c_void; 13],
+    pub(crate) post_send:
         unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvSendWr, bad: *mut *mut IbvSendWr) -> c_int,
-    pub post_recv:
+    pub(crate) post_recv:
         unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad: *mut *mut IbvRecvWr) -> c_int,
-    pub _after: [*const c_void; 5],
+    pub(crate) _after: [*const c_void; 5],
 }
 
 /// `struct ibv_context` (leading part).
 #[repr(C)]
 pub(crate) struct IbvContext {
-    pub device: *mut c_void,
-    pub ops: IbvContextOps,
+    pub(crate) device: *mut c_void,
+    pub(crate) ops: IbvContextOps,
 }
 
 /// `struct ibv_cq` (leading part).
 #[repr(C)]
 pub(crate) struct IbvCq {
-    pub context: *mut IbvContext,
+    pub(crate) context: *mut IbvContext,
 }
 
 /// `struct ibv_qp` (leading part).
 #[repr(C)]
 pub(crate) struct IbvQp {
-    pub context: *mut IbvContext,
-    pub qp_context: *mut c_void,
-    pub pd: *mut c_void,
-    pub send_cq: *mut IbvCq,
-    pub recv_cq: *mut IbvCq,
-    pub srq: *mut c_void,
-    pub handle: u32,
-    pub qp_num: u32,
+    pub(crate) context: *mut IbvContext,
+    pub(crate) qp_context: *mut c_void,
+    pub(crate) pd: *mut c_void,
+    pub(crate) send_cq: *mut IbvCq,
+    pub(crate) recv_cq: *mut IbvCq,
+    pub(crate) srq: *mut c_void,
+    pub(crate) handle: u32,
+    pub(crate) qp_num: u32,
 }
 
 /// `struct ibv_mr`.
 #[repr(C)]
 pub(crate) struct IbvMr {
-    pub context: *mut IbvContext,
-    pub pd: *mut c_void,
-    pub addr: *mut c_void,
-    pub length: usize,
-    pub handle: u32,
-    pub lkey: u32,
-    pub rkey: u32,
+    pub(crate) context: *mut IbvContext,
+    pub(crate) pd: *mut c_void,
+    pub(crate) addr: *mut c_void,
+    pub(crate) length: usize,
+    pub(crate) handle: u32,
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
 }
 
 /// `struct ibv_qp_cap`.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvQpCap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline_data: u32,
 }
 
 /// `struct ibv_qp_init_attr`.
 #[repr(C)]
 pub(crate) struct IbvQpInitAttr {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut IbvCq,
-    pub recv_cq: *mut IbvCq,
-    pub srq: *mut c_void,
-    pub cap: IbvQpCap,
-    pub qp_type: u32,
-    pub sq_sig_all: c_int,
+    pub(crate) qp_context: *mut c_void,
+    pub(crate) send_cq: *mut IbvCq,
+    pub(crate) recv_cq: *mut IbvCq,
+    pub(crate) srq: *mut c_void,
+    pub(crate) cap: IbvQpCap,
+    pub(crate) qp_type: u32,
+    pub(crate) sq_sig_all: c_int,
 }
 
 /// `struct ibv_global_route`.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvGlobalRoute {
-    pub dgid: IbvGid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
+    pub(crate) dgid: IbvGid,
+    pub(crate) flow_label: u32,
+    pub(crate) sgid_index: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
 }
 
 /// `struct ibv_ah_attr`.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvAhAttr {
-    pub grh: IbvGlobalRoute,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
+    pub(crate) grh: IbvGlobalRoute,
+    pub(crate) dlid: u16,
+    pub(crate) sl: u8,
+    pub(crate) src_path_bits: u8,
+    pub(crate) static_rate: u8,
+    pub(crate) is_global: u8,
+    pub(crate) port_num: u8,
 }
 
 /// `struct ibv_qp_attr`.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvQpAttr {
-    pub qp_state: u32,
-    pub cur_qp_state: u32,
-    pub path_mtu: u32,
-    pub path_mig_state: u32,
-    pub qkey: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub dest_qp_num: u32,
-    pub qp_access_flags: c_int,
-    pub cap: IbvQpCap,
-    pub ah_attr: IbvAhAttr,
-    pub alt_ah_attr: IbvAhAttr,
-    pub pkey_index: u16,
-    pub alt_pkey_index: u16,
-    pub en_sqd_async_notify: u8,
-    pub sq_draining: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub min_rnr_timer: u8,
-    pub port_num: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub alt_port_num: u8,
-    pub alt_timeout: u8,
-    pub rate_limit: u32,
+    pub(crate) qp_state: u32,
+    pub(crate) cur_qp_state: u32,
+    pub(crate) path_mtu: u32,
+    pub(crate) path_mig_state: u32,
+    pub(crate) qkey: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    pub(crate) dest_qp_num: u32,
+    pub(crate) qp_access_flags: c_int,
+    pub(crate) cap: IbvQpCap,
+    pub(crate) ah_attr: IbvAhAttr,
+    pub(crate) alt_ah_attr: IbvAhAttr,
+    pub(crate) pkey_index: u16,
+    pub(crate) alt_pkey_index: u16,
+    pub(crate) en_sqd_async_notify: u8,
+    pub(crate) sq_draining: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) port_num: u8,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) alt_port_num: u8,
+    pub(crate) alt_timeout: u8,
+    pub(crate) rate_limit: u32,
 }
 
 /// `struct ibv_sge`.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvSge {
-    pub addr: u64,
-    pub length: u32,
-    pub lkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) length: u32,
+    pub(crate) lkey: u32,
 }
 
 /// The `wr.rdma` member of `struct ibv_send_wr`'s 32-byte union.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvRdma {
-    pub remote_addr: u64,
-    pub rkey: u32,
-    pub _pad: [u32; 5],
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) _pad: [u32; 5],
 }
 
 /// `struct ibv_send_wr`, with the trailing `bind_mw`/`tso` union rdma-core declares.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct IbvSendWr {
-    pub wr_id: u64,
-    pub next: *mut IbvSendWr,
-    pub sg_list: *mut IbvSge,
-    pub num_sge: c_int,
-    pub opcode: u32,
-    pub send_flags: u32,
-    pub imm_data: u32,
-    pub rdma: IbvRdma,
-    pub qp_type: u32,
-    pub _tail: [u64; 6],
+    pub(crate) wr_id: u64,
+    pub(crate) next: *mut IbvSendWr,
+    pub(crate) sg_list: *mut IbvSge,
+    pub(crate) num_sge: c_int,
+    pub(crate) opcode: u32,
+    pub(crate) send_flags: u32,
+    pub(crate) imm_data: u32,
+    pub(crate) rdma: IbvRdma,
+    pub(crate) qp_type: u32,
+    pub(crate) _tail: [u64; 6],
 }
 
 /// `struct ibv_recv_wr`.
 #[repr(C)]
 pub(crate) struct IbvRecvWr {
-    pub wr_id: u64,
-    pub next: *mut IbvRecvWr,
-    pub sg_list: *mut IbvSge,
-    pub num_sge: c_int,
+    pub(crate) wr_id: u64,
+    pub(crate) next: *mut IbvRecvWr,
+    pub(crate) sg_list: *mut IbvSge,
+    pub(crate) num_sge: c_int,
 }
 
 /// `struct ibv_wc`.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IbvWc {
-    pub wr_id: u64,
-    pub status: u32,
-    pub opcode: u32,
-    pub vendor_err: u32,
-    pub byte_len: u32,
-    pub imm_data: u32,
-    pub qp_num: u32,
-    pub src_qp: u32,
-    pub wc_flags: c_int,
-    pub pkey_index: u16,
-    pub slid: u16,
-    pub sl: u8,
-    pub dlid_path_bits: u8,
+    pub(crate) wr_id: u64,
+    pub(crate) status: u32,
+    pub(crate) opcode: u32,
+    pub(crate) vendor_err: u32,
+    pub(crate) byte_len: u32,
+    pub(crate) imm_data: u32,
+    pub(crate) qp_num: u32,
+    pub(crate) src_qp: u32,
+    pub(crate) wc_flags: c_int,
+    pub(crate) pkey_index: u16,
+    pub(crate) slid: u16,
+    pub(crate) sl: u8,
+    pub(crate) dlid_path_bits: u8,
 }
 
 /// `IBV_WC_WITH_IMM` in `wc_flags`.

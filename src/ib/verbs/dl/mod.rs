@@ -66,7 +66,7 @@ struct Fns {
 }
 
 /// libibverbs, loaded.
-pub struct DlVerbs {
+pub(crate) struct DlVerbs {
     lib: String,
     fns: Arc<Fns>,
 }
@@ -96,7 +96,7 @@ impl DlVerbs {
     ///
     /// Errors: [`VerbsError::NotLoaded`] when no name loads, [`VerbsError::MissingSymbol`] when
     /// the library lacks a function.
-    pub fn load(lib: Option<&str>) -> Result<Arc<DlVerbs>, VerbsError> {
+    pub(crate) fn load(lib: Option<&str>) -> Result<Arc<DlVerbs>, VerbsError> {
         type Cache = Mutex<HashMap<Option<String>, Result<Arc<DlVerbs>, VerbsError>>>;
         static LOADED: OnceLock<Cache> = OnceLock::new();
         let mut cache = LOADED
@@ -387,7 +387,7 @@ impl Drop for PdInner {
 }
 
 impl Pd for DlPd {
-    fn reg_mr(&self, addr: *mut u8, len: usize) -> Result<Box<dyn Mr>, VerbsError> {
+    unsafe fn reg_mr(&self, addr: *mut u8, len: usize) -> Result<Box<dyn Mr>, VerbsError> {
         let p = &self.0;
         // SAFETY: the caller keeps [addr, addr+len) valid while the region lives (trait
         // contract); pd is live.
@@ -485,10 +485,6 @@ impl Mr for DlMr {
     fn addr(&self) -> u64 {
         // SAFETY: mr is live.
         unsafe { (*self.mr).addr as u64 }
-    }
-    fn len(&self) -> usize {
-        // SAFETY: mr is live.
-        unsafe { (*self.mr).length }
     }
 }
 

@@ -56,7 +56,7 @@ fn pair(timeout: u8, rnr_retry: u8) -> (FakeFabric, End, End) {
     let (pa, pb) = (FakePort::roce([10, 0, 0, 1]), FakePort::roce([10, 0, 0, 2]));
     f.add_device("a", vec![pa.clone()]);
     f.add_device("b", vec![pb.clone()]);
-    let (a, b) = (end(&f.host(&["a"]), "a"), end(&f.host(&["b"]), "b"));
+    let (a, b) = (end(&f.host(&["a"]).0, "a"), end(&f.host(&["b"]).0, "b"));
     link(&a, &b, &pb, timeout, rnr_retry);
     link(&b, &a, &pa, timeout, rnr_retry);
     (f, a, b)
@@ -92,8 +92,10 @@ fn writes_land_and_immediates_complete_at_the_receiver() {
     let (_f, a, b) = pair(14, 7);
     let mut src = *b"hello, fabric!!!";
     let mut dst = [0u8; 16];
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 16).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 16).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 16) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 16) }.unwrap();
     b.qp.post_recv(42).unwrap();
     a.qp.post_send(&[write(&src, &*smr, &*dmr, SendOp::WriteImm(99))])
         .unwrap();
@@ -112,8 +114,10 @@ fn receiver_not_ready_waits_then_fails_with_finite_retries() {
     let (_f, a, b) = pair(14, 7);
     let mut src = [1u8; 8];
     let mut dst = [0u8; 8];
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 8).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 8).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 8) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 8) }.unwrap();
     a.qp.post_send(&[write(&src, &*smr, &*dmr, SendOp::WriteImm(1))])
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));
@@ -130,8 +134,10 @@ fn receiver_not_ready_waits_then_fails_with_finite_retries() {
     );
 
     let (_f, a, b) = pair(14, 2);
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 8).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 8).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 8) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 8) }.unwrap();
     a.qp.post_send(&[
         write(&src, &*smr, &*dmr, SendOp::WriteImm(1)),
         write(&src, &*smr, &*dmr, SendOp::Write),
@@ -152,8 +158,10 @@ fn bad_keys_fail_and_flush_what_follows() {
     let (_f, a, b) = pair(14, 7);
     let mut src = [1u8; 8];
     let mut dst = [0u8; 8];
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 8).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 4).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 8) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 4) }.unwrap();
     a.qp.post_send(&[
         write(&src, &*smr, &*dmr, SendOp::Write),
         write(&src, &*smr, &*dmr, SendOp::Write),
@@ -169,7 +177,8 @@ fn bad_keys_fail_and_flush_what_follows() {
     );
     assert_eq!(dst, [0; 8]);
     let (_f, a, b) = pair(14, 7);
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 8).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 8) }.unwrap();
     let mut wr = write(&src, &*smr, &*dmr, SendOp::Write);
     wr.lkey = 9999;
     a.qp.post_send(&[wr]).unwrap();
@@ -185,8 +194,10 @@ fn a_dead_or_unreachable_peer_times_out_after_the_ack_timeout() {
     let (f, a, b) = pair(10, 7);
     let mut src = [1u8; 8];
     let mut dst = [0u8; 8];
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 8).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 8).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 8) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 8) }.unwrap();
     let wr = write(&src, &*smr, &*dmr, SendOp::Write);
     f.set_link("b", false);
     let t = Instant::now();
@@ -198,8 +209,10 @@ fn a_dead_or_unreachable_peer_times_out_after_the_ack_timeout() {
     assert!(t.elapsed() >= Duration::from_millis(8), "{:?}", t.elapsed());
 
     let (_f, a, b) = pair(10, 7);
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 8).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 8).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 8) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 8) }.unwrap();
     let wr = write(&src, &*smr, &*dmr, SendOp::Write);
     drop(b);
     a.qp.post_send(&[wr]).unwrap();
@@ -215,7 +228,7 @@ fn a_wrong_gid_is_unreachable() {
     let (pa, pb) = (FakePort::roce([10, 0, 0, 1]), FakePort::roce([10, 0, 0, 2]));
     f.add_device("a", vec![pa.clone()]);
     f.add_device("b", vec![pb.clone()]);
-    let (a, b) = (end(&f.host(&["a"]), "a"), end(&f.host(&["b"]), "b"));
+    let (a, b) = (end(&f.host(&["a"]).0, "a"), end(&f.host(&["b"]).0, "b"));
     // a addresses b with a's own GID.
     let mut to = QpConnect {
         remote_qpn: b.qp.qpn(),
@@ -240,8 +253,10 @@ fn a_wrong_gid_is_unreachable() {
     b.qp.connect(&to).unwrap();
     let mut src = [1u8; 8];
     let mut dst = [0u8; 8];
-    let smr = a.pd.reg_mr(src.as_mut_ptr(), 8).unwrap();
-    let dmr = b.pd.reg_mr(dst.as_mut_ptr(), 8).unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let smr = unsafe { a.pd.reg_mr(src.as_mut_ptr(), 8) }.unwrap();
+    // SAFETY: the buffer is declared before the region and outlives it.
+    let dmr = unsafe { b.pd.reg_mr(dst.as_mut_ptr(), 8) }.unwrap();
     a.qp.post_send(&[write(&src, &*smr, &*dmr, SendOp::Write)])
         .unwrap();
     assert_eq!(

@@ -29,7 +29,7 @@ fn params(qps: usize, split: bool) -> IbParams {
 /// An IB connection from `ea`'s slots (host "a", mlx5_0) to `eb`'s (host "b", mlx5_1), set up
 /// in the order transport::gpu::net does: offer, answer, connect.
 fn ib_links(f: &FakeFabric, ea: &End, eb: &End, p: &IbParams) -> (Link, Link) {
-    let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]), h, 1, &p.gid).unwrap());
+    let open = |h: &str| Arc::new(PortHandle::open(&*f.host(&[h]).0, h, 1, &p.gid).unwrap());
     let slots = |e: &End| {
         Some(std::ptr::with_exposed_provenance_mut::<u8>(
             e.fifo.slots as usize,
