@@ -12,6 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# A device run that found no GPU fails instead of reporting the GPU tests as ignored.
+export RNCCL_REQUIRE_GPU=1
 out=${OUT:-gpu-suite-out}
 mkdir -p "$out"
 # NVRTC: the toolkit's, else the pip wheel beside PyTorch.

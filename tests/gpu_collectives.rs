@@ -7,8 +7,9 @@
 //! nranks, and 256 MiB; outputs poisoned before every run and compared with the sequential host
 //! reference of `common`.
 //!
-//! On a host without a GPU (CI) every test says so on one line and passes: the kernels' NVRTC
-//! build and the device protocol are tested there by the library's unit tests.
+//! On a host without a GPU (CI) every test is reported as ignored, with the reason (the
+//! kernels' NVRTC build and the device protocol are tested there by the library's unit tests);
+//! with `RNCCL_REQUIRE_GPU=1` as failed.
 
 mod common;
 
@@ -22,25 +23,22 @@ const COUNTS: [usize; 6] = [0, 1, 7, 1021, 65_537, 1_000_003];
 
 /// The matrix on `n` GPU ranks as threads of this process.
 fn threads_matrix(n: usize) {
-    let Some(devs) = devices(n) else { return };
+    let devs = devices(n);
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     matrix(comms, &COUNTS);
 }
 
-#[test]
 fn every_collective_on_one_gpu_rank() {
     threads_matrix(1);
 }
 
-#[test]
 fn every_collective_on_two_gpu_ranks() {
     threads_matrix(2);
 }
 
-#[test]
 fn every_collective_staged_through_host_memory() {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let cfg = config(Duration::from_secs(60), &[("NCCL_P2P_DISABLE", "1")]);
     let comms = Communicator::init_all_devices(&devs, cfg).expect("init");
     let links = comms[0].traffic();
@@ -58,7 +56,7 @@ fn every_collective_staged_through_host_memory() {
 /// over the simulated IB fabric (`RNCCL_IB_FAKE=1`), where the FIFOs' slots are registered
 /// and written in place by RDMA.
 fn between_hosts(extra: &[(&str, &str)], want: rnccl::stats::Path) {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let id = rnccl::UniqueId::new().expect("unique id");
     let comms: Vec<Communicator> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..2)
@@ -84,12 +82,10 @@ fn between_hosts(extra: &[(&str, &str)], want: rnccl::stats::Path) {
     matrix(comms, &[0, 1, 1021, 65_537, 1_000_003]);
 }
 
-#[test]
 fn every_collective_between_hosts_over_tcp() {
     between_hosts(&[("NCCL_IB_DISABLE", "1")], rnccl::stats::Path::GpuNet);
 }
 
-#[test]
 fn every_collective_between_hosts_over_ib() {
     between_hosts(&[("RNCCL_IB_FAKE", "1")], rnccl::stats::Path::GpuNetIb);
 }
@@ -98,9 +94,8 @@ fn every_collective_between_hosts_over_ib() {
 /// ncclCommInitAll usage), so nothing may block between the two launches, and every driver
 /// call of a launch (LL kernels, input snapshots of in-place AllToAll) must run in its own
 /// GPU's context, not the one the thread last used.
-#[test]
 fn one_thread_drives_both_ranks_in_one_group() {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     let streams: Vec<_> = comms
@@ -145,9 +140,8 @@ fn one_thread_drives_both_ranks_in_one_group() {
 /// A collective captured into a CUDA graph in thread-local mode (nccl-tests `-G`) once the
 /// device-program cache is full of other sizes: making room queries events, which such a
 /// capture forbids (it invalidates the capture) unless the engine relaxes the mode around it.
-#[test]
 fn graph_capture_after_the_program_cache_filled() {
-    let Some(devs) = devices(1) else { return };
+    let devs = devices(1);
     let mut comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     let c = comms.pop().expect("one rank");
@@ -206,9 +200,8 @@ fn graph_capture_after_the_program_cache_filled() {
 }
 
 /// 256 MiB per rank: many slots on every channel.
-#[test]
 fn large_collectives() {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(120), &[])).expect("init");
     on_gpu_threads(comms, |c, s| {
@@ -245,7 +238,7 @@ fn process_matrix(test: &str, role: &str, counts: &[usize]) {
         }
         return;
     }
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let before = shm_names();
     for (r, (out, done)) in on_processes(test, role, &devs, Duration::from_secs(500))
         .into_iter()
@@ -262,7 +255,6 @@ fn process_matrix(test: &str, role: &str, counts: &[usize]) {
 }
 
 /// One process per rank: FIFOs in GPU memory shared through CUDA IPC handles.
-#[test]
 fn every_collective_on_two_gpu_processes() {
     process_matrix(
         "every_collective_on_two_gpu_processes",
@@ -273,11 +265,52 @@ fn every_collective_on_two_gpu_processes() {
 
 /// One process per rank with NCCL_P2P_DISABLE=1: FIFOs in shared host memory both processes
 /// register with their driver (NCCL's SHM transport).
-#[test]
 fn every_collective_on_two_gpu_processes_through_host_memory() {
     process_matrix(
         "every_collective_on_two_gpu_processes_through_host_memory",
         "matrix_shm",
         &[0, 1, 1021, 65_537],
     );
+}
+
+fn main() {
+    run_trials(vec![
+        gpu_test(
+            "every_collective_on_one_gpu_rank",
+            every_collective_on_one_gpu_rank,
+        ),
+        gpu_test(
+            "every_collective_on_two_gpu_ranks",
+            every_collective_on_two_gpu_ranks,
+        ),
+        gpu_test(
+            "every_collective_staged_through_host_memory",
+            every_collective_staged_through_host_memory,
+        ),
+        gpu_test(
+            "every_collective_between_hosts_over_tcp",
+            every_collective_between_hosts_over_tcp,
+        ),
+        gpu_test(
+            "every_collective_between_hosts_over_ib",
+            every_collective_between_hosts_over_ib,
+        ),
+        gpu_test(
+            "one_thread_drives_both_ranks_in_one_group",
+            one_thread_drives_both_ranks_in_one_group,
+        ),
+        gpu_test(
+            "graph_capture_after_the_program_cache_filled",
+            graph_capture_after_the_program_cache_filled,
+        ),
+        gpu_test("large_collectives", large_collectives),
+        gpu_test(
+            "every_collective_on_two_gpu_processes",
+            every_collective_on_two_gpu_processes,
+        ),
+        gpu_test(
+            "every_collective_on_two_gpu_processes_through_host_memory",
+            every_collective_on_two_gpu_processes_through_host_memory,
+        ),
+    ]);
 }

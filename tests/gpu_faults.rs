@@ -4,7 +4,8 @@
 //! mid-collective is reported and leaves nothing in /dev/shm; a host communicator refuses device
 //! buffers; `rnccl status` names a GPU rank that skipped an operation.
 //!
-//! On a host without a GPU (CI) the GPU tests say so on one line and pass.
+//! On a host without a GPU (CI) the GPU tests are reported as ignored, with the reason; with
+//! `RNCCL_REQUIRE_GPU=1` as failed.
 
 mod common;
 
@@ -16,9 +17,8 @@ use rnccl::{CollArgs, Communicator, DataType, Func, RedOp};
 
 /// Rank 1 never takes part: rank 0's kernel gives up after the timeout and the async-error
 /// query names rank 1 and says what the job looks like; the stream is free again.
-#[test]
 fn a_silent_peer_times_out_and_is_named() {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     // Longer than the first launch's kernel build (NVRTC, a few seconds without a cache).
     let timeout = Duration::from_secs(8);
     let comms = Communicator::init_all_devices(&devs, config(timeout, &[])).expect("init");
@@ -63,9 +63,8 @@ fn a_silent_peer_times_out_and_is_named() {
 }
 
 /// An abort from another thread stops a kernel waiting for a peer within milliseconds.
-#[test]
 fn abort_unblocks_a_waiting_kernel() {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     let c = &comms[0];
@@ -88,7 +87,6 @@ fn abort_unblocks_a_waiting_kernel() {
 }
 
 /// A device op on a communicator without a GPU is refused with a message saying what to do.
-#[test]
 fn host_communicators_refuse_device_buffers() {
     let comms = Communicator::init_all(1).expect("init");
     let mut g = rnccl::group_start();
@@ -119,9 +117,8 @@ fn host_communicators_refuse_device_buffers() {
 /// history; and when rank 1 skips operation 4, rank 0 stuck in it on its GPU waiting on rank 1
 /// (channel and direction), and rank 1 named as not having reached it, its last operation being
 /// 3. The abort then fails operation 4.
-#[test]
 fn status_names_the_gpu_rank_that_skipped_an_operation() {
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     let streams = streams_for(&comms);
@@ -203,7 +200,6 @@ fn status_names_the_gpu_rank_that_skipped_an_operation() {
 
 /// A rank process killed in the middle of a collective: the other's kernel gives up within
 /// its timeout and reports it, naming the dead rank; nothing is left in /dev/shm.
-#[test]
 fn a_rank_killed_mid_collective_is_reported() {
     let timeout = Duration::from_secs(10);
     if let Some(c) = child_comm("killed", timeout) {
@@ -234,7 +230,7 @@ fn a_rank_killed_mid_collective_is_reported() {
         println!("reported: {e}");
         return;
     }
-    let Some(devs) = devices(2) else { return };
+    let devs = devices(2);
     let before = shm_names();
     let outs = on_processes(
         "a_rank_killed_mid_collective_is_reported",
@@ -251,4 +247,29 @@ fn a_rank_killed_mid_collective_is_reported() {
     );
     assert!(!outs[1].0.status.success(), "rank 1 was meant to die");
     assert_eq!(shm_names(), before, "left in /dev/shm");
+}
+
+fn main() {
+    run_trials(vec![
+        gpu_test(
+            "a_silent_peer_times_out_and_is_named",
+            a_silent_peer_times_out_and_is_named,
+        ),
+        gpu_test(
+            "abort_unblocks_a_waiting_kernel",
+            abort_unblocks_a_waiting_kernel,
+        ),
+        host_test(
+            "host_communicators_refuse_device_buffers",
+            host_communicators_refuse_device_buffers,
+        ),
+        gpu_test(
+            "status_names_the_gpu_rank_that_skipped_an_operation",
+            status_names_the_gpu_rank_that_skipped_an_operation,
+        ),
+        gpu_test(
+            "a_rank_killed_mid_collective_is_reported",
+            a_rank_killed_mid_collective_is_reported,
+        ),
+    ]);
 }

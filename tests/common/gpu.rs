@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
+use libtest_mimic::{Arguments, Completion, Trial};
 use rnccl::config::{Config, Source};
 use rnccl::{CollArgs, CommConfig, Communicator, DataType, Func, RedOp};
 
@@ -15,15 +16,44 @@ use super::{FUNCS, TElem, compare, input, ops_for, reduce_at};
 pub(crate) trait GElem: TElem + DeviceRepr {}
 impl<T: TElem + DeviceRepr> GElem for T {}
 
-/// The devices to put `n` ranks on, or `None` (after saying why) on a host without GPUs.
-pub(crate) fn devices(n: usize) -> Option<Vec<usize>> {
-    match rnccl::gpus() {
-        Ok(g) => Some((0..n).map(|r| r % g.len()).collect()),
-        Err(e) => {
-            eprintln!("skipped: no GPU here ({e})");
-            None
+/// The devices to put `n` ranks on (GPU `r % count` for rank `r`): in a [`gpu_test`], which
+/// runs only where there is a GPU.
+pub(crate) fn devices(n: usize) -> Vec<usize> {
+    let g = rnccl::gpus().expect("a GPU test runs where there is a GPU (gpu_test)");
+    (0..n).map(|r| r % g.len()).collect()
+}
+
+/// A test that needs a GPU, for the GPU tests' own harness (libtest-mimic): it runs where this
+/// host has one; elsewhere it is reported as ignored with the reason in the summary a user
+/// reads, or as failed under `RNCCL_REQUIRE_GPU=1` (perf/gpu_suite.sh sets it, so a device run
+/// that found no GPU fails).
+pub(crate) fn gpu_test(name: &'static str, f: fn()) -> Trial {
+    Trial::ignorable_test(name, move || {
+        if let Err(e) = rnccl::gpus() {
+            if std::env::var("RNCCL_REQUIRE_GPU").as_deref() == Ok("1") {
+                return Err(
+                    format!("RNCCL_REQUIRE_GPU=1 but this host has no usable GPU: {e}").into(),
+                );
+            }
+            return Ok(Completion::ignored_with(format!("no GPU here ({e})")));
         }
-    }
+        f();
+        Ok(Completion::Completed)
+    })
+}
+
+/// A test of the GPU test binaries that needs no GPU.
+pub(crate) fn host_test(name: &'static str, f: fn()) -> Trial {
+    Trial::test(name, move || {
+        f();
+        Ok(())
+    })
+}
+
+/// Runs `trials` with libtest's command line (filters, `--exact`, `--nocapture`,
+/// `--ignored`…) and exits with its status.
+pub(crate) fn run_trials(trials: Vec<Trial>) -> ! {
+    libtest_mimic::run(&Arguments::from_args(), trials).exit()
 }
 
 pub(crate) fn config(timeout: Duration, knobs: &[(&str, &str)]) -> CommConfig {
