@@ -46,26 +46,15 @@ fn side(m: &Measure) -> Value {
     json!({ "time": m.time_us, "alg_bw": m.algbw, "bus_bw": m.busbw, "nwrong": m.wrong })
 }
 
-/// UTC time as nccl-tests prints it (`%Y-%m-%d %H:%M:%S`).
+/// UTC time `secs` after the Unix epoch as nccl-tests prints it (`%Y-%m-%d %H:%M:%S`), from
+/// `humantime`'s RFC 3339 form.
 pub fn utc(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace('T', " ")
+        .trim_end_matches('Z')
+        .to_string()
 }
 
 /// Builds the document.

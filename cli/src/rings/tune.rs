@@ -26,15 +26,6 @@ fn combos() -> [(usize, usize); 7] {
     ]
 }
 
-fn human(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
-        b => format!("{b} B"),
-    }
-}
-
 /// The tuning text.
 pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     let m = &p.model;
@@ -63,7 +54,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     );
     let mut t = Table::new(header);
     for s in sizes() {
-        let mut row = vec![human(s)];
+        let mut row = vec![crate::units::bytes_iec_whole(s)];
         match m.choose(f, s) {
             Some(c) => {
                 let algbw = s as f64 / (f64::from(c.time_us) * 1000.0);
