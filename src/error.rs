@@ -62,7 +62,7 @@ pub enum Error {
         /// How long rnccl waited.
         after: Duration,
     },
-    /// The communicator was aborted (by [`crate::Communicator::abort`] or a failed peer).
+    /// The communicator was aborted (by [`crate::comm::Communicator::abort`] or a failed peer).
     #[error("communicator aborted: {0}")]
     Aborted(String),
     /// A CUDA driver or NVRTC call failed (`ncclUnhandledCudaError`); the message names the call,

@@ -3,7 +3,7 @@
 //! A heap buffer is private to its process, so a collective on one must move every byte through
 //! the shared-memory FIFOs (written by the sender, read by the receiver). Memory from
 //! [`mem_alloc`] lives in an unnamed tmpfs file instead; once it is registered as a window on a
-//! communicator ([`crate::Communicator::window_register`], NCCL 2.27's
+//! communicator ([`crate::comm::Communicator::window_register`], NCCL 2.27's
 //! `ncclCommWindowRegister`), peers on the host map it and collectives read each other's buffers
 //! directly (see [`crate::exec::host::direct`]).
 //!
@@ -86,7 +86,7 @@ pub(crate) fn unlink_name(name: &str) {
 }
 
 /// `count` elements of `T` in host memory that peers on this host can map once it is registered
-/// as a window ([`crate::Communicator::window_register`]). Zero-filled; dereferences to `[T]`.
+/// as a window ([`crate::comm::Communicator::window_register`]). Zero-filled; dereferences to `[T]`.
 /// Dropping it unmaps the memory once no window still registers it.
 pub struct HostMem<T: Element> {
     file: Arc<MemFile>,

@@ -83,7 +83,7 @@ pub struct BenchOptions {
     pub check: usize,
     /// How times are combined (`-a`).
     pub average: Average,
-    /// Allocate the buffers with [`crate::mem_alloc`] and register them as windows
+    /// Allocate the buffers with [`crate::mem::mem_alloc`] and register them as windows
     /// (nccl-tests `-R 2`), so ranks on one host read each other's buffers directly. Host
     /// ranks only, one per thread.
     pub windows: bool,

@@ -88,11 +88,11 @@ pub(crate) struct RankInfo {
 impl RankInfo {
     /// This rank's facts.
     ///
-    /// Errors: [`crate::Error::System`] when the interfaces cannot be listed;
-    /// [`crate::Error::InvalidUsage`] for a bad `NCCL_SOCKET_IFNAME`.
+    /// Errors: [`crate::error::Error::System`] when the interfaces cannot be listed;
+    /// [`crate::error::Error::InvalidUsage`] for a bad `NCCL_SOCKET_IFNAME`.
     pub(crate) fn of(me: &RankSetup, knobs: &Config) -> Result<RankInfo> {
         let all = iface::read_host()
-            .map_err(|e| crate::Error::system("listing network interfaces", e))?;
+            .map_err(|e| crate::error::Error::system("listing network interfaces", e))?;
         let order = select(&all, knobs, None)?;
         let nics = nccl_devices(&order)
             .into_iter()
@@ -106,7 +106,7 @@ impl RankInfo {
             .collect();
         let device = match me.device {
             None => "CPU".to_string(),
-            Some(d) => crate::gpus()
+            Some(d) => crate::device::cuda::gpus()
                 .ok()
                 .and_then(|g| g.into_iter().find(|g| g.ordinal == d))
                 .map_or_else(|| format!("GPU {d}"), |g| g.name),

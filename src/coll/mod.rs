@@ -81,7 +81,7 @@ impl Plan {
 /// Builds this rank's plan for `args` with `algo`, spreading ring algorithms over the first
 /// `nchannels` channels of `rings` (at least one, at most all of them).
 ///
-/// Errors: [`crate::Error::InvalidArgument`] for bad arguments (see [`CollArgs::validate`]).
+/// Errors: [`crate::error::Error::InvalidArgument`] for bad arguments (see [`CollArgs::validate`]).
 pub(crate) fn plan(
     args: &CollArgs,
     rank: usize,

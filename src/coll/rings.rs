@@ -134,7 +134,11 @@ mod tests {
             vec![vec![0, 1, 2]; MAX_CHANNELS + 1],
         ] {
             let e = Rings::new(bad.clone(), 3).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidUsage, "{bad:?}: {e}");
+            assert_eq!(
+                e.code(),
+                crate::error::ResultCode::InvalidUsage,
+                "{bad:?}: {e}"
+            );
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Settings for [`crate::Communicator::init_rank`]. `Default` reads knobs from the environment
+/// Settings for [`crate::comm::Communicator::init_rank`]. `Default` reads knobs from the environment
 /// and conf files and takes the timeout from `RNCCL_TIMEOUT` (300 s).
 #[derive(Debug, Clone, Default)]
 pub struct CommConfig {

@@ -437,7 +437,7 @@ fn p2p_args<T: Element>(func: Func, count: usize, peer: usize) -> CollArgs {
         func,
         count,
         dtype: T::DTYPE,
-        op: crate::RedOp::Sum,
+        op: crate::redop::RedOp::Sum,
         root: peer,
         in_place: false,
     }

@@ -392,7 +392,7 @@ mod tests {
                 false,
             )
             .unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidUsage);
+            assert_eq!(e.code(), crate::error::ResultCode::InvalidUsage);
             let e = e.to_string();
             assert!(
                 e.contains("NCCL_BUFFSIZE") && e.contains("1073741824"),

@@ -111,8 +111,8 @@ fn suggestion_text(names: &[&str]) -> String {
     }
 }
 
-impl From<ConfigError> for crate::Error {
+impl From<ConfigError> for crate::error::Error {
     fn from(e: ConfigError) -> Self {
-        crate::Error::InvalidUsage(e.to_string())
+        crate::error::Error::InvalidUsage(e.to_string())
     }
 }

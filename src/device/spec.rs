@@ -5,7 +5,7 @@
 use crate::dtype::DataType;
 use crate::redop::{Combine, Lowered, Scalar};
 
-/// What a kernel computes, resolved for one data type (see [`crate::RedOp::lower`]).
+/// What a kernel computes, resolved for one data type (see [`crate::redop::RedOp::lower`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct ReduceSpec {
     /// Element type.

@@ -101,8 +101,8 @@ impl Core {
     /// Sends `mine` to every rank (itself included) under bootstrap `tag` and returns what each
     /// rank sent, indexed by rank: the all-gather that split and window registration run.
     ///
-    /// Errors: bootstrap [`crate::Error::Timeout`] naming the rank that did not send (`what`
-    /// says where), [`crate::Error::Aborted`] when the communicator is aborted meanwhile.
+    /// Errors: bootstrap [`crate::error::Error::Timeout`] naming the rank that did not send (`what`
+    /// says where), [`crate::error::Error::Aborted`] when the communicator is aborted meanwhile.
     pub(crate) fn all_gather_bytes(
         &self,
         tag: u64,

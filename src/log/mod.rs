@@ -211,9 +211,9 @@ pub enum LogError {
     },
 }
 
-impl From<LogError> for crate::Error {
+impl From<LogError> for crate::error::Error {
     fn from(e: LogError) -> Self {
-        crate::Error::InvalidUsage(e.to_string())
+        crate::error::Error::InvalidUsage(e.to_string())
     }
 }
 

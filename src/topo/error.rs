@@ -50,18 +50,18 @@ impl From<ConfigError> for TopoError {
     }
 }
 
-impl From<TopoError> for crate::Error {
+impl From<TopoError> for crate::error::Error {
     fn from(e: TopoError) -> Self {
         match e {
             TopoError::Io {
                 action,
                 path,
                 error,
-            } => crate::Error::System {
+            } => crate::error::Error::System {
                 context: format!("trying to {action} {}", path.display()),
                 os_error: error,
             },
-            other => crate::Error::InvalidUsage(other.to_string()),
+            other => crate::error::Error::InvalidUsage(other.to_string()),
         }
     }
 }

@@ -412,7 +412,7 @@ unsafe fn half_kernel<H: Half>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RedOp;
+    use crate::redop::RedOp;
 
     fn run<T: Copy + Default>(spec: &ReduceSpec, t: Transforms, a: &[T], b: &[T]) -> Vec<T> {
         let mut d = vec![T::default(); a.len()];

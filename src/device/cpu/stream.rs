@@ -107,8 +107,8 @@ pub(crate) unsafe fn copy_streaming(
 mod tests {
     use super::super::reduce::reduce_with;
     use super::*;
-    use crate::RedOp;
     use crate::dtype::DataType;
+    use crate::redop::RedOp;
 
     #[test]
     fn streamed_results_equal_plain_ones() {

@@ -23,7 +23,7 @@ pub(crate) struct HostShared {
 impl HostShared {
     /// Creates a zero-filled segment of `len` bytes and registers it.
     ///
-    /// Errors: [`crate::Error::System`] when `/dev/shm` refuses it; [`crate::Error::Cuda`]
+    /// Errors: [`crate::error::Error::System`] when `/dev/shm` refuses it; [`crate::error::Error::Cuda`]
     /// when the driver cannot register it.
     pub(crate) fn create(ctx: &Arc<CudaContext>, len: usize) -> Result<HostShared> {
         HostShared::register(ctx, ShmSegment::create(len)?)

@@ -21,7 +21,7 @@ impl DeviceAlloc {
     /// Allocates and zeroes `bytes` bytes (at least one) on `ctx`'s device (`cuMemAlloc`, so
     /// 256-byte aligned).
     ///
-    /// Errors: [`crate::Error::Cuda`] when the device is out of memory or the context failed.
+    /// Errors: [`crate::error::Error::Cuda`] when the device is out of memory or the context failed.
     pub(crate) fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<DeviceAlloc> {
         let what = || format!("allocating {bytes} bytes on GPU {}", ctx.ordinal());
         ctx.bind_to_thread().map_err(|e| cuda_error(e, what()))?;
@@ -77,7 +77,7 @@ unsafe impl Sync for PinnedHost {}
 impl PinnedHost {
     /// Allocates and zeroes `bytes` bytes (at least one).
     ///
-    /// Errors: [`crate::Error::Cuda`] when the host cannot pin that much memory.
+    /// Errors: [`crate::error::Error::Cuda`] when the host cannot pin that much memory.
     pub(crate) fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<PinnedHost> {
         let what = || {
             format!(
@@ -102,7 +102,7 @@ impl PinnedHost {
         let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, p, 0) };
         check(r, what)?;
         if dev != p as u64 {
-            return Err(crate::Error::Cuda(format!(
+            return Err(crate::error::Error::Cuda(format!(
                 "GPU {}: mapped host memory has a different device address; rnccl needs unified \
                  addressing (a 64-bit Linux host with a current driver)",
                 ctx.ordinal()

@@ -19,8 +19,8 @@ pub(crate) use module::Interp;
 
 /// The GPUs of this host (CUDA_VISIBLE_DEVICES applies), or why there are none.
 ///
-/// Errors: [`crate::Error::Cuda`] in one line: no NVIDIA driver, a driver that fails to
+/// Errors: [`crate::error::Error::Cuda`] in one line: no NVIDIA driver, a driver that fails to
 /// start, or no visible GPU.
-pub fn gpus() -> crate::Result<Vec<DeviceInfo>> {
+pub fn gpus() -> crate::error::Result<Vec<DeviceInfo>> {
     Ok(probe()?.devices.clone())
 }

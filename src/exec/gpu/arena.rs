@@ -75,7 +75,7 @@ pub(crate) struct Arena {
 impl Arena {
     /// An arena with one chunk, allocated now (before any kernel of the communicator runs).
     ///
-    /// Errors: [`crate::Error::Cuda`] when the memory cannot be pinned.
+    /// Errors: [`crate::error::Error::Cuda`] when the memory cannot be pinned.
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Arena> {
         let mut a = Arena {
             ctx: ctx.clone(),
@@ -111,14 +111,16 @@ impl Arena {
     /// A region of `len` bytes, adding a chunk when none is free (rare: a program larger than
     /// the free space, or thousands of programs in flight).
     ///
-    /// Errors: [`crate::Error::Cuda`] when a new chunk cannot be pinned.
+    /// Errors: [`crate::error::Error::Cuda`] when a new chunk cannot be pinned.
     pub(crate) fn take_or_grow(&mut self, len: usize) -> Result<Region> {
         if let Some(r) = self.take(len) {
             return Ok(r);
         }
         self.grow(len)?;
         self.take(len).ok_or_else(|| {
-            crate::Error::Internal(format!("a fresh arena chunk has no room for {len} bytes"))
+            crate::error::Error::Internal(format!(
+                "a fresh arena chunk has no room for {len} bytes"
+            ))
         })
     }
 

@@ -45,7 +45,7 @@ const SLOTS: u64 = NSLOTS as u64;
 /// may touch the flags and counters only atomically, and the buffers and slots only as the
 /// protocol allows.
 ///
-/// Errors: [`crate::Error::Internal`] when the program does not decode (see [`decode`]).
+/// Errors: [`crate::error::Error::Internal`] when the program does not decode (see [`decode`]).
 pub(crate) unsafe fn run(
     program: &[u8],
     dtype: DataType,

@@ -430,7 +430,7 @@ mod tests {
             fifo: 1,
             ..DevConn::default()
         };
-        let spec = ReduceSpec::copy(crate::DataType::Uint8);
+        let spec = ReduceSpec::copy(crate::dtype::DataType::Uint8);
         let ctl = |slot_bytes| Control {
             report: 8,
             abort: 8,
@@ -508,7 +508,7 @@ mod tests {
         };
         let conns = vec![conn; conn_order(&parts).len()];
         assert_eq!(conns.len(), 2 * P2P_CHANNELS);
-        let spec = ReduceSpec::copy(crate::DataType::Uint8);
+        let spec = ReduceSpec::copy(crate::dtype::DataType::Uint8);
         let ctl = Control {
             report: 8,
             abort: 8,
@@ -564,7 +564,7 @@ mod tests {
             rank: 0,
             slot_bytes: 64,
         };
-        let spec = ReduceSpec::copy(crate::DataType::Float32);
+        let spec = ReduceSpec::copy(crate::dtype::DataType::Float32);
         let (prog, lanes) = encode(&[Part { plan: &plan, bufs }], &[], &spec, &ctl).unwrap();
         assert_eq!(lanes, 4);
         let steps_off = size_of::<abi::Program>() + 4 * size_of::<abi::Lane>();

@@ -42,7 +42,7 @@ unsafe impl Send for Programs {}
 
 /// Whether `stream` is being captured into a CUDA graph.
 ///
-/// Errors: [`crate::Error::Cuda`] when the driver cannot tell (an invalid stream).
+/// Errors: [`crate::error::Error::Cuda`] when the driver cannot tell (an invalid stream).
 pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool> {
     let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     // SAFETY: writes one status for a stream the caller vouches for.
@@ -54,7 +54,7 @@ pub(crate) fn capturing(stream: sys::CUstream) -> Result<bool> {
 impl Programs {
     /// An empty cache for programs of `ctx`'s GPU, its first arena chunk pinned now.
     ///
-    /// Errors: [`crate::Error::Cuda`] when the memory cannot be pinned.
+    /// Errors: [`crate::error::Error::Cuda`] when the memory cannot be pinned.
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Programs> {
         Ok(Programs {
             ctx: ctx.clone(),
@@ -67,7 +67,7 @@ impl Programs {
     /// Launches `program` on `stream` through `launch` (given the program's device address),
     /// copying the bytes into pinned memory the first time.
     ///
-    /// Errors: [`crate::Error::Cuda`] when an event cannot be created or recorded, memory
+    /// Errors: [`crate::error::Error::Cuda`] when an event cannot be created or recorded, memory
     /// cannot be pinned, or `launch` fails.
     pub(crate) fn run(
         &mut self,
@@ -102,7 +102,9 @@ impl Programs {
         }
         self.launches += 1;
         let Some(e) = self.entries.get_mut(&program) else {
-            return Err(crate::Error::Internal("a device program vanished".into()));
+            return Err(crate::error::Error::Internal(
+                "a device program vanished".into(),
+            ));
         };
         launch(self.arena.ptr(e.region) as u64)?;
         e.last = self.launches;

@@ -265,7 +265,7 @@ fn every_op_and_in_place() {
             RedOp::Max,
             RedOp::Min,
             RedOp::Avg,
-            RedOp::PreMulSum(crate::Scalar::Int(3)),
+            RedOp::PreMulSum(crate::redop::Scalar::Int(3)),
         ] {
             for func in [Func::AllReduce, Func::Reduce, Func::ReduceScatter] {
                 for algo in [Algo::Ring, Algo::Tree] {

@@ -17,7 +17,7 @@ use crate::topo::system::System;
 /// Without a topology (none detected, no `NCCL_TOPO_FILE`) only the knob decides, and GPUs
 /// without peer access are refused at connection time as before.
 ///
-/// Errors: [`crate::Error::Timeout`] / [`crate::Error::Aborted`] naming a rank of this host that
+/// Errors: [`crate::error::Error::Timeout`] / [`crate::error::Error::Aborted`] naming a rank of this host that
 /// did not say which GPU it uses; bootstrap errors.
 pub(crate) fn staged_peers(s: &GpuSetup<'_>) -> Result<Vec<bool>> {
     let bus_id = s.bus_id;

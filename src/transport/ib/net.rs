@@ -52,7 +52,7 @@ impl IbNet {
     /// or without an ACTIVE InfiniBand/RoCE port that `NCCL_IB_HCA` selects (NCCL then falls
     /// back to sockets, and so does rnccl). Logs NCCL's `NET/IB` line either way.
     ///
-    /// Errors: a bad `NCCL_IB_*` value ([`crate::Error::InvalidUsage`]).
+    /// Errors: a bad `NCCL_IB_*` value ([`crate::error::Error::InvalidUsage`]).
     pub(crate) fn probe(cfg: &Config) -> Result<Option<IbNet>> {
         let params = IbParams::from_config(cfg)?;
         if params.disable {

@@ -40,7 +40,7 @@ pub(crate) enum Found {
 /// when the knob is `0`, `off`, `none` (any case) or empty, or by default with neither
 /// variable set.
 ///
-/// Errors: [`crate::Error::InvalidUsage`] for a value `env-explain` calls an error (a path
+/// Errors: [`crate::error::Error::InvalidUsage`] for a value `env-explain` calls an error (a path
 /// starting with `~`, which is not expanded).
 pub(crate) fn cache_dir(cfg: &Config) -> Result<Option<PathBuf>> {
     cache_dir_with(
@@ -83,7 +83,7 @@ fn cache_dir_with(
 /// callers asking for the same CUBIN wait for one compile. Logs (INIT) whether it compiled, with
 /// the time taken, or read the disk cache.
 ///
-/// Errors: [`crate::Error::Cuda`] when libnvrtc or CUDA's headers are missing, or when NVRTC
+/// Errors: [`crate::error::Error::Cuda`] when libnvrtc or CUDA's headers are missing, or when NVRTC
 /// refuses the program (with its full log). A disk cache that cannot be read or written is not
 /// an error.
 pub(crate) fn cubin(
@@ -127,7 +127,7 @@ pub(crate) fn cubin(
 /// The cache key of `program`'s CUBIN for `sm_<arch>` with the loaded NVRTC and the options
 /// [`nvrtc::compile`] uses.
 ///
-/// Errors: [`crate::Error::Cuda`] when libnvrtc or CUDA's headers are missing.
+/// Errors: [`crate::error::Error::Cuda`] when libnvrtc or CUDA's headers are missing.
 pub(crate) fn key_of(program: &Source, arch: u32, defines: &[String]) -> Result<u64> {
     Ok(KeyParts {
         program,

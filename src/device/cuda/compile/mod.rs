@@ -9,7 +9,7 @@
 //! of everything they depend on), so a host compiles once per rnccl, NVRTC and architecture.
 //!
 //! What blocks: a compile (seconds; one at a time per process, and callers wanting the same
-//! CUBIN wait for it). A host without libnvrtc gets [`crate::Error::Cuda`] saying how to
+//! CUBIN wait for it). A host without libnvrtc gets [`crate::error::Error::Cuda`] saying how to
 //! install it, never a panic.
 
 pub(crate) mod cache;

@@ -1,5 +1,5 @@
 //! Direct (zero-copy) collectives between ranks of one host whose buffers are registered
-//! windows ([`crate::Communicator::window_register`], NCCL 2.27's symmetric memory): each rank
+//! windows ([`crate::comm::Communicator::window_register`], NCCL 2.27's symmetric memory): each rank
 //! reads its peers' buffers where they lie instead of passing every byte through FIFO slots.
 //!
 //! Per rank that is one read of the inputs and one write of the output, against the FIFO ring's
