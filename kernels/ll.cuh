@@ -14,7 +14,9 @@
 // device memory (`state[0]`, the last epoch used), advanced by the last block to finish, so
 // back-to-back kernels and CUDA-graph replays continue from it.
 //
-// Mirrored by src/exec/gpu/ll.rs (LlArgs layout and the constants); change both together.
+// Mirrored by src/device/cuda/abi.rs (LlArgs layout and the constants), whose test compiles
+// this header with RNCCL_ABI_ONLY (its types alone) against the Rust offsets; change both
+// together.
 #pragma once
 
 namespace rnccl {
@@ -46,6 +48,8 @@ struct LlArgs {
   u64 in_live[RNCCL_LL_MAX_RANKS];
 };
 static_assert(sizeof(LlArgs) == 552, "LlArgs layout");
+
+#ifndef RNCCL_ABI_ONLY
 
 __device__ __forceinline__ void st_line(u64 addr, u64 v, u32 flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "r"((u32)v),
@@ -207,10 +211,14 @@ __device__ void ll_allreduce(const LlArgs& a) {
   }
 }
 
+#endif  // RNCCL_ABI_ONLY
+
 }  // namespace rnccl
 
+#ifndef RNCCL_ABI_ONLY
 #define RNCCL_LL(NAME, T, OP)                                                           \
   extern "C" __global__ void __launch_bounds__(512) rnccl_ll_allreduce_##NAME(          \
       const __grid_constant__ rnccl::LlArgs a) {                                        \
     rnccl::ll_allreduce<T, OP>(a);                                                      \
   }
+#endif  // RNCCL_ABI_ONLY

@@ -1,7 +1,7 @@
 // The device program: one collective (or a group's fused point-to-point operations) as the
 // host's plan (src/coll/) lays it out — per lane, the ordered steps — with every buffer already
 // resolved to a device address and every connection to its FIFO. Mirrored by
-// src/exec/gpu/program.rs, which checks the same sizes; change both together.
+// src/device/cuda/abi.rs, whose test checks every size, offset and code; change both together.
 //
 // Memory layout, all in one allocation the kernel reads (pinned host memory mapped into the
 // device's address space): [Program][Lane × nlanes][Conn × nconns][Step × nsteps].

@@ -319,8 +319,9 @@ pub(crate) fn put<T: Pod>(out: &mut Vec<u8>, v: &T) {
 /// struct, the offset of every field, every code and constant (compiled by a test).
 pub(crate) fn layout_asserts() -> String {
     use std::mem::offset_of;
-    let mut out =
-        String::from("#include \"program.cuh\"\n#include \"ll.cuh\"\nnamespace rnccl {\n");
+    let mut out = String::from(
+        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\nnamespace rnccl {\n",
+    );
     let mut check = |what: String, value: usize| {
         out.push_str(&format!("static_assert({what} == {value}, \"{what}\");\n"));
     };
@@ -330,7 +331,7 @@ pub(crate) fn layout_asserts() -> String {
             $(
                 // The CUDA field's name: the Rust one, or the one given after `=>`.
                 let name = [stringify!($f) $(, $c)?][[stringify!($f) $(, $c)?].len() - 1];
-                check(format!("__builtin_offsetof({}, {name})", $cuda), offset_of!($rust, $f));
+                check(format!("__INTADDR__(&((({}*)0)->{name}))", $cuda), offset_of!($rust, $f));
             )*
         };
     }
@@ -435,9 +436,9 @@ mod tests {
         for s in [
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
-            "offsetof(Conn, head) == 24",
+            "((Conn*)0)->head)) == 24",
             "sizeof(LlArgs) == 552",
-            "offsetof(LlArgs, in) == 232",
+            "((LlArgs*)0)->in)) == 232",
             "OP_EXCHANGE == 8",
         ] {
             assert!(src.contains(s), "{s} missing from:\n{src}");
