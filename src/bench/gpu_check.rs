@@ -139,7 +139,9 @@ mod tests {
         let cuda = match probe() {
             Ok(c) => c,
             Err(e) => {
-                let required = std::env::var("RNCCL_REQUIRE_GPU").as_deref() == Ok("1");
+                let required = crate::config::Config::from_env()
+                    .and_then(|c| c.flag("RNCCL_REQUIRE_GPU"))
+                    .unwrap_or(false);
                 assert!(
                     !required,
                     "RNCCL_REQUIRE_GPU=1 but this host has no usable GPU: {e}"

@@ -72,6 +72,7 @@ pub static HONOURED: &[&str] = &[
     "RNCCL_CONFIG",
     "RNCCL_IB_FAKE",
     "RNCCL_KERNEL_CACHE",
+    "RNCCL_REQUIRE_GPU",
     "RNCCL_SILENT_LINK",
     "RNCCL_STATS",
     "RNCCL_SYSTEM_CONF",
