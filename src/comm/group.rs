@@ -13,7 +13,7 @@ use crate::coll::{CollArgs, Func};
 use crate::device::Region;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::exec::{self, Op, Share};
+use crate::exec::{self, Core, Op, Share};
 
 /// One queued operation on the communicator it was queued on; its buffers are borrowed for the
 /// group's lifetime `'a`.
@@ -390,20 +390,19 @@ impl<'a> Group<'a> {
     /// earlier, or the group mixes GPU and host memory); a GPU's kernels' earlier failure; the
     /// communicators involved are unusable after a connection or launch failure.
     pub fn enqueue(self) -> Result<Pending<'a>> {
-        let mut shares: Vec<Share<'a>> = Vec::new();
-        let mut owners: Vec<&'a Communicator> = Vec::new();
+        let mut shares: Vec<Share<'a>> = Vec::with_capacity(1);
         for q in &self.ops {
-            match owners.iter().position(|c| std::ptr::eq(*c, q.comm)) {
-                Some(i) => shares[i].ops.push(q.op),
+            let core: &'a Core = &q.comm.core;
+            match shares.iter_mut().find(|s| std::ptr::eq(s.core, core)) {
+                Some(s) => s.ops.push(q.op),
                 None => {
                     let state = q.comm.state.try_borrow_mut().map_err(|_| {
                         Error::invalid_usage(
                             "a communicator is already running an operation on this thread",
                         )
                     })?;
-                    owners.push(q.comm);
                     shares.push(Share {
-                        core: &q.comm.core,
+                        core,
                         state,
                         ops: vec![q.op],
                     });

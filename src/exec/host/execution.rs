@@ -173,6 +173,7 @@ impl Execution {
     }
 
     /// True when every lane finished and every byte sent has left this process.
+    #[inline]
     pub(crate) fn done(&self, conns: &Connections) -> bool {
         self.lanes.iter().all(Lane::finished)
             && self.sends.iter().all(|&i| !conns.sends[i].conn.pending())
@@ -201,6 +202,7 @@ impl Execution {
     ///
     /// Errors: [`LinkFailure`] naming the connection whose transport failed or whose peer sent
     /// a slot the plan did not expect.
+    #[inline]
     pub(crate) fn progress(&mut self, conns: &mut Connections) -> Result<bool, LinkFailure> {
         let mut moved = false;
         for &i in &self.sends {
