@@ -54,6 +54,11 @@ int main(void) {
 #[test]
 fn c_program_links_and_gets_the_no_cuda_error() {
     let Some(cc) = common::cc() else {
+        // CI installs a C compiler (.ci/run): there a missing one is a failure, not a pass.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no C compiler (cc) under CI"
+        );
         eprintln!("SKIPPED: no C compiler (cc) on this host; the C program was not built");
         return;
     };

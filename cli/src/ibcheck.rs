@@ -32,8 +32,9 @@ pub enum Format {
 const AFTER_HELP: &str = "\
 Exit status: 0 when no check failed, 1 when a check warns and --strict is given,
 2 when a check finds an error. A host without RDMA adapters prints one line and
-exits 0. A command that cannot run (a bad --interval, a missing --sysfs-root)
-says why on standard error and exits 1; the argument parser exits 2.
+exits 0. A check that cannot run (a bad --interval, a --sysfs-root that is not
+a captured tree, --bw where no adapter is) says why on standard error and exits
+2, as the argument parser does: nothing measured is never a healthy host.
 
 Counters are totals until --interval N reads them a second time N seconds
 later; then what grew, and the data rates, are judged.";
@@ -73,8 +74,18 @@ struct JsonOut<'a> {
     exit_status: u8,
 }
 
-/// Runs `rnccl ibcheck`.
+/// Runs `rnccl ibcheck`; a check that cannot run exits 2 with the reason on standard error.
+///
+/// Errors: none of its own (they become exit status 2); a closed output pipe.
 pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
+    output::could_not_run(examine(&args, global))
+}
+
+/// Reads the adapters, judges them, runs the tests asked for and prints the report.
+///
+/// Errors: bad options or knobs, a `--sysfs-root` that is not a captured tree, `--bw` with
+/// nothing to measure.
+fn examine(args: &Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     let cfg = crate::config_load::load_config(global)?;
     if args.perf.serve {
         return perf_args::serve(&args.perf, &cfg);
@@ -97,6 +108,17 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("/"));
     let live = args.sysfs_root.is_none();
+    if !live && !root.join("sys").is_dir() {
+        anyhow::bail!(
+            "--sysfs-root {}: {}; give the folder a capture made (it holds sys/ and proc/), or drop the flag to read this host",
+            root.display(),
+            if root.is_dir() {
+                "has no sys/ folder, so it is not a captured tree"
+            } else {
+                "no such folder"
+            }
+        );
+    }
     let params = IbParams::from_config(&cfg)?;
     let before_wait = |d: Duration| {
         eprintln!(
@@ -114,6 +136,12 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     };
     let report = check::run(&cfg, &opts)
         .with_context(|| format!("checking the RDMA adapters under {}", root.display()))?;
+    if report.no_devices() && args.perf.bw {
+        anyhow::bail!(
+            "--bw: no RDMA devices ({} lists none), so there is nothing to measure; run it on a host with InfiniBand/RoCE adapters",
+            root.join("sys/class/infiniband").display()
+        );
+    }
     if report.no_devices() {
         let line = format!(
             "rnccl ibcheck: no RDMA devices ({} lists none): nothing to check; NCCL uses TCP sockets between hosts here",

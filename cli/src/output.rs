@@ -2,6 +2,8 @@
 //! command quietly: writes return the broken pipe as an error instead of panicking as `println!`
 //! does, and [`is_broken_pipe`] lets `main` turn it into a clean exit.
 
+use std::process::ExitCode;
+
 use std::io::Write;
 
 /// Writes `text` to standard output and flushes it.
@@ -24,6 +26,19 @@ pub fn print_lines(lines: &[String]) -> std::io::Result<()> {
     print(&text)
 }
 
+/// For commands whose exit status 1 reports a finding (`status`, `ibcheck`): a command that
+/// could not run prints `e` as the error line and exits 2, so a script never reads "could not
+/// look" as "looked and found". A closed output pipe stays a success.
+pub fn could_not_run(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCode> {
+    match result {
+        Err(e) if !is_broken_pipe(&e) => {
+            eprintln!("rnccl: error: {e:#}");
+            Ok(ExitCode::from(2))
+        }
+        other => other,
+    }
+}
+
 /// True when `e` (or any error it wraps) is a write to a closed pipe: the reader went away,
 /// which is not the command's failure.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -31,4 +46,29 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Checks before a run that `path` (given as `flag`) can be written at its end: opens it for
+/// writing without truncating it (an existing file keeps its contents until the run succeeds)
+/// and removes it again if it did not exist.
+///
+/// Errors: the path, the flag and the system's reason (a missing folder, no permission, a
+/// folder in the way).
+pub fn check_writable(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{flag} {}: cannot be written ({e}); give a path in a folder you can write, \
+                 before the run rather than after it",
+                path.display()
+            )
+        })?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }

@@ -1,8 +1,10 @@
 //! A `rnccl bench` job that is cancelled or loses a rank, tried as a user would: SIGINT,
 //! SIGTERM or SIGHUP to the launcher stop every rank within a second; a rank killed during
 //! set-up is noticed and named by the others at once, not after a grace period; an error every
-//! rank hits is said once; a job that cannot fit in memory is refused before any rank starts;
-//! and nothing is ever left in `/dev/shm`.
+//! rank hits is said once, and one rank's death among 16 is one line and its cascade grouped; a
+//! job that cannot fit in memory, or that the host cannot start (processes, threads, files),
+//! an output that cannot be written and a topology file NCCL would refuse are refused before
+//! any rank starts; and nothing is ever left in `/dev/shm`.
 
 mod common;
 
@@ -165,4 +167,107 @@ fn a_job_that_cannot_fit_in_memory_is_refused_up_front() {
             && stderr.contains("lower -e/--maxbytes or --ranks, or skip the check with -c 0"),
         "{stderr}"
     );
+}
+
+/// One rank killed in a 16-rank run: its death first, then the ranks that saw it go, grouped by
+/// what they said, each kind once.
+#[test]
+fn one_death_in_sixteen_ranks_is_said_once_and_the_cascade_grouped() {
+    let (child, _group) = start(&["--cpu", "--ranks", "16", "-b", "1M", "-e", "1M", "-n", "10000000"]);
+    running_ranks(child.id(), 16);
+    let victim = bench_rank_pid(child.id(), 5).expect("rank 5");
+    std::thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(victim), Signal::SIGKILL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines[0].starts_with("rnccl bench: rank 5 failed: killed by signal 9 (SIGKILL)"),
+        "{stderr}"
+    );
+    assert!(
+        lines.iter().filter(|l| l.contains("failed:")).count() == 1,
+        "one failure line, the rest grouped: {stderr}"
+    );
+    assert!(lines.len() <= 6, "{} lines: {stderr}", lines.len());
+    assert!(
+        !lines.iter().skip(1).any(|l| l.contains("first failure:")),
+        "the first failure is said once, first: {stderr}"
+    );
+}
+
+/// More ranks than the host can start: refused before any starts, with the numbers.
+#[test]
+fn impossible_rank_counts_are_refused_up_front() {
+    for (args, n) in [
+        (&["--cpu", "--ranks", "100000", "-e", "8"][..], "100000"),
+        (&["--cpu", "--threads", "--ranks", "40000", "-e", "8"][..], "40000"),
+    ] {
+        let started = Instant::now();
+        let (child, _group) = start(args);
+        let parent = child.id();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{n} ranks need about")) && stderr.contains("lower --ranks"),
+            "{args:?}: {stderr}"
+        );
+        assert!(children(parent).is_empty());
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+    }
+}
+
+/// An output that cannot be written is refused before the run, not reported after it as a
+/// rank's failure.
+#[test]
+fn unwritable_outputs_are_refused_before_the_run() {
+    for (flag, path) in [("-J", "/nonexistent/dir/out.json"), ("--plot", "/nonexistent/dir/p.svg")] {
+        let started = Instant::now();
+        let (child, _group) = start(&["--cpu", "--ranks", "2", "-e", "8", flag, path]);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{path}: cannot be written")) && !stderr.contains("rank 0"),
+            "{stderr}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    }
+}
+
+/// A topology file NCCL would refuse gets the same verdict from bench as from `rnccl topo`.
+#[test]
+fn a_topology_file_nccl_refuses_is_refused_by_bench_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/synthetic/pcie-tiers.xml"
+    ))
+    .unwrap();
+    let f = dir.path().join("prolog.xml");
+    std::fs::write(&f, format!("<?xml version=\"1.0\"?>\n{good}")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rnccl"))
+        .env_clear()
+        .env("NCCL_TOPO_FILE", &f)
+        .args(["bench", "--cpu", "--ranks", "2", "-e", "8"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("NCCL would refuse this topology (line 1:")
+            && stderr.contains("declaration"),
+        "{stderr}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rnccl"))
+        .env_clear()
+        .env("NCCL_TOPO_FILE", &f)
+        .args(["env-explain", "NCCL_TOPO_FILE"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NCCL would refuse this topology: line 1:"), "{text}");
 }

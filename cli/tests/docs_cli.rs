@@ -48,3 +48,26 @@ fn man_writes_one_page_per_command() {
         );
     }
 }
+
+/// `rnccl --help` opens with a summary naming every command it lists.
+#[test]
+fn help_summary_names_every_command() {
+    let out = rnccl().arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The summary is the paragraph before "Usage:" (clap wraps it).
+    let summary = text.split("\n\n").next().unwrap_or("").replace('\n', " ");
+    // Command lines start with two spaces and a name; wrapped descriptions with more spaces.
+    let commands: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert_eq!(commands.len(), 12, "{text}");
+    for c in commands {
+        assert!(summary.contains(c), "the summary '{summary}' leaves out {c}");
+    }
+}

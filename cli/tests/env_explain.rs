@@ -147,6 +147,43 @@ fn knob_entries() {
     insta::assert_snapshot!("knob_entries", e.text(&out.stdout));
 }
 
+/// Each list knob's fix shows its own names; an integer too large for 64 bits reads as the value
+/// NCCL then uses, never as the default's sentinel (-2).
+#[test]
+fn bad_values_get_their_own_fix() {
+    let e = Env::new();
+    let out = e.run(
+        &[
+            ("NCCL_PROTO", "bogus"),
+            ("NCCL_ALGO", "bogus"),
+            ("NCCL_BUFFSIZE", "99999999999999999999"),
+        ],
+        &["env-explain", "NCCL_PROTO", "NCCL_ALGO", "NCCL_BUFFSIZE"],
+    );
+    let text = e.text(&out.stdout);
+    // Each knob's entry starts with a line holding its name alone.
+    let entry = |name: &str| {
+        let start = text
+            .find(&format!("{name}\n"))
+            .unwrap_or_else(|| panic!("no entry for {name}: {text}"));
+        let rest = &text[start + name.len()..];
+        rest[..rest.find("\nNCCL_").unwrap_or(rest.len())].to_string()
+    };
+    let proto = entry("NCCL_PROTO");
+    assert!(
+        proto.contains("'Simple'") && proto.contains("LL, LL128, Simple") && !proto.contains("Tree"),
+        "{proto}"
+    );
+    let algo = entry("NCCL_ALGO");
+    assert!(algo.contains("'Ring'") && !algo.contains("LL128"), "{algo}");
+    let buffsize = entry("NCCL_BUFFSIZE");
+    let reads = buffsize
+        .lines()
+        .find(|l| l.trim_start().starts_with("reads as"))
+        .unwrap_or_else(|| panic!("{buffsize}"));
+    assert_eq!(reads.trim(), "reads as  4194304 (4 MiB)", "{buffsize}");
+}
+
 #[test]
 fn unknown_knob_name_suggests() {
     let e = Env::new();

@@ -83,6 +83,6 @@ fn once_prints_one_screen_of_the_jobs_in_a_folder() {
         text.contains("AllGather"),
         "the operation in flight: {text}"
     );
-    assert!(text.contains("nccl-kernel"), "the links' transport: {text}");
+    assert!(text.contains("NCCL kernel"), "the links' transport: {text}");
     assert!(text.contains("← ?"), "an unknown peer shows as ?: {text}");
 }

@@ -39,6 +39,7 @@ pub(super) fn check_in(
         rank: rank as u32,
         nranks: nranks as u32,
         info,
+        job: id.job.clone(),
     });
     write_hello(&mut s, id.magic, HelloKind::RootCheckIn, &checkin).map_err(|e| {
         Error::Remote(format!(

@@ -75,9 +75,14 @@ impl BootstrapNet {
         let silent_link = super::silence::silent_link(cfg)?;
         let hosted_root = if id.root_by_rank0 && rank == 0 {
             let l = TcpListener::bind(id.root).map_err(|e| {
-                Error::system(format!("rank 0 starting the bootstrap root at {} (NCCL_COMM_ID / MASTER_ADDR:MASTER_PORT)", id.root), e)
+                let taken = if e.kind() == std::io::ErrorKind::AddrInUse {
+                    ": another process holds that port (another job, or one still running); give this job its own port"
+                } else {
+                    ""
+                };
+                Error::system(format!("rank 0 starting the bootstrap root at {} (NCCL_COMM_ID / MASTER_ADDR:MASTER_PORT){taken}", id.root), e)
             })?;
-            Some(root::spawn(l, id.magic, timeout)?)
+            Some(root::spawn(l, id.magic, timeout, id.job.clone())?)
         } else {
             None
         };
@@ -97,7 +102,7 @@ impl BootstrapNet {
         let info = PeerInfo {
             rank: rank as u32,
             hostname: crate::os::host::short_hostname(),
-            host_hash: crate::hash::fnv1a(host::host_id(cfg).as_bytes()),
+            host_hash: crate::hash::nccl_hash(host::host_id(cfg).as_bytes()),
             pid: std::process::id(),
             pid_ns: crate::os::host::pid_namespace(),
             shm_dev: crate::os::host::shm_dev(),

@@ -6,7 +6,10 @@
 //! malformed body drops that connection and the rendezvous goes on. A check-in that cannot be
 //! part of the job (another communicator size, a rank out of range, a rank claimed twice) fails
 //! the whole rendezvous at once: every rank that checked in, and every rank that checks in
-//! during a short grace period after, is told why, instead of waiting out its timeout.
+//! during a short grace period after, is told why, instead of waiting out its timeout. A root
+//! that knows its job (rank 0 runs it for an id naming the job) refuses a check-in naming
+//! another job, or none: that rank is told which two jobs met at the address, and the
+//! rendezvous of the root's own job goes on.
 
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -29,6 +32,9 @@ pub(crate) struct CheckIn {
     pub nranks: u32,
     /// Its addresses and identity.
     pub info: PeerInfo,
+    /// The job it belongs to, as its unique id names it ([`super::UniqueId::job`]).
+    #[serde(default)]
+    pub job: Option<String>,
 }
 
 /// What a connection tells the root.
@@ -63,7 +69,8 @@ pub(crate) enum RootReply {
     },
 }
 
-/// Starts the root on `listener` in a detached thread that serves one rendezvous.
+/// Starts the root on `listener` in a detached thread that serves one rendezvous of `job`
+/// (`None`: any rank presenting `magic` may join).
 ///
 /// Errors: [`Error::System`] when the listener cannot be made non-blocking or the thread fails
 /// to start.
@@ -73,20 +80,21 @@ pub(crate) fn spawn(
     listener: TcpListener,
     magic: u64,
     timeout: Duration,
+    job: Option<String>,
 ) -> Result<std::thread::JoinHandle<()>> {
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::system("configuring the bootstrap root socket", e))?;
     std::thread::Builder::new()
         .name("rnccl-root".into())
-        .spawn(move || serve(listener, magic, timeout))
+        .spawn(move || serve(listener, magic, timeout, job))
         .map_err(|e| Error::system("starting the bootstrap root thread", e))
 }
 
 /// How long a failed rendezvous keeps refusing late check-ins before the root exits.
 const FAILED_GRACE: Duration = Duration::from_secs(3);
 
-fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
+fn serve(listener: TcpListener, magic: u64, timeout: Duration, job: Option<String>) {
     let start = Instant::now();
     let mut deadline = start + timeout;
     let (tx, rx) = mpsc::channel::<(TcpStream, ToRoot)>();
@@ -142,6 +150,14 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
                     continue;
                 }
             };
+            if let Some(own) = &job
+                && c.job.as_ref() != Some(own)
+            {
+                let why = stranger(&c, own, &listener);
+                tracing::warn!(target: "rnccl::bootstrap", "{why}");
+                let _ = write_hello(&mut stream, magic, HelloKind::RootReply, &RootReply::Refused(why));
+                continue;
+            }
             let (n, first) = *nranks.get_or_insert((c.nranks, c.rank));
             if let Some(reply) = &failed {
                 let _ = write_hello(&mut stream, magic, HelloKind::RootReply, reply);
@@ -213,6 +229,25 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration) {
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
         let _ = poll(&mut fds, PollTimeout::from(20u16));
     }
+}
+
+/// Why check-in `c`, of another job than `own`, may not join the rendezvous on `listener`.
+fn stranger(c: &CheckIn, own: &str, listener: &TcpListener) -> String {
+    let theirs = c
+        .job
+        .as_deref()
+        .map_or("a job without a launcher job id".to_string(), |j| {
+            format!("job {j}")
+        });
+    let at = listener
+        .local_addr()
+        .map_or(String::new(), |a| format!(" at {a}"));
+    format!(
+        "{} of {theirs} reached the rendezvous of job {own}{at}: two jobs use one rendezvous \
+         address, and a rank of another job is never let in; give each job its own \
+         NCCL_COMM_ID (or MASTER_ADDR:MASTER_PORT)",
+        c.info.describe()
+    )
 }
 
 /// The job cannot complete: tells every rank waiting in the rendezvous why.

@@ -22,6 +22,10 @@ pub struct UniqueId {
     pub(crate) root: SocketAddr,
     /// The root is not running yet: rank 0 starts it at `root` (the `NCCL_COMM_ID` flow).
     pub(crate) root_by_rank0: bool,
+    /// The job the ranks of this id belong to (the launcher's job and step ids), when known:
+    /// with a fixed address every job shares [`FIXED_MAGIC`], so this is what tells them apart.
+    /// Not part of the printed id nor of `ncclUniqueId`'s bytes.
+    pub(crate) job: Option<String>,
 }
 
 impl UniqueId {
@@ -59,11 +63,12 @@ impl UniqueId {
             .map_err(|e| Error::system("reading the bootstrap root address", e))?;
         let magic = random_magic()?;
         // This root serves whoever uses the id; nothing waits for it.
-        drop(root::spawn(listener, magic, timeout)?);
+        drop(root::spawn(listener, magic, timeout, None)?);
         Ok(UniqueId {
             magic,
             root,
             root_by_rank0: false,
+            job: None,
         })
     }
 
@@ -96,7 +101,22 @@ impl UniqueId {
             magic: FIXED_MAGIC,
             root,
             root_by_rank0: true,
+            job: None,
         })
+    }
+
+    /// This id, naming the job whose ranks use it (e.g. `SLURM_JOB_ID=812.0`, from
+    /// [`crate::launch::LaunchEnv::job`]). When rank 0 runs the root (the `NCCL_COMM_ID`
+    /// flow), the root refuses a check-in that names another job, and tells that rank which two
+    /// jobs met at the address; the rendezvous of its own job goes on.
+    pub fn for_job(mut self, job: impl Into<String>) -> UniqueId {
+        self.job = Some(job.into());
+        self
+    }
+
+    /// The job this id names, if any (see [`UniqueId::for_job`]).
+    pub fn job(&self) -> Option<&str> {
+        self.job.as_deref()
     }
 }
 
@@ -153,6 +173,7 @@ impl FromStr for UniqueId {
             magic,
             root,
             root_by_rank0: magic == FIXED_MAGIC,
+            job: None,
         })
     }
 }
@@ -167,6 +188,7 @@ mod tests {
             magic: 0x5d1c_0a9e_33f2_b7c4,
             root: "10.0.0.1:40123".parse().unwrap(),
             root_by_rank0: false,
+            job: None,
         };
         let s = id.to_string();
         assert_eq!(s, "rnccl:5d1c0a9e33f2b7c4@10.0.0.1:40123");

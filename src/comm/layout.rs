@@ -159,6 +159,16 @@ fn topology_channels(
             return Ok(None);
         }
     };
+    // NCCL's parser fails communicator creation over these; `rnccl topo` and env-explain give
+    // the same verdict on the same file.
+    if let Some(f) = file
+        && let Some(n) = system.notes.iter().find(|n| n.nccl_rejects)
+    {
+        return Err(Error::invalid_usage(format!(
+            "NCCL_TOPO_FILE {f}: NCCL would refuse this topology ({n}), so rnccl does too; fix \
+             the file (rnccl topo --topo-file {f} lists every problem) or unset NCCL_TOPO_FILE"
+        )));
+    }
     let nodes = ranks_by_host(peers);
     let params = PlanParams::from_config(cfg).map_err(|e| Error::from(*e))?;
     let gpus = system.count(NodeType::Gpu);

@@ -187,7 +187,11 @@ impl Communicator {
             Some(g) => g
                 .traffic()
                 .into_iter()
-                .filter(|l| l.direction == crate::stats::Direction::Send && l.index == 0)
+                .filter(|l| {
+                    l.direction == crate::stats::Direction::Send
+                        && l.index == 0
+                        && l.peer != self.core.rank
+                })
                 .map(|l| (l.peer, l.transport))
                 .collect(),
             None => {

@@ -18,11 +18,17 @@ impl crate::stats::page::Published for Core {
         }
     }
 
+    /// The links bytes take between this rank and its peers: a GPU communicator's FIFOs, and
+    /// its host engine's connections only once they carried an operation on host memory (they
+    /// are idle otherwise, and would name a path the job's bytes do not take). A rank's
+    /// connection to itself (point-to-point to self, a copy on its own device) is no link.
     fn links(&self) -> Vec<LinkSnapshot> {
         let mut links = self.stats.links();
         if let Some(g) = self.watch.gpu() {
+            links.retain(|l| l.bytes > 0);
             links.extend(g.traffic());
         }
+        links.retain(|l| l.peer != self.rank);
         links
     }
 

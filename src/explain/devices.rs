@@ -214,6 +214,9 @@ fn hcas(cfg: &Config, raw: &str, host: &HostDevices) -> Vec<Finding> {
 
 fn file_exists(spec: &KnobSpec, raw: &str) -> Vec<Finding> {
     let path = Path::new(raw);
+    if spec.name == "NCCL_TOPO_FILE" && path.exists() {
+        return topology_verdict(raw);
+    }
     if raw.starts_with('~') || path.exists() {
         return Vec::new();
     }
@@ -227,6 +230,38 @@ fn file_exists(spec: &KnobSpec, raw: &str) -> Vec<Finding> {
         format!("file not found (from this directory): {what}"),
         "check the path",
     )]
+}
+
+/// What NCCL makes of topology file `raw`: the verdict `rnccl topo` and communicator creation
+/// give (a malformed file, or one NCCL's parser refuses, fails NCCL's init).
+fn topology_verdict(raw: &str) -> Vec<Finding> {
+    use crate::topo::xml::read::{Schema, parse};
+    let text = match std::fs::read_to_string(raw) {
+        Ok(t) => t,
+        Err(e) => {
+            return vec![Finding::error(
+                format!("cannot be read ({e}): NCCL cannot load the topology from it"),
+                "check the path and its permissions",
+            )];
+        }
+    };
+    match parse(&text, raw, Schema::Topology) {
+        Err(e) => vec![Finding::error(
+            format!("{e}: NCCL fails communicator creation"),
+            format!("fix the file (rnccl topo --topo-file {raw} shows it)"),
+        )],
+        Ok(p) => p
+            .notes
+            .iter()
+            .filter(|n| n.nccl_rejects)
+            .map(|n| {
+                Finding::error(
+                    format!("NCCL would refuse this topology: {n}"),
+                    format!("fix the file (rnccl topo --topo-file {raw} lists every problem)"),
+                )
+            })
+            .collect(),
+    }
 }
 
 fn parent_exists(raw: &str) -> Vec<Finding> {

@@ -61,8 +61,9 @@ impl Failures {
         self.stopped.extend(ranks);
     }
 
-    /// The lines due now: the first batch once [`FIRST_BATCH`] has passed since the first
-    /// failure (or at once when `end`); with `end`, everything still waiting.
+    /// The lines due now: the first failure once [`FIRST_BATCH`] has passed since it arrived
+    /// (or at once when `end`) — the ranks that died without a word if any did, else the
+    /// earliest failure with the ranks that said the same; with `end`, the rest grouped.
     pub fn due(&mut self, end: bool) -> Vec<String> {
         let mut lines = Vec::new();
         if !self.first_batch_printed
@@ -70,11 +71,17 @@ impl Failures {
             && (end || t.elapsed() >= FIRST_BATCH)
         {
             self.first_batch_printed = true;
-            let mut batch = std::mem::take(&mut self.waiting);
-            batch.sort_by_key(|f| !f.died);
-            for (ranks, what) in group(batch) {
+            let batch = std::mem::take(&mut self.waiting);
+            let (first, rest): (Vec<Failure>, Vec<Failure>) = if batch.iter().any(|f| f.died) {
+                batch.into_iter().partition(|f| f.died)
+            } else {
+                let what = batch.first().map(|f| f.what.clone()).unwrap_or_default();
+                batch.into_iter().partition(|f| f.what == what)
+            };
+            for (ranks, what) in group(first) {
                 lines.push(format!("rnccl bench: {} {what}", subject(&ranks)));
             }
+            self.waiting = rest;
         }
         if end {
             let rest = std::mem::take(&mut self.waiting);
@@ -84,12 +91,17 @@ impl Failures {
                     "rnccl bench: {n} {} failed after that:",
                     plural(n, "rank", "ranks")
                 ));
-                let groups = group(rest);
+                let groups = group_alike(rest);
                 let shown = groups.len().min(MAX_GROUPS);
-                for (ranks, what) in &groups[..shown] {
-                    lines.push(format!("  {}: {what}", ranks_label(ranks)));
+                for g in &groups[..shown] {
+                    let example = if g.varies {
+                        format!(", e.g. rank {}", g.example_rank)
+                    } else {
+                        String::new()
+                    };
+                    lines.push(format!("  {}{example}: {}", ranks_label(&g.ranks), g.what));
                 }
-                let more: usize = groups[shown..].iter().map(|(r, _)| r.len()).sum();
+                let more: usize = groups[shown..].iter().map(|g| g.ranks.len()).sum();
                 if more > 0 {
                     lines.push(format!(
                         "  … and {more} more {} with other messages",
@@ -124,6 +136,77 @@ fn group(failures: Vec<Failure>) -> Vec<(Vec<usize>, String)> {
         ranks.dedup();
     }
     groups
+}
+
+/// Failures that say the same thing about different ranks, peers, channels or operations.
+struct Alike {
+    ranks: Vec<usize>,
+    /// The first one's message, without the first failure it repeats.
+    what: String,
+    /// Whose message that is.
+    example_rank: usize,
+    /// The messages differ in their numbers.
+    varies: bool,
+}
+
+/// The message without what it forwards of the first failure (already said, first).
+fn own_part(what: &str) -> &str {
+    what.split_once("; first failure: ").map_or(what, |(own, _)| own)
+}
+
+/// `what` with every run of digits (ranks, pids, channels, operation numbers) as `#`.
+fn shape(what: &str) -> String {
+    let mut out = String::with_capacity(what.len());
+    let mut in_digits = false;
+    for c in what.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+/// Failures grouped by the shape of their own message, in order of first arrival: the
+/// cascade a rank's death sets off says the same thing on every rank, each naming its own
+/// neighbour.
+fn group_alike(failures: Vec<Failure>) -> Vec<Alike> {
+    let mut groups: Vec<(String, Alike)> = Vec::new();
+    for f in failures {
+        let own = own_part(&f.what);
+        let key = shape(own);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => {
+                g.varies |= g.what != own;
+                g.ranks.extend(f.ranks);
+            }
+            None => {
+                let what = own.to_string();
+                groups.push((
+                    key,
+                    Alike {
+                        example_rank: f.ranks.start,
+                        ranks: f.ranks.collect(),
+                        what,
+                        varies: false,
+                    },
+                ));
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, mut g)| {
+            g.ranks.sort_unstable();
+            g.ranks.dedup();
+            g
+        })
+        .collect()
 }
 
 fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
@@ -259,9 +342,39 @@ mod tests {
             fs.due(true),
             [
                 "rnccl bench: rank 4 failed: killed by signal 9 (SIGKILL)",
-                "rnccl bench: ranks 0-3 failed: the rendezvous failed: rank 4 left",
+                "rnccl bench: 4 ranks failed after that:",
+                "  ranks 0-3: the rendezvous failed: rank 4 left",
             ]
         );
+    }
+
+    /// What a 16-rank run printed when rank 4 was killed: the death, then one line for the
+    /// ranks that saw it and one for the ranks that saw their neighbour give up.
+    #[test]
+    fn a_cascade_is_one_line_per_kind() {
+        let mut fs = Failures::default();
+        fs.add(Failure {
+            died: true,
+            ..f(4..5, "killed by signal 9 (SIGKILL)")
+        });
+        let saw = |r: usize, ch: usize| {
+            f(r..r + 1, &format!("remote error: AllReduce #385 (262144 × float32, Ring): rank 4 (host vm, pid 6544) exited (process gone) while this rank waited on channel {ch}"))
+        };
+        let next = |r: usize, peer: usize| {
+            f(r..r + 1, &format!("remote error: AllReduce #{} (262144 × float32, Ring): rank {peer} (host vm, pid {}) went away (closed its connection or dropped its communicator) on channel 0; first failure: rank 5 (host vm, pid 6547): remote error: rank 4 exited", 385 + r % 2, 6500 + peer))
+        };
+        fs.add(saw(3, 1));
+        fs.add(saw(5, 0));
+        for r in (0..3).chain(6..16) {
+            fs.add(next(r, (r + 15) % 16));
+        }
+        let lines = fs.due(true);
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert_eq!(lines[0], "rnccl bench: rank 4 failed: killed by signal 9 (SIGKILL)");
+        assert_eq!(lines[1], "rnccl bench: 15 ranks failed after that:");
+        assert!(lines[2].starts_with("  ranks 3, 5, e.g. rank 3: remote error: AllReduce #385"), "{}", lines[2]);
+        assert!(lines[3].starts_with("  ranks 0-2, 6-15, e.g. rank 0: "), "{}", lines[3]);
+        assert!(!lines[3].contains("first failure"), "said once, first: {}", lines[3]);
     }
 
     #[test]
@@ -270,7 +383,8 @@ mod tests {
         fs.add(f(0..1, "first"));
         fs.due(true);
         for r in 1..20 {
-            fs.add(f(r..r + 1, &format!("message {r}")));
+            let word: String = std::iter::repeat_n('x', r).collect();
+            fs.add(f(r..r + 1, &format!("message {word}")));
         }
         let lines = fs.due(true);
         assert_eq!(lines.len(), 2 + MAX_GROUPS);

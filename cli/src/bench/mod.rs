@@ -12,6 +12,7 @@ pub(crate) mod backend;
 mod bind;
 mod failures;
 mod json;
+mod limits;
 mod memory;
 mod report;
 mod shape;
@@ -49,6 +50,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     }
     // Refuse bad knob values before starting any rank (each rank's init checks them again).
     knobs.validate()?;
+
     let knobs = Arc::new(knobs);
     let opts = args.options()?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
@@ -74,7 +76,20 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         };
         return run_process(&job, &args, &opts, &knobs);
     }
+    // Outputs are written after the whole run, by rank 0's process: find an unwritable one
+    // now. (Ranks this command spawned, above, leave it to their launcher, which checked.)
+    let check_outputs = || -> anyhow::Result<()> {
+        for (path, flag) in [(&args.output_file, "-J/--output_file"), (&args.plot, "--plot")] {
+            if let Some(p) = path {
+                crate::output::check_writable(p, flag)?;
+            }
+        }
+        Ok(())
+    };
     if let Some(l) = rnccl::launch::detect(&env)? {
+        if l.rank == 0 {
+            check_outputs()?;
+        }
         if args.ranks.is_some() || args.threads {
             anyhow::bail!(
                 "--ranks/--threads conflict with the launcher: {} started {} processes; drop those \
@@ -83,14 +98,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
                 l.size
             );
         }
-        let Some(root) = l.root else {
-            anyhow::bail!(
-                "{} started {} ranks on several hosts but gave no rendezvous address: set NCCL_COMM_ID=<rank 0's host>:<free port> \
-                 (or MASTER_ADDR and MASTER_PORT) for every rank",
-                l.launcher,
-                l.size
-            );
-        };
+        let id = l.unique_id(&knobs)?;
         let choice = Choice::new(args.cpu, rnccl::gpus);
         choice.check_flags(&args)?;
         if let Some(line) = choice.notice().filter(|_| l.rank == 0) {
@@ -101,11 +109,12 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
             proc: l.rank,
             local: l.local_rank.unwrap_or(l.rank),
             backend: choice.backend,
-            id: UniqueId::from_comm_id(&root)?,
+            id,
             bind: false,
         };
         return run_process(&job, &args, &opts, &knobs);
     }
+    check_outputs()?;
     let choice = Choice::new(args.cpu, rnccl::gpus);
     choice.check_flags(&args)?;
     let default_ranks = match choice.backend {
@@ -125,6 +134,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     if let Some(line) = choice.notice() {
         eprintln!("{line}");
     }
+    limits::HostLimits::read().check(&shape, args.threads)?;
     if choice.backend == Backend::Cpu
         && let Some(available) = memory::available()
     {

@@ -30,7 +30,8 @@ impl Launched {
     /// Checks what the launcher gave and picks this rank's GPU (its local rank's, modulo the
     /// host's GPUs) or a CPU rank.
     ///
-    /// Errors: no rendezvous address across hosts, or a malformed one.
+    /// Errors: as [`LaunchEnv::unique_id`]: no rendezvous address the job can be told apart
+    /// by, or a malformed one.
     pub fn new(
         launch: LaunchEnv,
         plan: Plan,
@@ -38,15 +39,7 @@ impl Launched {
         knobs: Config,
         cpu: bool,
     ) -> anyhow::Result<Launched> {
-        let Some(root) = &launch.root else {
-            anyhow::bail!(
-                "{} started {} ranks on several hosts but gave no rendezvous address: set NCCL_COMM_ID=<rank 0's host>:<free port> \
-                 (or MASTER_ADDR and MASTER_PORT) for every rank",
-                launch.launcher,
-                launch.size
-            );
-        };
-        let id = UniqueId::from_comm_id(root)?;
+        let id = launch.unique_id(&knobs)?;
         let choice = Choice::new(cpu, rnccl::gpus);
         if let Some(line) = choice.notice().filter(|_| launch.rank == 0) {
             eprintln!("{line}");

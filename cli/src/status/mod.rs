@@ -55,10 +55,18 @@ pub struct Args {
     pub pages: PathBuf,
 }
 
-/// Runs `rnccl status`.
+/// Runs `rnccl status`: exit status 0 healthy, 1 something wrong, 2 (with the reason on
+/// standard error) when no job answered or the command failed.
 ///
-/// Errors: a malformed address or option; no job found.
+/// Errors: none of its own (they become exit status 2); a closed output pipe.
 pub fn run(args: Args, _global: &GlobalOpts) -> anyhow::Result<ExitCode> {
+    crate::output::could_not_run(ask(&args))
+}
+
+/// Asks the job (once, or every `--watch` seconds) and prints the answers.
+///
+/// Errors: a malformed address or option; no job found or none answered.
+fn ask(args: &Args) -> anyhow::Result<ExitCode> {
     for (what, v) in [("--timeout", args.timeout), ("--stuck", args.stuck)]
         .into_iter()
         .chain(args.watch.map(|w| ("--watch", w)))
@@ -69,7 +77,7 @@ pub fn run(args: Args, _global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     }
     let timeout = Duration::from_secs_f64(args.timeout);
     loop {
-        let start = start_addrs(&args)?;
+        let start = start_addrs(args)?;
         let diagnoses = diagnose(&job(&start, timeout), args.stuck);
         if diagnoses.is_empty() {
             bail!(

@@ -60,15 +60,20 @@ pub struct Job {
     pub ranks: Vec<RankView>,
     /// Transports its links use.
     pub transports: Vec<Path>,
-    /// Bytes per second sent by all its ranks, oldest first (the last is now).
+    /// Its bus bandwidth, bytes per second, oldest first (the last is now): see
+    /// [`Job::busbw`].
     pub history: Vec<f64>,
     /// Links stalled past the threshold, longest first.
     pub stuck: Vec<Stuck>,
 }
 
 impl Job {
-    /// Bytes per second sent by all ranks over the last interval.
-    pub fn rate(&self) -> f64 {
+    /// Bytes per second each rank sent over the last interval, averaged over its ranks on
+    /// this host: the job's bus bandwidth as nccl-tests defines it (doc/PERFORMANCE.md) while
+    /// it runs collectives back to back, since a ring all_reduce rank sends 2(n-1)/n of the
+    /// data per operation, an all_gather or reduce_scatter rank (n-1)/n of the total: exactly
+    /// the bus bytes. Less when the job pauses between operations.
+    pub fn busbw(&self) -> f64 {
         self.history.last().copied().unwrap_or(0.0)
     }
 
@@ -161,7 +166,7 @@ impl Model {
                     channels: BTreeMap::new(),
                     peers: Vec::new(),
                 };
-                for l in &c.links {
+                for l in c.links.iter().filter(|l| l.peer != c.rank) {
                     let id = LinkId {
                         pid: page.pid,
                         comm_id: c.comm_id,
@@ -193,11 +198,11 @@ impl Model {
                     } else {
                         view.channels.entry(l.channel).or_default();
                     }
-                    match view
-                        .peers
-                        .iter_mut()
-                        .find(|p| p.peer == l.peer && p.direction == l.direction)
-                    {
+                    // One row per path: a peer reached two ways (a GPU FIFO and host memory)
+                    // shows both, each with its own bytes.
+                    match view.peers.iter_mut().find(|p| {
+                        p.peer == l.peer && p.direction == l.direction && p.transport == l.transport
+                    }) {
                         Some(p) => {
                             p.rate += rate;
                             p.waiting = p.waiting.max(waiting);
@@ -234,11 +239,12 @@ impl Model {
             job.stuck
                 .sort_by(|a, b| b.for_s.total_cmp(&a.for_s).then(a.rank.cmp(&b.rank)));
             let sent: f64 = job.ranks.iter().flat_map(|r| r.channels.values()).sum();
+            let busbw = sent / job.ranks.len().max(1) as f64;
             let h = self.history.entry(job.comm_id).or_default();
             if h.len() == HISTORY {
                 h.pop_front();
             }
-            h.push_back(sent);
+            h.push_back(busbw);
             job.history = h.iter().copied().collect();
         }
         self.history.retain(|id, _| jobs.contains_key(id));
@@ -334,7 +340,7 @@ pub(super) mod tests {
         };
         let s = m.update(&pages(1000, 0), t0);
         assert_eq!(s.jobs.len(), 1);
-        assert_eq!(s.jobs[0].rate(), 0.0, "no rate on first sight");
+        assert_eq!(s.jobs[0].busbw(), 0.0, "no rate on first sight");
         let s = m.update(
             &pages(3_000_001_000, 1_000_000_000),
             t0 + Duration::from_secs(2),
@@ -343,7 +349,7 @@ pub(super) mod tests {
         assert_eq!(j.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1]);
         assert_eq!(j.ranks[0].channels[&0], 1.5e9);
         assert_eq!(j.ranks[0].channels[&1], 0.5e9);
-        assert_eq!(j.rate(), 2e9, "sends only");
+        assert_eq!(j.busbw(), 1e9, "sends only, per rank: 2 GB/s from rank 0, none from 1");
         assert_eq!(j.history.len(), 2);
         assert!(j.stuck.is_empty());
         // Rank 1 stalls 6 s on its receive from rank 0.

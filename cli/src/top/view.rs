@@ -107,19 +107,21 @@ fn op_text(op: Option<&OpSnapshot>) -> String {
     }
 }
 
+/// The path a link's bytes take, in NCCL's words (as its INFO lines and `rnccl status` give
+/// them).
 fn path_name(p: Path) -> &'static str {
     match p {
-        Path::SameProcess => "proc",
-        Path::Shm => "shm",
-        Path::Tcp => "tcp",
-        Path::Window => "window",
-        Path::GpuP2p => "p2p",
-        Path::GpuHost => "gpu-host",
-        Path::GpuNet => "gpu-net",
-        Path::GpuNetIb => "gpu-ib",
-        Path::NcclKernel => "nccl-kernel",
-        Path::NcclNet => "nccl-net",
-        Path::Ib => "ib",
+        Path::SameProcess => "P2P/direct",
+        Path::Shm => "SHM",
+        Path::Tcp => "NET/Socket",
+        Path::Window => "P2P/window",
+        Path::GpuP2p => "P2P/IPC",
+        Path::GpuHost => "SHM/host",
+        Path::GpuNet => "NET/Socket",
+        Path::GpuNetIb => "NET/IB",
+        Path::NcclKernel => "NCCL kernel",
+        Path::NcclNet => "NCCL net",
+        Path::Ib => "NET/IB",
     }
 }
 
@@ -219,7 +221,7 @@ fn jobs(f: &mut Frame, area: Rect, app: &App) {
                     .join("+"),
             ),
             Cell::from(op_text(j.op())),
-            Cell::from(gbps(j.rate())),
+            Cell::from(gbps(j.busbw())),
             status,
         ]);
         if i == app.selected {
@@ -247,7 +249,7 @@ fn jobs(f: &mut Frame, area: Rect, app: &App) {
             "pids",
             "transport",
             "operation",
-            "GB/s",
+            "busbw",
             "status",
         ])
         .style(Style::default().add_modifier(Modifier::BOLD)),
@@ -270,12 +272,12 @@ fn detail(f: &mut Frame, area: Rect, job: &Job) {
     .areas(area);
     f.render_widget(
         Paragraph::new(format!(
-            "communicator {:016x} · {} of {} ranks here · {} · {} GB/s sent",
+            "communicator {:016x} · {} of {} ranks here · {} · busbw {} GB/s",
             job.comm_id,
             job.ranks.len(),
             job.nranks,
             op_text(job.op()),
-            gbps(job.rate())
+            gbps(job.busbw())
         )),
         info,
     );
@@ -374,7 +376,7 @@ fn detail(f: &mut Frame, area: Rect, job: &Job) {
         Sparkline::default().data(&data[from..]).block(
             Block::default()
                 .borders(Borders::ALL)
-                .title("MB/s sent, history"),
+                .title("busbw MB/s, history"),
         ),
         spark,
     );

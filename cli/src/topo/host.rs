@@ -7,6 +7,25 @@ use rnccl::topo::detect::pci::PciDevice;
 
 use crate::render::{Table, mask_to_list};
 
+/// Where NCCL attaches a network device that is not itself a PCI function: NCCL 2.28
+/// `ncclTopoFillNet` reads the subsystem of the device path (`virtio` for a virtio NIC even when
+/// the virtio device sits on a PCI function) and attaches anything but `pci` to the first CPU.
+fn placement(inv: &Inventory, n: &rnccl::topo::detect::net::NetDev) -> String {
+    if n.is_pci {
+        return String::new();
+    }
+    let attrs = inv.ifs.iter().find(|i| i.name == n.name);
+    match attrs.map(|i| (&i.device_bus, &i.pci_busid)) {
+        Some((Some(bus), Some(pci))) => format!(
+            " ({bus} device on PCI {pci}: NCCL sees the {bus} device, not the PCI function, and attaches it to the first CPU)"
+        ),
+        Some((Some(bus), None)) => {
+            format!(" ({bus} device, not PCI: NCCL attaches it to the first CPU)")
+        }
+        _ => " (virtual, no device: NCCL attaches it to the first CPU)".into(),
+    }
+}
+
 /// Host, CPU, NUMA, GPU and network summary lines.
 pub fn summary(inv: &Inventory) -> Vec<String> {
     let mut out = Vec::new();
@@ -83,7 +102,7 @@ pub fn summary(inv: &Inventory) -> Vec<String> {
                 n.name,
                 n.port,
                 n.speed_mbps,
-                if n.is_pci { "" } else { " (not a PCI device)" }
+                placement(inv, n)
             )
         })
         .collect();

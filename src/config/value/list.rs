@@ -89,9 +89,19 @@ pub(super) fn read_algo_proto(raw: &str, algos: bool) -> Reading {
     let list = match AlgoProtoList::parse(raw, names) {
         Ok(l) => l,
         Err(e) => {
+            // The fix shows this knob's own names: NCCL_ALGO's algorithms, NCCL_PROTO's
+            // protocols.
+            let example = if algos {
+                "'Ring' or '^Tree' or 'AllReduce:Tree;Broadcast:Ring'"
+            } else {
+                "'Simple' or '^LL128' or 'AllReduce:LL,Simple;Broadcast:Simple'"
+            };
             return Reading::new("invalid", "").with(Finding::error(
                 format!("{e}: NCCL fails communicator creation with ncclInvalidUsage"),
-                "fix the list, e.g. 'Ring' or '^Tree' or 'AllReduce:Tree;Broadcast:Ring'",
+                format!(
+                    "fix the list, e.g. {example} (names: {})",
+                    names.join(", ")
+                ),
             ));
         }
     };
@@ -361,7 +371,13 @@ mod tests {
             r.meaning,
             "AllReduce:Tree; any algorithm for the other collectives"
         );
-        assert!(read_algo_proto("LL129", false).has_error());
+        let bad = read_algo_proto("LL129", false);
+        assert!(bad.has_error());
+        let fix = &bad.findings[0].hint;
+        assert!(fix.contains("'Simple'") && fix.contains("LL, LL128, Simple"), "{fix}");
+        assert!(!fix.contains("Tree"), "NCCL_PROTO's fix names protocols: {fix}");
+        let fix = &read_algo_proto("bogus", true).findings[0].hint;
+        assert!(fix.contains("'Ring'") && fix.contains("Tree"), "{fix}");
         assert_eq!(
             read_host_port("10.0.0.1:29500").meaning,
             "host 10.0.0.1, port 29500"

@@ -173,9 +173,10 @@ mod tests {
         );
         let r = rd("NCCL_BUFFSIZE", "99999999999999999999");
         assert_eq!(worst(&r), Some(Severity::Error));
-        assert!(
-            r.effective.starts_with("-2"),
-            "overflow means default: {r:?}"
+        assert_eq!(
+            (r.effective.as_str(), r.meaning.as_str()),
+            ("4194304 (4 MiB)", "the default"),
+            "overflow means the default, shown as the value NCCL uses: {r:?}"
         );
         let r = rd("NCCL_NSOCKS_PERTHREAD", "-2");
         assert!(r.findings.is_empty(), "the default sentinel is fine: {r:?}");

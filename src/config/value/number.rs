@@ -74,7 +74,13 @@ pub(super) fn read_int(spec: &KnobSpec, raw: &str) -> Reading {
     let r = c_strtoll(raw);
     let mut findings = Vec::new();
     if r.overflow {
-        return Reading::new(spec.default_text(), "the default").with(Finding::error(
+        // What NCCL then uses, not its sentinel: NCCL_BUFFSIZE's default -2 stands for 4 MiB.
+        let used = if spec.auto.is_empty() {
+            spec.default_text()
+        } else {
+            spec.auto.to_string()
+        };
+        return Reading::new(used, "the default").with(Finding::error(
             "does not fit in a 64-bit integer: NCCL ignores it and uses the default",
             "write a smaller number",
         ));

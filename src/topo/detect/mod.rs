@@ -57,13 +57,11 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// The `host_hash` attribute NCCL writes on `<cpu>` (`0x...`): rnccl's FNV-1a of the host
-    /// identity (NCCL uses its own hash; NCCL rewrites this attribute when it loads a file).
+    /// The `host_hash` attribute NCCL writes on `<cpu>` (`0x...`): NCCL's `getHash` of the host
+    /// identity, as `getHostHash` computes it (`src/misc/utils.cc`), so a dump of this host
+    /// equals NCCL's.
     pub fn host_hash_attr(&self) -> String {
-        let h = self.host_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        format!("{h:#x}")
+        format!("{:#x}", crate::hash::nccl_hash(self.host_id.as_bytes()))
     }
 
     /// The PCI function with this bus id.
@@ -124,7 +122,9 @@ pub fn detect(root: &Path, cfg: &Config) -> Result<Inventory, TopoError> {
         None => format!(
             "{}{}",
             host.hostname.clone().unwrap_or_default(),
+            // NCCL reads the first word of the file (`fscanf("%ms")`).
             r.read("/proc/sys/kernel/random/boot_id")
+                .and_then(|b| b.split_whitespace().next().map(str::to_string))
                 .unwrap_or_default()
         ),
     };
