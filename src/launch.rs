@@ -298,29 +298,60 @@ mod tests {
     #[test]
     fn jobs_without_ids_are_not_guessed() {
         let cfg = Config::from_pairs(&[]).unwrap();
-        let one_host = [("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_WORLD_SIZE", "2")];
+        let one_host = [
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_WORLD_SIZE", "2"),
+        ];
         let l = detect(&env(&one_host)).unwrap().unwrap();
-        assert_eq!((l.one_host, l.root.as_deref(), l.job.as_deref()), (true, None, None));
+        assert_eq!(
+            (l.one_host, l.root.as_deref(), l.job.as_deref()),
+            (true, None, None)
+        );
         let e = l.unique_id(&cfg).unwrap_err().to_string();
-        assert!(e.contains("neither a rendezvous address nor a job id"), "{e}");
+        assert!(
+            e.contains("neither a rendezvous address nor a job id"),
+            "{e}"
+        );
         assert!(e.contains("NCCL_COMM_ID=127.0.0.1:<free port>"), "{e}");
         let none = [&one_host[..], &[("TORCHELASTIC_RUN_ID", "none")]].concat();
-        assert_eq!(detect(&env(&none)).unwrap().unwrap().root, None, "torchrun's default id names no job");
+        assert_eq!(
+            detect(&env(&none)).unwrap().unwrap().root,
+            None,
+            "torchrun's default id names no job"
+        );
         let a = [&one_host[..], &[("TORCHELASTIC_RUN_ID", "a")]].concat();
         let b = [&one_host[..], &[("TORCHELASTIC_RUN_ID", "b")]].concat();
-        let (a, b) = (detect(&env(&a)).unwrap().unwrap(), detect(&env(&b)).unwrap().unwrap());
+        let (a, b) = (
+            detect(&env(&a)).unwrap().unwrap(),
+            detect(&env(&b)).unwrap().unwrap(),
+        );
         assert_eq!(a.job.as_deref(), Some("TORCHELASTIC_RUN_ID=a"));
         assert_ne!(a.root, b.root, "jobs with ids get their own ports");
         let id = a.unique_id(&cfg).unwrap();
         assert_eq!(id.job(), Some("TORCHELASTIC_RUN_ID=a"));
-        let given = [&one_host[..], &[("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29400"), ("SLURM_JOB_ID", "9"), ("SLURM_STEP_ID", "1")]].concat();
+        let given = [
+            &one_host[..],
+            &[
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", "29400"),
+                ("SLURM_JOB_ID", "9"),
+                ("SLURM_STEP_ID", "1"),
+            ],
+        ]
+        .concat();
         let l = detect(&env(&given)).unwrap().unwrap();
-        assert_eq!(l.unique_id(&cfg).unwrap().job(), Some("SLURM_JOB_ID=9, SLURM_STEP_ID=1"));
+        assert_eq!(
+            l.unique_id(&cfg).unwrap().job(),
+            Some("SLURM_JOB_ID=9, SLURM_STEP_ID=1")
+        );
     }
 
     #[test]
     fn one_rank_needs_no_rendezvous() {
-        let l = detect(&env(&[("RANK", "0"), ("WORLD_SIZE", "1")])).unwrap().unwrap();
+        let l = detect(&env(&[("RANK", "0"), ("WORLD_SIZE", "1")]))
+            .unwrap()
+            .unwrap();
         assert_eq!(l.root, None);
         let cfg = Config::from_pairs(&[("NCCL_SOCKET_IFNAME", "lo")]).unwrap();
         let id = l.unique_id(&cfg).unwrap();

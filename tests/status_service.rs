@@ -36,7 +36,10 @@ fn answers_while_hundreds_of_idle_connections_are_open() {
                 if let Some(a) = rnccl::status::address() {
                     break a;
                 }
-                assert!(start.elapsed() < Duration::from_secs(30), "no status service");
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "no status service"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             };
             let idle: Vec<TcpStream> = (0..IDLE)

@@ -173,7 +173,9 @@ fn a_job_that_cannot_fit_in_memory_is_refused_up_front() {
 /// what they said, each kind once.
 #[test]
 fn one_death_in_sixteen_ranks_is_said_once_and_the_cascade_grouped() {
-    let (child, _group) = start(&["--cpu", "--ranks", "16", "-b", "1M", "-e", "1M", "-n", "10000000"]);
+    let (child, _group) = start(&[
+        "--cpu", "--ranks", "16", "-b", "1M", "-e", "1M", "-n", "10000000",
+    ]);
     running_ranks(child.id(), 16);
     let victim = bench_rank_pid(child.id(), 5).expect("rank 5");
     std::thread::sleep(Duration::from_millis(300));
@@ -201,7 +203,10 @@ fn one_death_in_sixteen_ranks_is_said_once_and_the_cascade_grouped() {
 fn impossible_rank_counts_are_refused_up_front() {
     for (args, n) in [
         (&["--cpu", "--ranks", "100000", "-e", "8"][..], "100000"),
-        (&["--cpu", "--threads", "--ranks", "40000", "-e", "8"][..], "40000"),
+        (
+            &["--cpu", "--threads", "--ranks", "40000", "-e", "8"][..],
+            "40000",
+        ),
     ] {
         let started = Instant::now();
         let (child, _group) = start(args);
@@ -222,7 +227,10 @@ fn impossible_rank_counts_are_refused_up_front() {
 /// rank's failure.
 #[test]
 fn unwritable_outputs_are_refused_before_the_run() {
-    for (flag, path) in [("-J", "/nonexistent/dir/out.json"), ("--plot", "/nonexistent/dir/p.svg")] {
+    for (flag, path) in [
+        ("-J", "/nonexistent/dir/out.json"),
+        ("--plot", "/nonexistent/dir/p.svg"),
+    ] {
         let started = Instant::now();
         let (child, _group) = start(&["--cpu", "--ranks", "2", "-e", "8", flag, path]);
         let out = child.wait_with_output().unwrap();
@@ -269,5 +277,8 @@ fn a_topology_file_nccl_refuses_is_refused_by_bench_too() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("NCCL would refuse this topology: line 1:"), "{text}");
+    assert!(
+        text.contains("NCCL would refuse this topology: line 1:"),
+        "{text}"
+    );
 }

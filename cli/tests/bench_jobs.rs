@@ -26,7 +26,10 @@ fn finish(mut c: Child, limit: Duration) -> Output {
     while c.try_wait().unwrap().is_none() {
         if start.elapsed() > limit {
             let _ = c.kill();
-            panic!("still running after {limit:?}: {:?}", c.wait_with_output().unwrap());
+            panic!(
+                "still running after {limit:?}: {:?}",
+                c.wait_with_output().unwrap()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -43,7 +46,10 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn a_one_rank_job_needs_no_rendezvous() {
-    let out = finish(rank(&[("RANK", "0"), ("WORLD_SIZE", "1")]), Duration::from_secs(60));
+    let out = finish(
+        rank(&[("RANK", "0"), ("WORLD_SIZE", "1")]),
+        Duration::from_secs(60),
+    );
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("Avg bus bandwidth"), "{}", text(&out));
 }
@@ -87,7 +93,10 @@ fn a_rank_of_another_job_is_refused_by_name() {
     // Job A's rank 0 runs the root; wait until it listens.
     let start = Instant::now();
     while std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "job A's root never listened");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "job A's root never listened"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let b1 = finish(rank(&job("job-b", "1")), Duration::from_secs(20));

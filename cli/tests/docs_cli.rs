@@ -68,6 +68,9 @@ fn help_summary_names_every_command() {
         .collect();
     assert_eq!(commands.len(), 12, "{text}");
     for c in commands {
-        assert!(summary.contains(c), "the summary '{summary}' leaves out {c}");
+        assert!(
+            summary.contains(c),
+            "the summary '{summary}' leaves out {c}"
+        );
     }
 }

@@ -171,7 +171,9 @@ fn bad_values_get_their_own_fix() {
     };
     let proto = entry("NCCL_PROTO");
     assert!(
-        proto.contains("'Simple'") && proto.contains("LL, LL128, Simple") && !proto.contains("Tree"),
+        proto.contains("'Simple'")
+            && proto.contains("LL, LL128, Simple")
+            && !proto.contains("Tree"),
         "{proto}"
     );
     let algo = entry("NCCL_ALGO");

@@ -127,20 +127,31 @@ fn a_host_without_rdma_devices_gets_one_line() {
 fn checks_that_cannot_run_exit_2() {
     let run = |args: &[&str]| {
         let out = rnccl().args(args).output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (code, err) = run(&["ibcheck", "--sysfs-root", "/nonexistent"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--sysfs-root /nonexistent: no such folder"), "{err}");
+    assert!(
+        err.contains("--sysfs-root /nonexistent: no such folder"),
+        "{err}"
+    );
     let empty = tempfile::tempdir().unwrap();
     let (code, err) = run(&["ibcheck", "--sysfs-root", empty.path().to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("not a captured tree"), "{err}");
-    let (code, err) = run(&["ibcheck", "--bw", "--sysfs-root", "tests/fixtures/sysfs/cpu-vm"]);
+    let (code, err) = run(&[
+        "ibcheck",
+        "--bw",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/cpu-vm",
+    ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nothing to measure"), "{err}");
-    let no_rdma_here = std::fs::read_dir("/sys/class/infiniband")
-        .map_or(true, |mut d| d.next().is_none());
+    let no_rdma_here =
+        std::fs::read_dir("/sys/class/infiniband").map_or(true, |mut d| d.next().is_none());
     if no_rdma_here {
         let (code, err) = run(&["ibcheck", "--bw"]);
         assert_eq!(code, Some(2), "{err}");

@@ -38,7 +38,10 @@ fn top_busbw_agrees_with_bench() {
             c.sort_unstable();
             break c;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "the ranks never published");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the ranks never published"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     // Past the warmup, into the timed loop.
@@ -69,8 +72,15 @@ fn top_busbw_agrees_with_bench() {
         .lines()
         .find(|l| l.contains(&pids))
         .unwrap_or_else(|| panic!("the job ({pids}) is not on top's screen: {screen}"));
-    let comm = row.trim_start_matches(['│', ' ']).split_whitespace().next().unwrap();
-    assert!(row.contains("SHM"), "the path between the ranks is shared memory: {row}");
+    let comm = row
+        .trim_start_matches(['│', ' '])
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(
+        row.contains("SHM"),
+        "the path between the ranks is shared memory: {row}"
+    );
     let seen = screen
         .lines()
         .filter(|l| l.contains(&format!("communicator {comm}")))

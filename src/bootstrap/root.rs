@@ -155,7 +155,12 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration, job: Option<Strin
             {
                 let why = stranger(&c, own, &listener);
                 tracing::warn!(target: "rnccl::bootstrap", "{why}");
-                let _ = write_hello(&mut stream, magic, HelloKind::RootReply, &RootReply::Refused(why));
+                let _ = write_hello(
+                    &mut stream,
+                    magic,
+                    HelloKind::RootReply,
+                    &RootReply::Refused(why),
+                );
                 continue;
             }
             let (n, first) = *nranks.get_or_insert((c.nranks, c.rank));

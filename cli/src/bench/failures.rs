@@ -151,7 +151,8 @@ struct Alike {
 
 /// The message without what it forwards of the first failure (already said, first).
 fn own_part(what: &str) -> &str {
-    what.split_once("; first failure: ").map_or(what, |(own, _)| own)
+    what.split_once("; first failure: ")
+        .map_or(what, |(own, _)| own)
 }
 
 /// `what` with every run of digits (ranks, pids, channels, operation numbers) as `#`.
@@ -358,10 +359,22 @@ mod tests {
             ..f(4..5, "killed by signal 9 (SIGKILL)")
         });
         let saw = |r: usize, ch: usize| {
-            f(r..r + 1, &format!("remote error: AllReduce #385 (262144 × float32, Ring): rank 4 (host vm, pid 6544) exited (process gone) while this rank waited on channel {ch}"))
+            f(
+                r..r + 1,
+                &format!(
+                    "remote error: AllReduce #385 (262144 × float32, Ring): rank 4 (host vm, pid 6544) exited (process gone) while this rank waited on channel {ch}"
+                ),
+            )
         };
         let next = |r: usize, peer: usize| {
-            f(r..r + 1, &format!("remote error: AllReduce #{} (262144 × float32, Ring): rank {peer} (host vm, pid {}) went away (closed its connection or dropped its communicator) on channel 0; first failure: rank 5 (host vm, pid 6547): remote error: rank 4 exited", 385 + r % 2, 6500 + peer))
+            f(
+                r..r + 1,
+                &format!(
+                    "remote error: AllReduce #{} (262144 × float32, Ring): rank {peer} (host vm, pid {}) went away (closed its connection or dropped its communicator) on channel 0; first failure: rank 5 (host vm, pid 6547): remote error: rank 4 exited",
+                    385 + r % 2,
+                    6500 + peer
+                ),
+            )
         };
         fs.add(saw(3, 1));
         fs.add(saw(5, 0));
@@ -370,11 +383,26 @@ mod tests {
         }
         let lines = fs.due(true);
         assert_eq!(lines.len(), 4, "{lines:#?}");
-        assert_eq!(lines[0], "rnccl bench: rank 4 failed: killed by signal 9 (SIGKILL)");
+        assert_eq!(
+            lines[0],
+            "rnccl bench: rank 4 failed: killed by signal 9 (SIGKILL)"
+        );
         assert_eq!(lines[1], "rnccl bench: 15 ranks failed after that:");
-        assert!(lines[2].starts_with("  ranks 3, 5, e.g. rank 3: remote error: AllReduce #385"), "{}", lines[2]);
-        assert!(lines[3].starts_with("  ranks 0-2, 6-15, e.g. rank 0: "), "{}", lines[3]);
-        assert!(!lines[3].contains("first failure"), "said once, first: {}", lines[3]);
+        assert!(
+            lines[2].starts_with("  ranks 3, 5, e.g. rank 3: remote error: AllReduce #385"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].starts_with("  ranks 0-2, 6-15, e.g. rank 0: "),
+            "{}",
+            lines[3]
+        );
+        assert!(
+            !lines[3].contains("first failure"),
+            "said once, first: {}",
+            lines[3]
+        );
     }
 
     #[test]

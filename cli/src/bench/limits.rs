@@ -83,7 +83,9 @@ impl HostLimits {
         }
         HostLimits {
             tasks: candidates.into_iter().min_by_key(|(n, _)| *n),
-            fds: getrlimit(Resource::RLIMIT_NOFILE).ok().map(|(soft, _)| soft),
+            fds: getrlimit(Resource::RLIMIT_NOFILE)
+                .ok()
+                .map(|(soft, _)| soft),
             memory: super::memory::available(),
         }
     }
@@ -139,7 +141,11 @@ impl HostLimits {
                 } else {
                     format!("{nranks} ranks of {per_proc} per process")
                 },
-                if one_process { "one process" } else { "a process" },
+                if one_process {
+                    "one process"
+                } else {
+                    "a process"
+                },
                 if one_process {
                     "raise it (ulimit -n), lower --ranks, or drop --threads"
                 } else {
@@ -178,7 +184,11 @@ fn pids_cgroup() -> Option<(u64, u64, String)> {
         };
         let dir = dir.trim_end_matches('/');
         let max_file = format!("{dir}/pids.max");
-        let max = std::fs::read_to_string(&max_file).ok()?.trim().parse().ok()?;
+        let max = std::fs::read_to_string(&max_file)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         let current = std::fs::read_to_string(format!("{dir}/pids.current"))
             .ok()?
             .trim()
@@ -213,7 +223,9 @@ mod tests {
         let h = host(30_000, 20_000, 20 << 30);
         h.check(&shape(16, 1), false).unwrap();
         h.check(&shape(1, 64), true).unwrap();
-        HostLimits::default().check(&shape(100_000, 1), false).unwrap();
+        HostLimits::default()
+            .check(&shape(100_000, 1), false)
+            .unwrap();
     }
 
     #[test]
@@ -228,7 +240,10 @@ mod tests {
         let e = h.check(&shape(1, 40_000), true).unwrap_err().to_string();
         assert!(e.contains("tasks"), "{e}");
         let few_files = host(1 << 40, 1024, 1 << 50);
-        let e = few_files.check(&shape(1, 100), true).unwrap_err().to_string();
+        let e = few_files
+            .check(&shape(1, 100), true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("limit is 1024 per process (ulimit -n)"), "{e}");
         let little_memory = host(1 << 40, 1 << 20, 1 << 30);
         let e = little_memory

@@ -79,7 +79,10 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
     // Outputs are written after the whole run, by rank 0's process: find an unwritable one
     // now. (Ranks this command spawned, above, leave it to their launcher, which checked.)
     let check_outputs = || -> anyhow::Result<()> {
-        for (path, flag) in [(&args.output_file, "-J/--output_file"), (&args.plot, "--plot")] {
+        for (path, flag) in [
+            (&args.output_file, "-J/--output_file"),
+            (&args.plot, "--plot"),
+        ] {
             if let Some(p) = path {
                 crate::output::check_writable(p, flag)?;
             }

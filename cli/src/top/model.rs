@@ -349,7 +349,11 @@ pub(super) mod tests {
         assert_eq!(j.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1]);
         assert_eq!(j.ranks[0].channels[&0], 1.5e9);
         assert_eq!(j.ranks[0].channels[&1], 0.5e9);
-        assert_eq!(j.busbw(), 1e9, "sends only, per rank: 2 GB/s from rank 0, none from 1");
+        assert_eq!(
+            j.busbw(),
+            1e9,
+            "sends only, per rank: 2 GB/s from rank 0, none from 1"
+        );
         assert_eq!(j.history.len(), 2);
         assert!(j.stuck.is_empty());
         // Rank 1 stalls 6 s on its receive from rank 0.

@@ -98,10 +98,7 @@ pub(super) fn read_algo_proto(raw: &str, algos: bool) -> Reading {
             };
             return Reading::new("invalid", "").with(Finding::error(
                 format!("{e}: NCCL fails communicator creation with ncclInvalidUsage"),
-                format!(
-                    "fix the list, e.g. {example} (names: {})",
-                    names.join(", ")
-                ),
+                format!("fix the list, e.g. {example} (names: {})", names.join(", ")),
             ));
         }
     };
@@ -374,8 +371,14 @@ mod tests {
         let bad = read_algo_proto("LL129", false);
         assert!(bad.has_error());
         let fix = &bad.findings[0].hint;
-        assert!(fix.contains("'Simple'") && fix.contains("LL, LL128, Simple"), "{fix}");
-        assert!(!fix.contains("Tree"), "NCCL_PROTO's fix names protocols: {fix}");
+        assert!(
+            fix.contains("'Simple'") && fix.contains("LL, LL128, Simple"),
+            "{fix}"
+        );
+        assert!(
+            !fix.contains("Tree"),
+            "NCCL_PROTO's fix names protocols: {fix}"
+        );
         let fix = &read_algo_proto("bogus", true).findings[0].hint;
         assert!(fix.contains("'Ring'") && fix.contains("Tree"), "{fix}");
         assert_eq!(
