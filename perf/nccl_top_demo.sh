@@ -29,7 +29,7 @@ fi
 gpus=$(nvidia-smi -L | wc -l); [ "$gpus" -gt 2 ] && gpus=2
 LD_LIBRARY_PATH="$nh/lib:$LD_LIBRARY_PATH" NCCL_PROFILER_PLUGIN="$PWD/.devbin/libnccl-profiler-rnccl.so" \
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV timeout 300 /tmp/nt/all_reduce_perf -g "$gpus" \
-  -b "${BYTES:-256M}" -e "${BYTES:-256M}" -n "${ITERS:-400}" -w 5 -c 0 >"$out/nccl.log" 2>&1 &
+  -b "${BYTES:-256M}" -e "${BYTES:-256M}" -n "${ITERS:-20000}" -w 5 -c 0 >"$out/nccl.log" 2>&1 &
 job=$!
 # Wait for the test's page (its pid is timeout's child's), then sample while the test runs.
 page=""

@@ -16,7 +16,7 @@ export NCCL_NVLS_ENABLE=0
 out=${OUT:-top-vs-job-out}
 mkdir -p "$out"
 bytes=${BYTES:-256M}
-iters=${ITERS:-3000}
+iters=${ITERS:-20000}
 gpus=$(nvidia-smi -L | wc -l)
 wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
 nh=/tmp/nccl-home
