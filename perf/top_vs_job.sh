@@ -31,7 +31,7 @@ export NVCC_GENCODE="-gencode=arch=compute_$cc,code=sm_$cc"
 make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NCCL_HOME=$nh CUDA_HOME=/usr/local/cuda >"$out/build.log" 2>&1 &
 build=$!
 
-# Waits for every page of processes under $1 (pid), sleeps past the warmup, samples top and status.
+# Waits for every page of processes under $1 (pid) and for the job to run, samples top and status.
 sample() {
   local parent=$1 tag=$2 n=0
   for _ in $(seq 300); do
@@ -39,7 +39,15 @@ sample() {
     [ "$n" -ge "$3" ] && break
     sleep 0.1
   done
-  sleep 1.5
+  # rnccl's job: past the first start (NVRTC compiles the kernels on a fresh machine) and the
+  # warmup, it has begun operation 100. NCCL's job (no status service) runs at once.
+  [ "$tag" = rnccl ] && for _ in $(seq 120); do
+    .devbin/rnccl status --format json 2>/dev/null | python3 -c '
+import json, sys
+sys.exit(0 if any(c.get("max_started", 0) >= 100 for c in json.load(sys.stdin)) else 1)' && break
+    sleep 0.5
+  done
+  sleep 1
   COLUMNS=160 LINES=40 .devbin/rnccl top --once --interval 3000 >"$out/$tag.top" 2>&1
   .devbin/rnccl status --format json >"$out/$tag.status.json" 2>"$out/$tag.status.err"
 }

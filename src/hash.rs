@@ -49,4 +49,11 @@ mod tests {
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_ne!(fnv1a(b"node-a"), fnv1a(b"node-b"));
     }
+
+    #[test]
+    fn nccl_hash_equals_nccls() {
+        // host_hash in NCCL 2.28.9's NCCL_TOPO_DUMP_FILE with NCCL_HOSTID=rnccl-hash-vector, on
+        // 2×H200 (perf/top_vs_job.sh, 2026-11-27): 17 bytes, two whole words and a padded one.
+        assert_eq!(nccl_hash(b"rnccl-hash-vector"), 0xa7de_d592_0e9e_445c);
+    }
 }

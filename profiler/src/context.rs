@@ -3,11 +3,17 @@
 //!
 //! Event handles are pointers to slots of the context's pool, which lives until NCCL finalizes
 //! the context (NCCL stops reporting events on it before). NCCL stops a collective's event
-//! right after launching it and reports its kernel channels later, from its proxy thread, with
-//! the collective's handle as parent: so a slot is never freed, the pool is a ring reused
-//! oldest first, and every field is an atomic. A slot reused while an old child still names it
-//! (more than [`POOL`] events in flight) can only charge bytes to the wrong channel, never touch
-//! freed memory.
+//! right after launching it and reports its kernel channels later, from its proxy thread, once
+//! the GPU reached them (src/transport/profiler.cc polls the kernels' work counters), with the
+//! collective's handle as parent: so a slot is never freed, and every field is an atomic.
+//!
+//! The pool is two rings, each reused oldest first: [`TASK_SLOTS`] for tasks, which live from
+//! their launch until the GPU ran them (a program like nccl-tests queues hundreds of
+//! collectives ahead of the GPU), and [`EVENT_SLOTS`] for kernel channels, proxy operations and
+//! steps, which live while the GPU or the proxy works on them. A kernel channel takes its byte
+//! shares from its task when it starts, so it counts its bytes even if its task's slot was
+//! reused before it stopped. A slot reused while an old child still names it can only charge
+//! an operation's progress to the wrong task, never touch freed memory.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -19,9 +25,16 @@ use rnccl::{DataType, Func};
 
 use crate::task::Task;
 
-/// Event slots per context: far more than NCCL has in flight on one rank (a collective and
-/// one kernel-channel or proxy event per channel, for each operation not yet finished).
-pub const POOL: usize = 8192;
+/// Task slots per context: far more collectives than one rank can queue ahead of its GPU (the
+/// 2.28 work FIFO and CUDA's launch queue hold about a thousand).
+pub const TASK_SLOTS: usize = 16384;
+
+/// Slots for the other events of a context: far more than run at once (one kernel-channel event
+/// per channel of the operations on the GPU now, and the proxy's network operations and steps).
+pub const EVENT_SLOTS: usize = 8192;
+
+/// Slots per context: the task ring, then the event ring.
+const POOL: usize = TASK_SLOTS + EVENT_SLOTS;
 
 /// What a slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +56,12 @@ pub struct Slot {
     kind: AtomicU64,
     /// The parent slot's index (kernel channel, proxy operation → task; step → operation).
     parent: AtomicUsize,
-    /// Task: [`Task`] packed by [`pack`]; kernel channel: the channel; proxy operation:
-    /// channel | peer << 8 | is_send << 40; step: bytes of the step.
+    /// Task: [`Task`] packed by [`pack`]; kernel channel: channel | peer << 16; proxy
+    /// operation: channel | peer << 8 | is_send << 40; step: bytes of the step.
     a: AtomicU64,
-    /// Task: count (elements).
+    /// Task: count (elements); kernel channel: bytes it sends.
     b: AtomicU64,
-    /// Task: kernel channels not finished yet.
+    /// Task: kernel channels not finished yet; kernel channel: bytes it receives.
     left: AtomicU64,
 }
 
@@ -68,7 +81,9 @@ pub struct Context {
     op: OpProgress,
     links: Mutex<HashMap<LinkKey, Arc<LinkCounters>>>,
     slots: Box<[Slot]>,
-    next: AtomicUsize,
+    /// Slots taken so far from the task ring and from the event ring.
+    next_task: AtomicUsize,
+    next_event: AtomicUsize,
     /// Operations begun (the page's sequence numbers) and not yet finished.
     ops: Mutex<(u64, u64)>,
 }
@@ -119,7 +134,8 @@ impl Context {
             op: OpProgress::default(),
             links: Mutex::new(HashMap::new()),
             slots: (0..POOL).map(|_| Slot::default()).collect(),
-            next: AtomicUsize::new(0),
+            next_task: AtomicUsize::new(0),
+            next_event: AtomicUsize::new(0),
             ops: Mutex::new((0, 0)),
         });
         let me = Arc::as_ptr(&ctx).cast_mut();
@@ -129,9 +145,14 @@ impl Context {
         ctx
     }
 
-    /// A fresh slot of `kind` under `parent`; returns its index.
+    /// A fresh slot of `kind` under `parent`, from the task ring or the event ring; returns its
+    /// index.
     fn take(&self, kind: Kind, parent: usize, a: u64, b: u64, left: u64) -> usize {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % POOL;
+        let i = if kind == Kind::Task {
+            self.next_task.fetch_add(1, Ordering::Relaxed) % TASK_SLOTS
+        } else {
+            TASK_SLOTS + self.next_event.fetch_add(1, Ordering::Relaxed) % EVENT_SLOTS
+        };
         let s = &self.slots[i];
         s.kind.store(Kind::Free as u64, Ordering::Release);
         s.parent.store(parent, Ordering::Relaxed);
@@ -204,12 +225,23 @@ impl Context {
         i
     }
 
-    /// Channel `channel` of the task in slot `parent` starts its kernel work; returns the new
-    /// slot, or `None` when `parent` is no task (an event NCCL reported under a parent this
-    /// plugin did not keep).
+    /// Channel `channel` of the task in slot `parent` starts its kernel work, with its share of
+    /// the task's bytes; returns the new slot, or `None` when `parent` is no task (an event
+    /// NCCL reported under a parent this plugin did not keep).
     pub fn start_kernel_channel(&self, parent: usize, channel: u8) -> Option<usize> {
-        (self.kind(parent) == Kind::Task)
-            .then(|| self.take(Kind::KernelCh, parent, u64::from(channel), 0, 0))
+        let t = self.task(parent)?;
+        let (rank, n) = (self.meta.rank, self.meta.nranks);
+        let (send, recv) = t.bus_bytes(rank, n);
+        let peer = match t.func {
+            Func::Send | Func::Recv => t.root_or_peer,
+            // Two ranks: every channel's only peer is the other rank.
+            _ if n == 2 => 1 - rank,
+            _ => UNKNOWN_PEER,
+        };
+        let a = u64::from(channel) | (peer as u64 & 0xffff_ffff) << 16;
+        let c = usize::from(channel);
+        let (send, recv) = (t.channel_share(send, c), t.channel_share(recv, c));
+        Some(self.take(Kind::KernelCh, parent, a, send, recv))
     }
 
     /// The kernel work of slot `i`'s channel ended: the channel is charged its share of the
@@ -221,23 +253,17 @@ impl Context {
         let s = &self.slots[i];
         s.kind.store(Kind::Free as u64, Ordering::Release);
         let parent = s.parent.load(Ordering::Relaxed);
-        let channel = s.a.load(Ordering::Relaxed) as u16;
-        let Some(t) = self.task(parent) else { return };
-        let (rank, n) = (self.meta.rank, self.meta.nranks);
-        let (send, recv) = t.bus_bytes(rank, n);
-        let peer = match t.func {
-            Func::Send | Func::Recv => t.root_or_peer,
-            // Two ranks: every channel's only peer is the other rank.
-            _ if n == 2 => 1 - rank,
-            _ => UNKNOWN_PEER,
-        };
-        for (total, dir) in [(send, Direction::Send), (recv, Direction::Recv)] {
-            if total > 0 {
-                let share = t.channel_share(total, channel as usize);
+        let a = s.a.load(Ordering::Relaxed);
+        let (channel, peer) = ((a & 0xffff) as u16, ((a >> 16) & 0xffff_ffff) as usize);
+        let (send, recv) = (s.b.load(Ordering::Relaxed), s.left.load(Ordering::Relaxed));
+        for (bytes, dir) in [(send, Direction::Send), (recv, Direction::Recv)] {
+            if bytes > 0 {
                 self.link((channel, peer, dir, Path::NcclKernel))
-                    .add(share as usize);
+                    .add(bytes as usize);
             }
         }
+        let Some(t) = self.task(parent) else { return };
+        let (send, recv) = t.bus_bytes(self.meta.rank, self.meta.nranks);
         let p = &self.slots[parent];
         if p.left.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.finish_task(parent);
@@ -451,12 +477,65 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_is_reused_oldest_first() {
+    fn each_ring_is_reused_oldest_first() {
         let c = Context::new(7, 0, 2, None);
         let first = c.start_task(all_reduce(8, 1));
-        for _ in 1..POOL {
+        for _ in 1..TASK_SLOTS {
             c.start_task(all_reduce(8, 1));
         }
         assert_eq!(c.start_task(all_reduce(8, 1)), first);
+        let t = c.start_task(all_reduce(8, 1));
+        let k = c.start_kernel_channel(t, 0).unwrap();
+        assert!(k >= TASK_SLOTS, "events come from their own ring");
+        for _ in 1..EVENT_SLOTS {
+            c.start_proxy_op(t, 0, 1, true);
+        }
+        assert_eq!(c.start_kernel_channel(t, 0), Some(k));
+        assert_eq!(c.kind(t), Kind::Task, "events never evict a task");
+    }
+
+    /// nccl-tests queues every iteration before the GPU runs the first: NCCL launches (and
+    /// stops) all the tasks, then its proxy reports their kernel channels as the GPU reaches
+    /// them. Every byte counts.
+    #[test]
+    fn a_deep_queue_of_tasks_counts_every_byte() {
+        let (queued, channels) = (2000, 24);
+        let c = Context::new(7, 0, 2, Some(0));
+        let tasks: Vec<usize> = (0..queued)
+            .map(|_| c.start_task(all_reduce(1 << 20, channels)))
+            .collect();
+        for &t in &tasks {
+            let chans: Vec<usize> = (0..channels as u8)
+                .map(|ch| c.start_kernel_channel(t, ch).unwrap())
+                .collect();
+            chans.into_iter().for_each(|k| c.stop(k));
+        }
+        let sent: u64 = c
+            .links()
+            .iter()
+            .filter(|l| l.direction == Direction::Send)
+            .map(|l| l.bytes)
+            .sum();
+        assert_eq!(sent, queued as u64 * (4 << 20), "4 MiB sent per all_reduce");
+        assert_eq!(c.op.completed(), queued as u64);
+        assert!(c.op.snapshot().is_none());
+    }
+
+    #[test]
+    fn a_channel_counts_its_bytes_after_its_task_slot_was_reused() {
+        let c = Context::new(7, 1, 2, None);
+        let t = c.start_task(all_reduce(1 << 10, 1));
+        let k = c.start_kernel_channel(t, 0).unwrap();
+        for _ in 0..TASK_SLOTS {
+            c.start_task(all_reduce(8, 1));
+        }
+        c.stop(k);
+        let links = c.links();
+        let sent: Vec<(usize, u64)> = links
+            .iter()
+            .filter(|l| l.direction == Direction::Send)
+            .map(|l| (l.peer, l.bytes))
+            .collect();
+        assert_eq!(sent, [(0, 4 << 10)]);
     }
 }
