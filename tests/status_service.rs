@@ -21,13 +21,22 @@ fn answers_while_hundreds_of_idle_connections_are_open() {
     std::thread::scope(|s| {
         let job = s.spawn(|| {
             common::all_ok(common::on_threads(2, &[], |c| {
-                let send = vec![1.0f32; 4096];
+                let mut send = vec![1.0f32; 4096];
                 let mut recv = vec![0.0f32; 4096];
-                while !stop.load(Ordering::Relaxed) {
+                // The ranks stop together: element 0 carries each rank's stop flag, so the
+                // operation that sees one raised is every rank's last.
+                loop {
+                    send[0] = if stop.load(Ordering::Relaxed) {
+                        1.0
+                    } else {
+                        0.0
+                    };
                     c.all_reduce(&send, &mut recv, RedOp::Sum)
                         .map_err(|e| e.to_string())?;
+                    if recv[0] > 0.0 {
+                        return Ok(());
+                    }
                 }
-                Ok(())
             }))
         });
         let checked = std::panic::catch_unwind(|| {

@@ -172,7 +172,7 @@ fn top_follows_a_running_bench_and_quits_on_q() {
     );
     let s = Session::start("rnccl-top-job", "top --interval 200");
     let jobs = s.wait_for("the bench with a nonzero rate", moving);
-    assert!(jobs.contains("2/2") && jobs.contains("shm"), "{jobs}");
+    assert!(jobs.contains("2/2") && jobs.contains("SHM"), "{jobs}");
     s.keys(&["Enter"]);
     let detail = s.wait_for("the detail screen", |t| t.contains("links per peer"));
     assert!(detail.contains("GB/s sent per rank × channel"), "{detail}");
