@@ -82,6 +82,16 @@ fn two_hosts_over_veth() {
             ],
         );
         assert_clean_table(&out);
+        // The header says how the pair's bytes cross: the transport, its connections (one per
+        // channel) and the sockets of each (4 when NCCL_NSOCKS_PERTHREAD is auto).
+        let pair = out
+            .lines()
+            .find(|l| l.starts_with("#   NET/Socket"))
+            .unwrap_or_else(|| panic!("no NET/Socket line in the header:\n{out}"));
+        assert!(
+            pair.contains("channel") && pair.contains("× 4 sockets: 0->1 1->0"),
+            "{pair}"
+        );
     }
     // Several sockets and helper threads per connection, and the JSON traffic view.
     let out = run(

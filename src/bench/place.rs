@@ -4,6 +4,7 @@
 use super::grouped;
 use crate::comm::Communicator;
 use crate::error::{Error, Result};
+use crate::stats::Path;
 
 /// Bytes of one rank's record in the gather: its [`RankPlace`] as JSON, zero-padded. Host and
 /// device names are cut short enough that even fully escaped they fit.
@@ -12,6 +13,20 @@ const RECORD: usize = 2048;
 /// Characters kept of a host name and of a device name.
 const HOST_CHARS: usize = 64;
 const NAME_CHARS: usize = 160;
+
+/// A transport's name as NCCL's INFO lines give it; for sockets with how many carry the pair's
+/// bytes (`NET/Socket, 2 channels × 4 sockets`).
+fn label(path: Path, conns: usize, comm: &Communicator) -> String {
+    match path {
+        Path::Tcp | Path::GpuNet => {
+            let socks = comm.sockets_per_connection();
+            let ch = if conns == 1 { "channel" } else { "channels" };
+            let so = if socks == 1 { "socket" } else { "sockets" };
+            format!("{}, {conns} {ch} × {socks} {so}", path.nccl_name())
+        }
+        _ => path.nccl_name().to_string(),
+    }
+}
 
 /// Where one rank runs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -68,10 +83,10 @@ impl RankPlace {
             bus_id,
             name,
             sends: comm
-                .transports()
+                .send_connections()
                 .into_iter()
                 .take(MAX_SENDS)
-                .map(|(peer, path)| (peer, path.nccl_name().to_string()))
+                .map(|(peer, path, conns)| (peer, label(path, conns, comm)))
                 .collect(),
             net: net.map(str::to_string),
         }

@@ -192,6 +192,18 @@ impl Communicator {
         let cores = spin_cores();
         let rings = Rings::new(lay.rings, nranks)
             .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
+        let over_sockets = net_rank
+            .iter()
+            .any(|&r| params.select(me, &net.peers()[r]) == crate::transport::TransportKind::Tcp);
+        if over_sockets {
+            tracing::info!(
+                target: "rnccl::net",
+                "NET/Socket: {}; {} channels, one connection per channel and direction to each \
+                 ring neighbour on another host",
+                params.sockets_why,
+                rings.nchannels()
+            );
+        }
         let slot_bytes = layout::check_slot_bytes(lay.slot_bytes)
             .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
         tracing::info!(

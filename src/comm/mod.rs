@@ -183,7 +183,19 @@ impl Communicator {
     /// ranks, which connect on first use, the transport the same rule will pick (NCCL's order:
     /// same process, then shared memory on one host, then the network).
     pub fn transports(&self) -> Vec<(usize, Path)> {
-        let mut out: Vec<(usize, Path)> = match self.core.watch.gpu() {
+        let mut out: Vec<(usize, Path)> = self
+            .send_connections()
+            .into_iter()
+            .map(|(peer, path, _)| (peer, path))
+            .collect();
+        out.dedup();
+        out
+    }
+
+    /// As [`Communicator::transports`], with the number of connections (one per channel whose
+    /// ring sends to that peer) each `(peer rank, transport, connections)`.
+    pub fn send_connections(&self) -> Vec<(usize, Path, usize)> {
+        let mut all: Vec<(usize, Path)> = match self.core.watch.gpu() {
             Some(g) => g
                 .traffic()
                 .into_iter()
@@ -207,9 +219,21 @@ impl Communicator {
                     .collect()
             }
         };
-        out.sort_unstable_by_key(|&(p, t)| (p, t as u8));
-        out.dedup();
+        all.sort_unstable_by_key(|&(p, t)| (p, t as u8));
+        let mut out: Vec<(usize, Path, usize)> = Vec::new();
+        for (peer, path) in all {
+            match out.last_mut() {
+                Some((p, t, n)) if *p == peer && *t == path => *n += 1,
+                _ => out.push((peer, path, 1)),
+            }
+        }
         out
+    }
+
+    /// Data sockets per TCP connection (`NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD`, 4 when
+    /// auto).
+    pub fn sockets_per_connection(&self) -> usize {
+        self.core.params.sockets
     }
 
     /// This rank's live counters (links and the operation in flight), shareable with other

@@ -432,6 +432,23 @@ mod tests {
         assert!(HeapMemory::new(usize::MAX / 4).is_err());
     }
 
+    /// A memory FIFO's reader reads the slot in place, so `post_from` copies the caller's bytes
+    /// into it (and the caller's memory is free again at once).
+    #[test]
+    fn post_from_copies_into_the_slot() {
+        let (mut s, mut r) = pair(64);
+        assert!(!s.sends_from_caller());
+        let mut buf = [7u8; 40];
+        assert!(s.acquire().is_some());
+        // SAFETY: `buf` holds 40 readable bytes.
+        unsafe { s.post_from(buf.as_ptr(), 40) };
+        buf.fill(0);
+        let (p, n) = r.peek().expect("the slot arrived");
+        // SAFETY: the slot from peek() holds the bytes it reports until release().
+        let got = unsafe { std::slice::from_raw_parts(p, n) };
+        assert_eq!(got, &[7u8; 40]);
+    }
+
     #[test]
     fn fills_up_then_drains_in_order() {
         let (mut s, mut r) = pair(64);

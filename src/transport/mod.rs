@@ -89,6 +89,29 @@ pub(crate) trait SendEnd: Send {
     /// Publishes the acquired slot with `nbytes` (≤ [`SendEnd::slot_bytes`]) of data.
     fn post(&mut self, nbytes: usize);
 
+    /// Whether [`SendEnd::post_from`] sends from the caller's memory as it lies (TCP: the
+    /// socket reads it, so filling a slot first would only add a copy); false where it copies
+    /// into the slot.
+    fn sends_from_caller(&self) -> bool {
+        false
+    }
+
+    /// Publishes the next slot with `nbytes` (≤ [`SendEnd::slot_bytes`]) taken from `src`: read
+    /// where it lies until the slot left ([`SendEnd::sends_from_caller`]), else copied into
+    /// the slot [`SendEnd::acquire`] returned (which must have returned one).
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `nbytes` (host memory), and where the end sends from the
+    /// caller's memory nobody writes it until [`SendEnd::pending`] says every posted slot left.
+    unsafe fn post_from(&mut self, src: *const u8, nbytes: usize) {
+        if let Some(slot) = self.acquire() {
+            // SAFETY: the slot holds slot_bytes >= nbytes and never overlaps the caller's
+            // memory; `src` holds nbytes (the caller's contract).
+            unsafe { std::ptr::copy_nonoverlapping(src, slot, nbytes) };
+            self.post(nbytes);
+        }
+    }
+
     /// Drives I/O (sockets driven by the caller's loop). Returns whether anything moved.
     ///
     /// Errors: [`TransportError`] naming the peer when the connection failed.

@@ -23,6 +23,9 @@ pub(crate) struct TransportParams {
     /// Data sockets per TCP connection (`NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD`, at least 1,
     /// at most 64; [`AUTO_SOCKETS`] when `NCCL_NSOCKS_PERTHREAD` is auto).
     pub sockets: usize,
+    /// Why [`TransportParams::sockets`] and the helper threads are what they are, for
+    /// `NCCL_DEBUG=INFO` ("4 sockets per connection: NCCL_SOCKET_NTHREADS auto → 0 …").
+    pub sockets_why: String,
     /// The usable IB ports (none with `NCCL_IB_DISABLE=1`, without libibverbs or without an
     /// ACTIVE port `NCCL_IB_HCA` selects).
     pub ib: Option<Arc<IbNet>>,
@@ -33,8 +36,9 @@ impl TransportParams {
     ///
     /// Errors: a bad knob value, or a socket count outside NCCL's limits.
     pub(crate) fn from_config(cfg: &Config) -> Result<TransportParams> {
-        let nthreads = cfg.int("NCCL_SOCKET_NTHREADS")?;
-        let per = cfg.int("NCCL_NSOCKS_PERTHREAD")?;
+        let nthreads_knob = cfg.int("NCCL_SOCKET_NTHREADS")?;
+        let per_knob = cfg.int("NCCL_NSOCKS_PERTHREAD")?;
+        let (nthreads, per) = (nthreads_knob, per_knob);
         let nthreads = if nthreads < 0 { 0 } else { nthreads as usize };
         // Auto: four sockets per connection in all (NCCL's own auto is one outside known
         // clouds). Measured with perf/cpu_vs_mpi.sh's namespaces: a 256 MiB all_reduce moved
@@ -56,7 +60,27 @@ impl TransportParams {
                 "NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD = {sockets} exceeds NCCL's maximum of 64 sockets per connection"
             )));
         }
+        let threads_why = if nthreads_knob < 0 {
+            "NCCL_SOCKET_NTHREADS auto → 0 helper threads: the rank's own thread drives the \
+             sockets (no thread hand-off per slot)"
+                .to_string()
+        } else if nthreads == 0 {
+            "NCCL_SOCKET_NTHREADS=0: the rank's own thread drives the sockets".to_string()
+        } else {
+            format!("NCCL_SOCKET_NTHREADS={nthreads}: helper threads drive the sockets")
+        };
+        let per_why = if per_knob < 0 {
+            format!(
+                "NCCL_NSOCKS_PERTHREAD auto → {per} (rnccl's auto: {AUTO_SOCKETS} sockets in \
+                 all spread the kernel's per-socket work over the cores; NCCL's is 1 outside \
+                 known clouds)"
+            )
+        } else {
+            format!("NCCL_NSOCKS_PERTHREAD={per}")
+        };
+        let sockets_why = format!("{sockets} sockets per connection; {threads_why}; {per_why}");
         Ok(TransportParams {
+            sockets_why,
             shm_disable: cfg.flag("NCCL_SHM_DISABLE")?,
             p2p_disable: cfg.flag("NCCL_P2P_DISABLE")?,
             socket_threads: nthreads,

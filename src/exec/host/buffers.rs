@@ -110,6 +110,11 @@ impl OpBuffers {
         self.output
     }
 
+    /// Whether the input and output are host memory (a socket can read them where they lie).
+    pub(super) fn on_host(&self) -> bool {
+        self.input.kind == MemKind::Host && self.output.kind == MemKind::Host
+    }
+
     /// Takes the input snapshot, when asked for (see [`OpBuffers::snapshot_input`]).
     pub(super) fn take_snapshot(&mut self) {
         if !self.snapshot_input || self.input.len == 0 || self.input.kind != MemKind::Host {

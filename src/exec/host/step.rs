@@ -106,6 +106,10 @@ fn send(
         pre: step.pre,
         post: false,
     };
+    let as_is = !(step.pre && op.spec.pre.is_some());
+    if copy_to.is_none() && as_is && op.on_host() && s.conn.sends_from_caller() {
+        return send_from_buffer(lane, step, op, s, src);
+    }
     let slot_nt = op.stream_slots && s.conn.in_memory();
     let esize = op.spec.dtype.size();
     while lane.sent < step.bytes {
@@ -147,6 +151,33 @@ fn send(
         lane.sent += n;
     }
     Ok(true)
+}
+
+/// Sends `src` as it lies, slot by slot, on an end that reads the caller's memory (TCP: the
+/// socket copies it into the kernel, so a copy into a slot first would be a second copy). The
+/// step ends once every slot left, so nothing the operation writes later can change bytes
+/// still waiting to go.
+fn send_from_buffer(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    s: &mut SendLink,
+    src: Loc,
+) -> Result<bool> {
+    while lane.sent < step.bytes {
+        if s.conn.acquire().is_none() {
+            return Ok(false);
+        }
+        let n = s.conn.slot_bytes().min(step.bytes - lane.sent);
+        let from = op.src(src.at(lane.sent), n)?;
+        // SAFETY: `from` holds n bytes (bounds-checked) of the operation's buffers, which live
+        // as long as the operation; this step, and so the operation, ends only once the end
+        // says the slot left (below), and no step writes a source before its send step ended.
+        unsafe { s.conn.post_from(from, n) };
+        s.counters.add(n);
+        lane.sent += n;
+    }
+    Ok(!s.conn.pending())
 }
 
 /// Receives slot by slot into `dst`.
@@ -217,7 +248,12 @@ fn forward(
         post: step.post,
     };
     let slot_nt = op.stream_slots && si.is_some_and(|i| conns.sends[i].conn.in_memory());
-    let out = op.stream_output;
+    // A result written to the output is sent from there when the end reads the caller's
+    // memory (TCP), instead of written a second time into a slot.
+    let from_output = !matches!(what, OnRecv::Reduce { .. })
+        && op.on_host()
+        && si.is_some_and(|i| conns.sends[i].conn.sends_from_caller());
+    let out = op.stream_output && !from_output;
     while lane.got < step.bytes {
         let r = &mut conns.recvs[ri];
         let Some((p, n)) = r.conn.peek() else {
@@ -226,6 +262,7 @@ fn forward(
         expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), from)?;
         let slot = match si {
             Some(i) => match conns.sends[i].conn.acquire() {
+                Some(_) if from_output => None,
                 Some(slot) => Some(slot),
                 None => return Ok(false),
             },
@@ -281,12 +318,21 @@ fn forward(
                 op.backend.fence();
             }
             let s = &mut conns.sends[i];
-            s.conn.post(n);
+            match what {
+                OnRecv::Copy { dst } | OnRecv::ReduceCopy { dst, .. } if from_output => {
+                    let d = op.dst(dst.at(at), n)?.cast_const();
+                    // SAFETY: `d` holds the n bytes just written (bounds-checked); the step
+                    // ends only once every slot left (below), and nothing writes an output
+                    // range twice in one operation.
+                    unsafe { s.conn.post_from(d, n) };
+                }
+                _ => s.conn.post(n),
+            }
             s.counters.add(n);
         }
         lane.got += n;
     }
-    Ok(true)
+    Ok(!from_output || si.is_none_or(|i| !conns.sends[i].conn.pending()))
 }
 
 /// Recursive doubling's exchange: sends `buf` while receiving the partner's, combining each

@@ -65,6 +65,19 @@ impl TcpSender {
         })
     }
 
+    /// Publishes the next slot with `nbytes`, taken from `src` (null: the slot itself).
+    ///
+    /// # Safety
+    /// A non-null `src` is valid for reads of `nbytes` until the slot completed.
+    unsafe fn publish(&mut self, src: *const u8, nbytes: usize) {
+        let idx = (self.posted % NSLOTS as u64) as usize;
+        self.shared.sizes[idx].store(nbytes as u64, Ordering::Relaxed);
+        self.shared.sources[idx].store(src as usize, Ordering::Relaxed);
+        self.posted += 1;
+        self.shared.counter.store(self.posted, Ordering::SeqCst);
+        self.driver.wake();
+    }
+
     fn reap(&mut self) {
         while self.completed < self.posted {
             let idx = (self.completed % NSLOTS as u64) as usize;
@@ -101,11 +114,17 @@ impl SendEnd for TcpSender {
     }
 
     fn post(&mut self, nbytes: usize) {
-        let idx = (self.posted % NSLOTS as u64) as usize;
-        self.shared.sizes[idx].store(nbytes as u64, Ordering::Relaxed);
-        self.posted += 1;
-        self.shared.counter.store(self.posted, Ordering::SeqCst);
-        self.driver.wake();
+        // SAFETY: a null source sends the slot itself.
+        unsafe { self.publish(std::ptr::null(), nbytes) };
+    }
+
+    fn sends_from_caller(&self) -> bool {
+        true
+    }
+
+    unsafe fn post_from(&mut self, src: *const u8, nbytes: usize) {
+        // SAFETY: the caller keeps `src` readable and unchanged until the slot completed.
+        unsafe { self.publish(src, nbytes) };
     }
 
     fn progress(&mut self) -> Result<bool, TransportError> {

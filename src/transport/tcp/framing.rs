@@ -131,9 +131,14 @@ impl Stream {
                 self.header[..4].copy_from_slice(&(size as u32).to_le_bytes());
                 self.header[4..].copy_from_slice(&(self.seq as u32).to_le_bytes());
             }
-            // SAFETY: the slot was posted (counter > seq) and is not reused until `state` says
-            // so; size <= slot_bytes.
-            let data = unsafe { std::slice::from_raw_parts(sh.mem.slot(self.seq), size) };
+            let from = match sh.sources[idx].load(Ordering::Relaxed) {
+                0 => sh.mem.slot(self.seq).cast_const(),
+                p => p as *const u8,
+            };
+            // SAFETY: the slot was posted (counter > seq) and neither it nor the caller's memory
+            // it names (post_from's contract) changes until `state` says it left; size <=
+            // slot_bytes.
+            let data = unsafe { std::slice::from_raw_parts(from, size) };
             let r = if self.done < FRAME_HEADER {
                 let bufs = [IoSlice::new(&self.header[self.done..]), IoSlice::new(data)];
                 send_vectored(&self.sock, &bufs)

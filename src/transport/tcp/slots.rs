@@ -106,6 +106,9 @@ pub(super) struct Shared {
     pub(super) state: [AtomicU64; NSLOTS],
     /// Sender: byte counts of posted slots.
     pub(super) sizes: [AtomicU64; NSLOTS],
+    /// Sender: where a posted slot's bytes are (0: in the slot; else the caller's memory,
+    /// [`crate::transport::SendEnd::post_from`]).
+    pub(super) sources: [AtomicUsize; NSLOTS],
     /// First error a stream hit.
     error: Mutex<Option<TransportError>>,
     failed: AtomicBool,
@@ -129,6 +132,7 @@ impl Shared {
             counter: AtomicU64::new(0),
             state: std::array::from_fn(|_| AtomicU64::new(0)),
             sizes: std::array::from_fn(|_| AtomicU64::new(0)),
+            sources: std::array::from_fn(|_| AtomicUsize::new(0)),
             error: Mutex::new(None),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),

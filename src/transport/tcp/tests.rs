@@ -70,6 +70,65 @@ fn several_sockets_with_helper_threads() {
     stream_through(4, 2);
 }
 
+/// Slots sent from the caller's memory (`post_from`, no copy into the slot) and from the slot
+/// itself, interleaved, arrive in order with their bytes, on one socket and on several driven
+/// by helper threads.
+fn post_from_the_callers_memory(nsocks: usize, nthreads: usize) {
+    let (tx, rx) = socket_pairs(nsocks);
+    let slot = 4096;
+    let mut s = TcpSender::new(tx, slot, nthreads, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0", Slots::owned()).unwrap();
+    assert!(s.sends_from_caller());
+    let total = 200usize;
+    let size = |i: usize| 1 + (i * 53) % slot;
+    // The caller's buffer: slot i's bytes at i * slot, as a collective's input would hold them.
+    let buf: Vec<u8> = (0..total * slot)
+        .map(|j| (j / slot * 7 + j) as u8)
+        .collect();
+    let (mut sent, mut got) = (0usize, 0usize);
+    while got < total {
+        if sent < total
+            && let Some(p) = s.acquire()
+        {
+            if sent % 3 == 0 {
+                // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
+                unsafe {
+                    std::ptr::copy_nonoverlapping(buf[sent * slot..].as_ptr(), p, size(sent))
+                };
+                s.post(size(sent));
+            } else {
+                // SAFETY: `buf` outlives the sender's use of it (the loop below waits until
+                // nothing is pending) and is not written.
+                unsafe { s.post_from(buf[sent * slot..].as_ptr(), size(sent)) };
+            }
+            sent += 1;
+        }
+        s.progress().unwrap();
+        r.progress().unwrap();
+        if let Some((p, n)) = r.peek() {
+            assert_eq!(n, size(got), "slot {got}");
+            // SAFETY: the slot from peek() holds the bytes it reports until release().
+            let data = unsafe { std::slice::from_raw_parts(p, n) };
+            assert_eq!(data, &buf[got * slot..got * slot + n], "slot {got}");
+            r.release();
+            got += 1;
+        }
+    }
+    while s.pending() {
+        s.progress().unwrap();
+    }
+}
+
+#[test]
+fn post_from_the_callers_memory_inline() {
+    post_from_the_callers_memory(1, 0);
+}
+
+#[test]
+fn post_from_the_callers_memory_with_helper_threads() {
+    post_from_the_callers_memory(3, 2);
+}
+
 #[test]
 fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
     let (tx, rx) = socket_pairs(1);
