@@ -197,7 +197,7 @@ impl Communicator {
             .any(|&r| params.select(me, &net.peers()[r]) == crate::transport::TransportKind::Tcp);
         if over_sockets {
             tracing::info!(
-                target: "rnccl::net",
+                target: "rnccl::init",
                 "NET/Socket: {}; {} channels, one connection per channel and direction to each \
                  ring neighbour on another host",
                 params.sockets_why,
