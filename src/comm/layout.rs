@@ -48,9 +48,9 @@ pub(crate) struct Layout {
 
 /// Slot bytes from `NCCL_BUFFSIZE` (bytes per connection; auto: NCCL's 4 MiB
 /// ([`NET_DEFAULT_BUFFSIZE`]) for GPU ranks, [`CPU_NET_DEFAULT_BUFFSIZE`] for CPU ranks across
-/// hosts, [`CPU_DEFAULT_BUFFSIZE`] for CPU ranks on one host): an eighth of it, rounded down to 64 bytes. The knob's range
-/// ([`BUFFSIZE_MIN`] to [`BUFFSIZE_MAX`]) is the registry's, so the engine and `env-explain`
-/// refuse the same values.
+/// hosts, [`CPU_DEFAULT_BUFFSIZE`] for CPU ranks on one host): an eighth of it, rounded down to
+/// 64 bytes. The knob's range ([`BUFFSIZE_MIN`] to [`BUFFSIZE_MAX`]) is the registry's, so the
+/// engine and `env-explain` refuse the same values.
 ///
 /// GPU ranks take NCCL's default because every slot costs the kernel a block-wide barrier and
 /// a system-scope fence before the flag store: a 64 KiB slot spends a third of its time there

@@ -183,13 +183,10 @@ impl Communicator {
     /// ranks, which connect on first use, the transport the same rule will pick (NCCL's order:
     /// same process, then shared memory on one host, then the network).
     pub fn transports(&self) -> Vec<(usize, Path)> {
-        let mut out: Vec<(usize, Path)> = self
-            .send_connections()
+        self.send_connections()
             .into_iter()
             .map(|(peer, path, _)| (peer, path))
-            .collect();
-        out.dedup();
-        out
+            .collect()
     }
 
     /// As [`Communicator::transports`], with the number of connections (one per channel whose

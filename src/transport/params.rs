@@ -24,7 +24,7 @@ pub(crate) struct TransportParams {
     /// at most 64; [`AUTO_SOCKETS`] when `NCCL_NSOCKS_PERTHREAD` is auto).
     pub sockets: usize,
     /// Why [`TransportParams::sockets`] and the helper threads are what they are, for
-    /// `NCCL_DEBUG=INFO` ("4 sockets per connection: NCCL_SOCKET_NTHREADS auto → 0 …").
+    /// `NCCL_DEBUG=INFO` ("4 sockets per connection; NCCL_SOCKET_NTHREADS auto → 0 …").
     pub sockets_why: String,
     /// The usable IB ports (none with `NCCL_IB_DISABLE=1`, without libibverbs or without an
     /// ACTIVE port `NCCL_IB_HCA` selects).
@@ -38,16 +38,15 @@ impl TransportParams {
     pub(crate) fn from_config(cfg: &Config) -> Result<TransportParams> {
         let nthreads_knob = cfg.int("NCCL_SOCKET_NTHREADS")?;
         let per_knob = cfg.int("NCCL_NSOCKS_PERTHREAD")?;
-        let (nthreads, per) = (nthreads_knob, per_knob);
-        let nthreads = if nthreads < 0 { 0 } else { nthreads as usize };
+        let nthreads = nthreads_knob.max(0) as usize;
         // Auto: four sockets per connection in all (NCCL's own auto is one outside known
         // clouds). Measured with perf/cpu_vs_mpi.sh's namespaces: a 256 MiB all_reduce moved
         // 0.77-0.83 GB/s over one socket and 0.96-1.12 GB/s over four, which spreads the
         // kernel's per-socket work over the cores.
-        let per = if per < 0 {
+        let per = if per_knob < 0 {
             AUTO_SOCKETS.div_ceil(nthreads.max(1))
         } else {
-            per as usize
+            per_knob as usize
         };
         if nthreads > 16 {
             return Err(Error::invalid_usage(format!(
@@ -103,5 +102,37 @@ impl TransportParams {
         } else {
             TransportKind::Tcp
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn why(pairs: &[(&str, &str)]) -> (usize, String) {
+        let p = TransportParams::from_config(&Config::from_pairs(pairs).unwrap()).unwrap();
+        (p.sockets, p.sockets_why)
+    }
+
+    #[test]
+    fn socket_counts_say_why() {
+        let (n, w) = why(&[("NCCL_IB_DISABLE", "1")]);
+        assert_eq!(n, AUTO_SOCKETS);
+        assert!(
+            w.starts_with("4 sockets per connection; NCCL_SOCKET_NTHREADS auto → 0"),
+            "{w}"
+        );
+        assert!(w.contains("NCCL_NSOCKS_PERTHREAD auto → 4"), "{w}");
+        let (n, w) = why(&[
+            ("NCCL_IB_DISABLE", "1"),
+            ("NCCL_SOCKET_NTHREADS", "2"),
+            ("NCCL_NSOCKS_PERTHREAD", "3"),
+        ]);
+        assert_eq!(n, 6);
+        assert!(
+            w.contains("NCCL_SOCKET_NTHREADS=2: helper threads")
+                && w.contains("NCCL_NSOCKS_PERTHREAD=3"),
+            "{w}"
+        );
     }
 }
