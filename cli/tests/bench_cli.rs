@@ -321,8 +321,9 @@ fn bench_says_which_transport_each_pair_uses() {
     );
     let (ok, stdout, stderr) = run(&[("NCCL_SHM_DISABLE", "1")], &args);
     assert!(ok, "{stderr}");
+    // Sockets say how many connections (one per channel) and sockets carry each pair.
     assert!(
-        stdout.contains("#   NET/Socket: 0->1 1->2 2->0\n"),
+        stdout.contains("#   NET/Socket, 2 channels × 4 sockets: 0->1 1->2 2->0\n"),
         "{stdout}"
     );
     let (ok, stdout, stderr) = run(&[], &[&QUICK[..], &["--format", "json"]].concat());
