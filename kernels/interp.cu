@@ -6,7 +6,8 @@
 // program's timeout, reporting which lane, peer and slot it waited for.
 //
 // One kernel per (data type, reduction): rnccl_interp_<type>_<op>, and beside it the one-shot
-// LL all-reduce of ll.cuh, rnccl_ll_allreduce_<type>_<op>.
+// LL all-reduce of ll.cuh, rnccl_ll_allreduce_<type>_<op>, and the two-shot direct all-reduce
+// of direct.cuh with its reduce-scatter and all-gather, rnccl_direct_<type>_<op>.
 
 #include "reduce.cuh"
 #include "program.cuh"
@@ -438,13 +439,15 @@ __device__ void run(const Program* G, u64 seq) {
 }  // namespace rnccl
 
 #include "ll.cuh"
+#include "direct.cuh"
 
 #define RNCCL_INTERP(NAME, T, OP)                                                \
   extern "C" __global__ void __launch_bounds__(512) rnccl_interp_##NAME(        \
       const rnccl::Program* p, unsigned long long seq) {                        \
     rnccl::run<T, OP>(p, seq);                                                  \
   }                                                                             \
-  RNCCL_LL(NAME, T, OP)
+  RNCCL_LL(NAME, T, OP)                                                         \
+  RNCCL_DIRECT(NAME, T, OP)
 
 #define RNCCL_INTERP_TYPE(TN, T)                    \
   RNCCL_INTERP(TN##_sum, T, rnccl::SUM)             \

@@ -23,6 +23,8 @@ namespace rnccl {
 
 // Bytes of one half of an LL area (per peer and direction).
 #define RNCCL_LL_HALF (1u << 20)
+// Bytes of an LL area (two halves); the direct area (direct.cuh) follows it.
+#define RNCCL_LL_AREA (2u * RNCCL_LL_HALF)
 // Most ranks of a one-shot LL all-reduce (the peers' addresses travel in the arguments).
 #define RNCCL_LL_MAX_RANKS 8
 
@@ -35,7 +37,7 @@ struct LlArgs {
                 // operation reported finished (program.cuh, operation tracking)
   u64 seq;      // the operation's number
   u32 nranks;
-  u32 pad;
+  u32 mode;     // direct.cuh: what the direct kernel runs (DirectMode); 0 for LL
   u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
   u64 in[RNCCL_LL_MAX_RANKS];   // per rank: this rank's LL area for that rank's lines
   // Per rank, the byte counters of this rank's first point-to-point connection ends with it
@@ -134,6 +136,36 @@ __device__ __forceinline__ u64 reduce_unit(u64 acc, u64 x, bool first, bool last
   return a.u;
 }
 
+// Thread 0 of every block, after the block's last store: the last block to finish sets the
+// epoch to `*epoch` (unless null), resets the count, adds `moved(r)` bytes to the counters of
+// the connections with every peer r and, unless this is a CUDA-graph replay of an operation
+// already reported, says the operation finished.
+template <typename F>
+__device__ void ll_finish(const LlArgs& a, u64 guard, const u32* epoch, F moved) {
+  __threadfence();
+  u32* st = (u32*)a.state;
+  if (atomicAdd(st + 1, 1u) != gridDim.x - 1) return;
+  if (epoch) st_volatile32(st, *epoch);
+  st_volatile32(st + 1, 0u);
+  for (u32 r = 0; r < a.nranks; r++) {
+    if (r == a.ctl.rank) continue;
+    const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};
+    for (int k = 0; k < 2; k++) {
+      u64* c = (u64*)steps[k];
+      const u64 b = c[1] + moved(r);
+      c[1] = b;
+      st_volatile((u64*)live[k] + 1, b);
+    }
+    st_volatile((u64*)a.in_live[r] + 2, 0);
+  }
+  // Every block ends up here, failed or not: a failure claimed the report first. A replay
+  // of a CUDA graph carries an earlier number than the last one reported.
+  if (a.seq > guard && ld_volatile32((const u32*)a.ctl.claim) == 0) {
+    st_volatile((u64*)a.state + 1, a.seq);
+    st_volatile((u64*)a.ctl.ops + 1, a.seq);
+  }
+}
+
 template <typename T, int OP>
 __device__ void ll_allreduce(const LlArgs& a) {
   __shared__ u32 epoch0;
@@ -185,29 +217,8 @@ __device__ void ll_allreduce(const LlArgs& a) {
   }
   __syncthreads();
   if (tid == 0) {
-    __threadfence();
-    u32* st = (u32*)a.state;
-    if (atomicAdd(st + 1, 1u) == gridDim.x - 1) {
-      st_volatile32(st, epoch0 + (u32)nchunks);
-      st_volatile32(st + 1, 0u);
-      for (u32 r = 0; r < a.nranks; r++) {
-        if (r == me) continue;
-        const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};
-        for (int k = 0; k < 2; k++) {
-          u64* c = (u64*)steps[k];
-          const u64 b = c[1] + a.bytes;
-          c[1] = b;
-          st_volatile((u64*)live[k] + 1, b);
-        }
-        st_volatile((u64*)a.in_live[r] + 2, 0);
-      }
-      // Every block ends up here, failed or not: a failure claimed the report first. A replay
-      // of a CUDA graph carries an earlier number than the last one reported.
-      if (a.seq > guard && ld_volatile32((const u32*)P->claim) == 0) {
-        st_volatile((u64*)a.state + 1, a.seq);
-        st_volatile((u64*)P->ops + 1, a.seq);
-      }
-    }
+    const u32 epoch = epoch0 + (u32)nchunks;
+    ll_finish(a, guard, &epoch, [&](u32) { return a.bytes; });
   }
 }
 

@@ -176,6 +176,44 @@ pub(crate) fn gpu_ll(core: &Core, func: Func, bytes: usize) -> bool {
     allows("LL") && (bytes <= LL_AUTO_MAX_BYTES || !allows("Simple"))
 }
 
+/// Collectives whose largest buffer is more than this many bytes run the direct kernel
+/// (`kernels/direct.cuh`) rather than the ring: an all-reduce below it runs the LL kernel.
+pub(crate) const DIRECT_AUTO_MIN_BYTES: usize = LL_AUTO_MAX_BYTES;
+/// ... and at most this many (a reduce-scatter at most [`DIRECT_RS_MAX_BYTES`]). Measured on
+/// 2×H200 (perf/gpu_midsize.sh, 2026-11-27, busbw ÷ NCCL 2.28.9's, one process per GPU):
+/// all-reduce direct 1.43 / 1.27 / 1.23 / 1.07 / 1.12 at 2 / 4 / 8 / 16 / 32 MB against the
+/// ring's 1.11 / 0.98 / 0.81 / 0.89 / 1.04, even with it at 64 MB; all-gather direct 1.38 /
+/// 1.54 / 1.50 / 1.28 / 1.13 against 1.02 / 0.97 / 0.66 / 0.91 / 0.92, even at 64 MB.
+pub(crate) const DIRECT_AUTO_MAX_BYTES: usize = 32 << 20;
+/// The largest reduce-scatter input the direct kernel takes: 1.24 / 1.01 at 8 / 16 MB against
+/// the ring's 0.67 / 0.80, but 0.87 at 32 MB against the ring's 0.95 (same run).
+pub(crate) const DIRECT_RS_MAX_BYTES: usize = 16 << 20;
+
+/// Whether `func` with `bytes` in its largest buffer is in the direct kernel's window: an
+/// all-reduce, all-gather or reduce-scatter above [`DIRECT_AUTO_MIN_BYTES`] and at most
+/// [`DIRECT_AUTO_MAX_BYTES`] ([`DIRECT_RS_MAX_BYTES`] for a reduce-scatter).
+fn direct_window(func: Func, bytes: usize) -> bool {
+    let max = match func {
+        Func::AllReduce | Func::AllGather => DIRECT_AUTO_MAX_BYTES,
+        Func::ReduceScatter => DIRECT_RS_MAX_BYTES,
+        _ => return false,
+    };
+    (DIRECT_AUTO_MIN_BYTES + 1..=max).contains(&bytes)
+}
+
+/// Whether a GPU all-reduce, all-gather or reduce-scatter whose largest buffer holds `bytes`
+/// bytes runs the direct kernel rather than the ring: inside [`direct_window`] (an all-reduce
+/// the LL kernel takes runs that), when `NCCL_PROTO` allows Simple for the function and
+/// `NCCL_ALGO` is unset (setting it, e.g. to Ring, runs the rings it names). The caller checks
+/// that the communicator has the direct areas; every rank decides alike.
+pub(crate) fn gpu_direct(core: &Core, func: Func, bytes: usize) -> bool {
+    let simple = core
+        .proto
+        .as_ref()
+        .is_none_or(|l| l.allows(func.nccl_name(), "Simple", &PROTOCOLS));
+    direct_window(func, bytes) && core.algo_knob.is_none() && simple && !gpu_ll(core, func, bytes)
+}
+
 /// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
 pub(crate) fn cpu_model(
     net: &BootstrapNet,
@@ -198,4 +236,29 @@ pub(crate) fn cpu_model(
         ..TuneParams::defaults()
     };
     Model::cpu(&input, &params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_direct_window_holds_the_mid_sizes_of_three_collectives() {
+        for f in [Func::AllReduce, Func::AllGather, Func::ReduceScatter] {
+            assert!(!direct_window(f, LL_AUTO_MAX_BYTES), "{f}: LL's sizes");
+            assert!(direct_window(f, LL_AUTO_MAX_BYTES + 1), "{f}");
+            assert!(direct_window(f, 8 << 20), "{f}");
+            assert!(
+                !direct_window(f, DIRECT_AUTO_MAX_BYTES + 1),
+                "{f}: the ring's sizes"
+            );
+        }
+        assert!(direct_window(Func::AllReduce, DIRECT_AUTO_MAX_BYTES));
+        assert!(direct_window(Func::AllGather, DIRECT_AUTO_MAX_BYTES));
+        assert!(direct_window(Func::ReduceScatter, DIRECT_RS_MAX_BYTES));
+        assert!(!direct_window(Func::ReduceScatter, DIRECT_RS_MAX_BYTES + 1));
+        for f in [Func::Broadcast, Func::AllToAll, Func::Send, Func::Reduce] {
+            assert!(!direct_window(f, 8 << 20), "{f}");
+        }
+    }
 }

@@ -200,6 +200,32 @@ pub(crate) const LL_HALF_BYTES: usize = 1 << 20;
 pub(crate) const LL_AREA_BYTES: usize = 2 * LL_HALF_BYTES;
 /// Input bytes one epoch carries (a line holds 8 data bytes in 16): larger inputs go in chunks.
 pub(crate) const LL_CHUNK_BYTES: usize = LL_HALF_BYTES / 2;
+/// Bytes of one block's slot in a direct area (`RNCCL_DIRECT_SLOT`, kernels/direct.cuh): the
+/// most bytes of one shard a block moves per round.
+pub(crate) const DIRECT_SLOT_BYTES: usize = 64 << 10;
+/// Most blocks of a direct all-reduce (`RNCCL_DIRECT_BLOCKS`).
+pub(crate) const DIRECT_BLOCKS: usize = 64;
+/// Bytes of a direct area's flag rows (`RNCCL_DIRECT_FLAGS`).
+pub(crate) const DIRECT_FLAGS_BYTES: usize = 4096;
+/// Bytes of the direct area a rank keeps for each peer after its LL area (`RNCCL_DIRECT_AREA`):
+/// the flags, then scatter and gather slots of two parities per block.
+pub(crate) const DIRECT_AREA_BYTES: usize =
+    DIRECT_FLAGS_BYTES + 4 * DIRECT_BLOCKS * DIRECT_SLOT_BYTES;
+/// What a direct kernel runs (`enum DirectMode`, kernels/direct.cuh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub(crate) enum DirectMode {
+    /// All-reduce of `bytes` bytes per rank: reduce-scatter, then all-gather.
+    AllReduce = 0,
+    /// Reduce-scatter: `bytes` is the output's size (each input is `nranks` × `bytes`).
+    ReduceScatter = 1,
+    /// All-gather: `bytes` is the input's size (each output is `nranks` × `bytes`).
+    AllGather = 2,
+}
+
+/// Word of the LL state where the direct blocks' round counts start
+/// (`RNCCL_DIRECT_ROUNDS_WORD`); the state holds [`DIRECT_BLOCKS`] of them after it.
+pub(crate) const DIRECT_ROUNDS_WORD: usize = 8;
 
 /// The one-shot LL all-reduce's arguments (`struct LlArgs`), passed by value as the kernel's
 /// parameter.
@@ -220,7 +246,8 @@ pub(crate) struct LlArgs {
     /// The operation's number.
     pub seq: u64,
     pub nranks: u32,
-    pub pad: u32,
+    /// What the direct kernel runs ([`DirectMode`]); 0 for the LL kernel.
+    pub mode: u32,
     /// Per rank: the LL area it reads this rank's lines from.
     pub out: [u64; LL_MAX_RANKS],
     /// Per rank: this rank's LL area for that rank's lines (`in` in CUDA).
@@ -320,7 +347,7 @@ pub(crate) fn put<T: Pod>(out: &mut Vec<u8>, v: &T) {
 pub(crate) fn layout_asserts() -> String {
     use std::mem::offset_of;
     let mut out = String::from(
-        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\nnamespace rnccl {\n",
+        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\nnamespace rnccl {\n",
     );
     let mut check = |what: String, value: usize| {
         out.push_str(&format!("static_assert({what} == {value}, \"{what}\");\n"));
@@ -355,12 +382,19 @@ pub(crate) fn layout_asserts() -> String {
         "LlArgs",
         LlArgs,
         [
-            ctl, src, dst, bytes, state, seq, nranks, pad, out, inp => "in", out_step,
+            ctl, src, dst, bytes, state, seq, nranks, mode, out, inp => "in", out_step,
             out_live, in_step, in_live
         ]
     );
     for (op, name) in StepOp::ALL {
         check(name.to_string(), op as usize);
+    }
+    for (mode, name) in [
+        (DirectMode::AllReduce, "DIRECT_ALL_REDUCE"),
+        (DirectMode::ReduceScatter, "DIRECT_REDUCE_SCATTER"),
+        (DirectMode::AllGather, "DIRECT_ALL_GATHER"),
+    ] {
+        check(name.to_string(), mode as usize);
     }
     for (code, name) in [
         (Status::Timeout, "ST_TIMEOUT"),
@@ -377,6 +411,12 @@ pub(crate) fn layout_asserts() -> String {
         ("NSLOTS", crate::conn::NSLOTS),
         ("LL_HALF", LL_HALF_BYTES),
         ("LL_MAX_RANKS", LL_MAX_RANKS),
+        ("LL_AREA", LL_AREA_BYTES),
+        ("DIRECT_SLOT", DIRECT_SLOT_BYTES),
+        ("DIRECT_BLOCKS", DIRECT_BLOCKS),
+        ("DIRECT_FLAGS", DIRECT_FLAGS_BYTES),
+        ("DIRECT_AREA", DIRECT_AREA_BYTES),
+        ("DIRECT_ROUNDS_WORD", DIRECT_ROUNDS_WORD),
     ] {
         check(format!("RNCCL_{name}"), value);
     }

@@ -15,7 +15,7 @@ pub(crate) use check::Checker;
 pub use driver::DeviceInfo;
 pub(crate) use driver::{check, context, cuda_error, probe, relaxed_capture};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
-pub(crate) use module::Interp;
+pub(crate) use module::{Interp, PeerKernel};
 
 /// The GPUs of this host (CUDA_VISIBLE_DEVICES applies), or why there are none.
 ///

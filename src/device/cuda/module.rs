@@ -10,12 +10,21 @@ use cudarc::driver::{CudaContext, sys};
 
 use super::abi::{LlArgs, THREADS};
 use super::compile::cache::cubin;
-use super::compile::entry::{COMBINES, interp_kernel, ll_kernel};
+use super::compile::entry::{COMBINES, direct_kernel, interp_kernel, ll_kernel};
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
+
+/// The all-reduce kernels that take [`LlArgs`] and work in the peers' areas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeerKernel {
+    /// The one-shot LL all-reduce (kernels/ll.cuh).
+    Ll,
+    /// The two-shot direct all-reduce (kernels/direct.cuh).
+    Direct,
+}
 
 /// The interpreter's kernels for one data type, loaded in one context.
 pub(crate) struct Interp {
@@ -24,6 +33,8 @@ pub(crate) struct Interp {
     funcs: [sys::CUfunction; 4],
     /// The one-shot LL all-reduce per reduction (kernels/ll.cuh).
     ll: [sys::CUfunction; 4],
+    /// The two-shot direct all-reduce per reduction (kernels/direct.cuh).
+    direct: [sys::CUfunction; 4],
 }
 
 // SAFETY: module and function handles are plain driver handles, valid in any thread once the
@@ -84,10 +95,12 @@ impl Interp {
             module,
             funcs: [std::ptr::null_mut(); 4],
             ll: [std::ptr::null_mut(); 4],
+            direct: [std::ptr::null_mut(); 4],
         };
         for (i, c) in COMBINES.into_iter().enumerate() {
             interp.funcs[i] = function(module, &interp_kernel(dtype, c), gpu)?;
             interp.ll[i] = function(module, &ll_kernel(dtype, c), gpu)?;
+            interp.direct[i] = function(module, &direct_kernel(dtype, c), gpu)?;
         }
         Ok(interp)
     }
@@ -138,22 +151,28 @@ impl Interp {
         )
     }
 
-    /// Launches the one-shot LL all-reduce for `combine` on `stream`: `blocks` blocks of
-    /// [`THREADS`] threads, given `args` (copied into the launch by the driver).
+    /// Launches the all-reduce `kernel` over the peers' areas for `combine` on `stream`:
+    /// `blocks` blocks of [`THREADS`] threads, given `args` (copied into the launch by the
+    /// driver).
     ///
     /// # Safety
     /// `stream` is a live stream of this context (or null); `args` comes from
     /// `crate::exec::gpu::ll::encode`, and its addresses stay valid until the kernel completes.
     ///
     /// Errors: [`Error::Cuda`] when the launch fails.
-    pub(crate) unsafe fn launch_ll(
+    pub(crate) unsafe fn launch_peers(
         &self,
+        kernel: PeerKernel,
         combine: Combine,
         blocks: u32,
         stream: sys::CUstream,
         args: &mut LlArgs,
     ) -> Result<()> {
         let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
+        let (func, what) = match kernel {
+            PeerKernel::Ll => (self.ll[i], "the LL all-reduce"),
+            PeerKernel::Direct => (self.direct[i], "the direct all-reduce"),
+        };
         let mut params = [(args as *mut LlArgs).cast::<std::ffi::c_void>()];
         // SAFETY: the function takes one `LlArgs` by value, which `params` points to (the
         // struct mirrors the kernel's, `abi`); the caller vouches for the stream and the
@@ -161,7 +180,7 @@ impl Interp {
         check(
             unsafe {
                 sys::cuLaunchKernel(
-                    self.ll[i],
+                    func,
                     blocks.max(1),
                     1,
                     1,
@@ -174,7 +193,7 @@ impl Interp {
                     std::ptr::null_mut(),
                 )
             },
-            || format!("launching the LL all-reduce on GPU {}", self.ctx.ordinal()),
+            || format!("launching {what} on GPU {}", self.ctx.ordinal()),
         )
     }
 }

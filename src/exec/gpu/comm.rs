@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 
 use super::ll::LlOp;
 use super::program::{Control, Part, conn_order};
-use crate::device::cuda::abi::{CONTROL_BYTES, DevConn, OPS_OFF, REPORT_OFF, Status};
+use crate::device::cuda::abi::{CONTROL_BYTES, DevConn, DirectMode, OPS_OFF, REPORT_OFF, Status};
 use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
 use crate::error::{Error, Result};
 use crate::exec::Core;
@@ -190,6 +190,25 @@ impl GpuComm {
         }
     }
 
+    /// The direct kernel's `mode` from `src` into `dst` (device addresses; `bytes` as
+    /// [`LlOp::bytes`]), when this communicator has direct areas in GPU memory with every peer.
+    /// Nothing here depends on the buffers (every rank must choose alike, and a peer's buffers
+    /// are not known): the kernel moves 16-byte packs where they are 16-byte aligned and whole
+    /// elements where not.
+    pub(crate) fn direct_op(
+        &self,
+        mode: DirectMode,
+        src: u64,
+        dst: u64,
+        bytes: usize,
+    ) -> Option<LlOp> {
+        self.conns
+            .ll()
+            .filter(|l| l.direct)
+            .and_then(|_| self.ll_op(src, dst, bytes))
+            .map(|op| LlOp { mode, ..op })
+    }
+
     /// The one-shot LL all-reduce of `bytes` bytes per rank from `src` into `dst` (device
     /// addresses), when this communicator has LL areas with every peer.
     pub(crate) fn ll_op(&self, src: u64, dst: u64, bytes: usize) -> Option<LlOp> {
@@ -197,6 +216,7 @@ impl GpuComm {
             src,
             dst,
             bytes,
+            mode: DirectMode::AllReduce,
             state: l.state.ptr(),
             out: l.out.clone(),
             inp: l.inp.clone(),

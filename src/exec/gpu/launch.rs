@@ -12,12 +12,12 @@ use super::comm::GpuComm;
 use super::ll::{self, LlOp};
 use super::program::{Control, DevBuffers, Part, encode};
 use crate::coll::{Func, Plan};
-use crate::device::cuda::abi::THREADS;
-use crate::device::cuda::{Interp, check, cuda_error};
+use crate::device::cuda::abi::{DirectMode, THREADS};
+use crate::device::cuda::{Interp, PeerKernel, check, cuda_error};
 use crate::device::{ReduceSpec, Region};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::exec::plans::{PlanCache, gpu_ll};
+use crate::exec::plans::{PlanCache, gpu_direct, gpu_ll};
 use crate::exec::{Core, Op};
 use crate::redop::RedOp;
 use crate::stats::OpInfo;
@@ -37,6 +37,8 @@ enum Work {
     Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
     /// The one-shot LL all-reduce.
     Ll(LlOp),
+    /// The two-shot direct all-reduce on this many blocks.
+    Direct(LlOp, u32),
     /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
     /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).
     Copy { src: u64, dst: u64, bytes: usize },
@@ -47,7 +49,7 @@ enum Work {
 impl Work {
     /// Whether a kernel runs it and reports its start and finish.
     fn reports(&self) -> bool {
-        matches!(self, Work::Program(_) | Work::Ll(_))
+        matches!(self, Work::Program(_) | Work::Ll(_) | Work::Direct(..))
     }
 }
 
@@ -204,21 +206,42 @@ fn launch_all(
         let ll = gpu_ll(core, a.func, input.1)
             .then(|| gpu.ll_op(input.0, bufs.output.0, input.1))
             .flatten();
-        // The one-shot LL kernel stores straight into the peers' memory, without the plan.
-        let op = match ll {
-            Some(_) => OpInfo {
+        let (out, total) = (bufs.output, input.1.max(bufs.output.1));
+        let mode = match a.func {
+            Func::AllGather => Some((DirectMode::AllGather, input.1)),
+            Func::ReduceScatter => Some((DirectMode::ReduceScatter, out.1)),
+            Func::AllReduce => Some((DirectMode::AllReduce, input.1)),
+            _ => None,
+        };
+        let direct = mode
+            .filter(|_| ll.is_none() && gpu_direct(core, a.func, total))
+            .and_then(|(mode, bytes)| gpu.direct_op(mode, input.0, out.0, bytes));
+        // The LL and direct kernels store straight into the peers' memory, without the plan.
+        let work = match (ll, direct) {
+            (Some(op), _) => Work::Ll(op),
+            (None, Some(op)) => {
+                let blocks = ll::direct_blocks(&op, n, core.rings.nchannels());
+                Work::Direct(op, blocks)
+            }
+            (None, None) => Work::Program(vec![(plan, bufs)]),
+        };
+        let op = match &work {
+            Work::Ll(_) => OpInfo {
                 algo: "Direct",
                 nchannels: 1,
                 direct: true,
                 ..op
             },
-            None => op,
+            Work::Direct(_, blocks) => OpInfo {
+                algo: "Direct",
+                nchannels: *blocks as usize,
+                direct: true,
+                ..op
+            },
+            _ => op,
         };
         launches.push(Launch {
-            work: match ll {
-                Some(op) => Work::Ll(op),
-                None => Work::Program(vec![(plan, bufs)]),
-            },
+            work,
             spec,
             stream: q.stream,
             op,
@@ -252,14 +275,18 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
     let combine = l.spec.combine;
     let parts = match &l.work {
         Work::Program(parts) => parts,
-        Work::Ll(op) => {
+        Work::Ll(op) | Work::Direct(op, _) => {
             let interp = interp()?;
             let mut args = ll::encode(op, seq, &l.spec, ctl)?;
-            let blocks = ll::blocks(op.bytes, THREADS as usize);
-            // SAFETY: the arguments name this communicator's LL areas, epoch and control
-            // words (alive as long as it is) and the caller's buffers (valid until the stream
-            // runs the kernel, the contract of Group::push_device); the stream is the caller's.
-            return unsafe { interp.launch_ll(combine, blocks, l.stream, &mut args) };
+            let (kernel, blocks) = match l.work {
+                Work::Direct(_, blocks) => (PeerKernel::Direct, blocks),
+                _ => (PeerKernel::Ll, ll::blocks(op.bytes, THREADS as usize)),
+            };
+            // SAFETY: the arguments name this communicator's LL and direct areas, epoch,
+            // round counts and control words (alive as long as it is) and the caller's buffers
+            // (valid until the stream runs the kernel, the contract of Group::push_device); the
+            // stream is the caller's.
+            return unsafe { interp.launch_peers(kernel, combine, blocks, l.stream, &mut args) };
         }
         &Work::Copy { src, dst, bytes } => {
             if src == dst || bytes == 0 {

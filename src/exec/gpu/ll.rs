@@ -3,11 +3,12 @@
 //! many thread blocks it runs on. Every rank stores its input into every peer's LL area as
 //! 16-byte lines carrying 8 data bytes and two flags, and reduces what the peers stored into
 //! its own area, in rank order (NCCL's LL protocol, internals §5.3; one-shot as vLLM's custom
-//! all-reduce, gpu-backend.md §B.1).
+//! all-reduce, gpu-backend.md §B.1). The two-shot direct all-reduce (`kernels/direct.cuh`) takes
+//! the same arguments and runs on the direct areas that follow the LL areas.
 
 use super::program::{Control, header};
 use crate::device::ReduceSpec;
-use crate::device::cuda::abi::{LL_CHUNK_BYTES, LL_MAX_RANKS, LlArgs};
+use crate::device::cuda::abi::{DIRECT_BLOCKS, DirectMode, LL_CHUNK_BYTES, LL_MAX_RANKS, LlArgs};
 use crate::error::{Error, Result};
 
 /// All-reduce inputs up to this many bytes run the one-shot LL kernel when `NCCL_PROTO` allows
@@ -28,8 +29,11 @@ pub(crate) struct LlOp {
     pub src: u64,
     /// Output (device address; may equal `src`).
     pub dst: u64,
-    /// Bytes per rank.
+    /// Bytes per rank: the all-reduce's buffer; for the direct kernel's reduce-scatter the
+    /// output, for its all-gather the input.
     pub bytes: usize,
+    /// What the direct kernel runs (the LL kernel only all-reduces).
+    pub mode: DirectMode,
     /// 16 bytes of device memory: the last epoch used and the blocks finished (`u32` each),
     /// and the last operation reported finished (`u64`).
     pub state: u64,
@@ -43,6 +47,25 @@ pub(crate) struct LlOp {
     pub out_counts: Vec<(u64, u64)>,
     /// The same for the receive end.
     pub inp_counts: Vec<(u64, u64)>,
+}
+
+/// Bytes of a shard each block of a direct all-reduce gets at least per round: fewer blocks
+/// below `DIRECT_BLOCKS × DIRECT_MIN_UNIT` bytes per shard, so a block's stores are not
+/// dwarfed by its two flag hops.
+const DIRECT_MIN_UNIT: usize = 16 << 10;
+
+/// Thread blocks for a direct kernel (`kernels/direct.cuh`) of `op`'s size over `nranks`
+/// ranks, at most `max_blocks` (the communicator's channels): one per [`DIRECT_MIN_UNIT`] of a
+/// shard (an all-reduce's buffer ÷ `nranks`, the others' per-rank part), at most
+/// [`DIRECT_BLOCKS`].
+pub(crate) fn direct_blocks(op: &LlOp, nranks: usize, max_blocks: usize) -> u32 {
+    let shard = match op.mode {
+        DirectMode::AllReduce => op.bytes.div_ceil(nranks.max(1)),
+        DirectMode::AllGather | DirectMode::ReduceScatter => op.bytes,
+    };
+    shard
+        .div_ceil(DIRECT_MIN_UNIT)
+        .clamp(1, max_blocks.clamp(1, DIRECT_BLOCKS)) as u32
 }
 
 /// Thread blocks for an LL all-reduce of `bytes` bytes with `threads` threads per block: enough
@@ -83,7 +106,7 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
         state: op.state,
         seq,
         nranks: n as u32,
-        pad: 0,
+        mode: op.mode as u32,
         out: list(&|r| op.out[r]),
         inp: list(&|r| op.inp[r]),
         out_step: list(&|r| op.out_counts[r].0),
@@ -113,6 +136,7 @@ mod tests {
             src: 0x1000,
             dst: 0x2000,
             bytes: 12,
+            mode: DirectMode::AllGather,
             state: 0x3000,
             out: vec![0xa0, 0],
             inp: vec![0xb0, 0],
@@ -135,6 +159,11 @@ mod tests {
         assert_eq!(at(120 + 24), 0x3000);
         assert_eq!(at(120 + 32), 7, "seq");
         assert_eq!(u32::from_le_bytes(b[160..164].try_into().unwrap()), 2);
+        assert_eq!(
+            u32::from_le_bytes(b[164..168].try_into().unwrap()),
+            2,
+            "mode"
+        );
         assert_eq!(at(168), 0xa0, "out[0]");
         assert_eq!(at(168 + 64), 0xb0, "in[0]");
         assert_eq!(at(168 + 8 * 15), 0, "unused ranks are zero");
@@ -158,6 +187,45 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn direct_blocks_grow_with_the_shard_up_to_the_channels() {
+        let op = |mode, bytes| LlOp {
+            src: 0,
+            dst: 0,
+            bytes,
+            mode,
+            state: 0,
+            out: vec![],
+            inp: vec![],
+            out_counts: vec![],
+            inp_counts: vec![],
+        };
+        let ar = |bytes| op(DirectMode::AllReduce, bytes);
+        assert_eq!(direct_blocks(&ar(8), 2, 64), 1);
+        assert_eq!(
+            direct_blocks(&ar(1 << 20), 2, 64),
+            32,
+            "512 KB shards: 32 of 16 KB"
+        );
+        assert_eq!(direct_blocks(&ar(1 << 20), 4, 64), 16);
+        assert_eq!(direct_blocks(&ar(256 << 10), 2, 64), 8);
+        assert_eq!(direct_blocks(&ar(16 << 20), 2, 128), DIRECT_BLOCKS as u32);
+        assert_eq!(
+            direct_blocks(&ar(8 << 20), 2, 16),
+            16,
+            "NCCL_MAX_NCHANNELS bounds it"
+        );
+        assert_eq!(direct_blocks(&ar(8 << 20), 2, 0), 1);
+        let ag = op(DirectMode::AllGather, 512 << 10);
+        assert_eq!(
+            direct_blocks(&ag, 2, 64),
+            32,
+            "the per-rank part is the shard"
+        );
+        let rs = op(DirectMode::ReduceScatter, 256 << 10);
+        assert_eq!(direct_blocks(&rs, 4, 64), 16);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::bootstrap::{BootstrapNet, Deadline};
 use crate::coll::Rings;
 use crate::conn::ConnKey;
 use crate::device::cuda::DeviceAlloc;
-use crate::device::cuda::abi::{DevConn, LL_MAX_RANKS};
+use crate::device::cuda::abi::{DIRECT_BLOCKS, DIRECT_ROUNDS_WORD, DevConn, LL_MAX_RANKS};
 use crate::error::{Error, Result};
 use crate::stats::{Direction, LinkSnapshot, Path};
 use crate::transport::ib::IbNet;
@@ -75,8 +75,12 @@ pub(crate) struct GpuSetup<'a> {
 /// Where a rank's one-shot LL all-reduce stores and finds lines (`kernels/ll.cuh`), per rank
 /// (0 for itself), and its epoch in device memory.
 pub(crate) struct LlPeers {
-    /// `u32` last epoch used, `u32` blocks finished, `u64` last operation reported finished.
+    /// `u32` last epoch used, `u32` blocks finished, `u64` last operation reported finished;
+    /// from word [`DIRECT_ROUNDS_WORD`], the direct all-reduce's round count per block.
     pub state: DeviceAlloc,
+    /// Whether every area is in GPU memory (peers reached over P2P), where the direct
+    /// all-reduce (`kernels/direct.cuh`) runs at link speed; through host memory it would not.
+    pub direct: bool,
     /// Per rank, its LL area for this rank's lines.
     pub out: Vec<u64>,
     /// Per rank, this rank's LL area for its lines.
@@ -146,6 +150,7 @@ fn ll_peers(
     }
     let (mut out, mut inp) = (vec![0; n], vec![0; n]);
     let (mut out_counts, mut inp_counts) = (vec![(0, 0); n], vec![(0, 0); n]);
+    let mut direct = true;
     for r in (0..n).filter(|&r| r != s.rank) {
         let key = ConnKey::p2p(r);
         let (Some(send), Some(recv)) = (sends.get(&key), recvs.get(&key)) else {
@@ -155,12 +160,14 @@ fn ll_peers(
             (Some(o), Some(i)) => (out[r], inp[r]) = (o, i),
             _ => return Ok(None),
         }
+        direct &= !send.through_host() && !recv.through_host();
         let (sc, rc) = (send.dev_conn(), recv.dev_conn());
         out_counts[r] = (sc.step, sc.bytes);
         inp_counts[r] = (rc.step, rc.bytes);
     }
     Ok(Some(LlPeers {
-        state: DeviceAlloc::zeroed(ctx, 16)?,
+        state: DeviceAlloc::zeroed(ctx, 8 * (DIRECT_ROUNDS_WORD + DIRECT_BLOCKS))?,
+        direct,
         out,
         inp,
         out_counts,

@@ -33,7 +33,9 @@ use super::net::NetJob;
 use super::proxy::NetConn;
 use crate::bootstrap::{BootstrapNet, Deadline, tags};
 use crate::conn::{ConnKey, NSLOTS};
-use crate::device::cuda::abi::{DevConn, HEAD_OFF, LL_AREA_BYTES, SIZES_OFF, SLOTS_OFF};
+use crate::device::cuda::abi::{
+    DIRECT_AREA_BYTES, DevConn, HEAD_OFF, LL_AREA_BYTES, SIZES_OFF, SLOTS_OFF,
+};
 use crate::device::cuda::host_shared::HostShared;
 use crate::device::cuda::ipc::{self, Imported};
 use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error};
@@ -43,10 +45,19 @@ use crate::transport::ib::IbNet;
 use crate::transport::tcp::listener::DataListener;
 
 /// Bytes of the FIFO allocation of connection `key`: the flags, the slots and, on a
-/// peer's first point-to-point connection, the LL area after them (`kernels/ll.cuh`: the peer's lines of a
-/// one-shot LL all-reduce land there; collectives' connections do not need one).
-fn fifo_bytes(key: &ConnKey, slot_bytes: usize) -> usize {
-    SLOTS_OFF + NSLOTS * slot_bytes + if has_ll_area(key) { LL_AREA_BYTES } else { 0 }
+/// peer's first point-to-point connection, the LL area after them (`kernels/ll.cuh`: the
+/// peer's lines of a one-shot LL all-reduce land there; collectives' connections do not need
+/// one) followed, in GPU memory (`on_gpu`), by the direct area (`kernels/direct.cuh`: the
+/// peer's shards of the direct kernels, which run only over peer access).
+fn fifo_bytes(key: &ConnKey, slot_bytes: usize, on_gpu: bool) -> usize {
+    let direct = if on_gpu { DIRECT_AREA_BYTES } else { 0 };
+    SLOTS_OFF
+        + NSLOTS * slot_bytes
+        + if has_ll_area(key) {
+            LL_AREA_BYTES + direct
+        } else {
+            0
+        }
 }
 
 /// Whether `key` carries the LL area: the first point-to-point connection with its peer.
@@ -326,9 +337,14 @@ impl GpuSend {
     }
 
     /// The peer's LL area for this rank's lines (point-to-point connections on this host;
-    /// `slot_bytes` as connected).
+    /// `slot_bytes` as connected); its direct area follows it.
     pub(crate) fn ll_area(&self, slot_bytes: usize) -> Option<u64> {
         ll_area(&self.key, self.base, slot_bytes).filter(|_| self.net.is_none())
+    }
+
+    /// Whether the peer's FIFO (and its areas) is in host memory.
+    pub(crate) fn through_host(&self) -> bool {
+        self.host
     }
 
     /// Slots and bytes sent so far, and whether a kernel waits for a free slot.
@@ -514,7 +530,7 @@ pub(crate) fn connect(
     let net_job = NetJob::offer(ep, &net_recvs)?;
     let mut pending = Vec::with_capacity(recvs.len());
     for key in &recvs {
-        let bytes = fifo_bytes(key, ep.slot_bytes);
+        let bytes = fifo_bytes(key, ep.slot_bytes, !ep.staged[key.peer]);
         let fifo = match (ep.staged[key.peer], ep.same_process(key.peer)) {
             (false, _) => FifoMem::Device(DeviceAlloc::zeroed(ctx, bytes)?),
             (true, true) => FifoMem::Host(PinnedHost::zeroed(ctx, bytes)?),

@@ -42,6 +42,13 @@ pub(crate) fn ll_kernel(dtype: DataType, combine: Combine) -> String {
     )
 }
 
+/// The direct kernel of `kernels/direct.cuh` (built into interp.cu's module: two-shot
+/// all-reduce, reduce-scatter and all-gather) for `dtype` and `combine`:
+/// `rnccl_direct_<type>_<op>`, named as [`interp_kernel`].
+pub(crate) fn direct_kernel(dtype: DataType, combine: Combine) -> String {
+    format!("rnccl_direct_{}_{}", type_name(dtype), op_name(combine))
+}
+
 fn op_name(combine: Combine) -> &'static str {
     match combine {
         Combine::Sum => "sum",
@@ -65,9 +72,9 @@ pub(crate) fn entry_points(program: &str) -> Option<Vec<String>> {
             DataType::ALL
                 .iter()
                 .flat_map(|&d| {
-                    COMBINES
-                        .iter()
-                        .flat_map(move |&c| [interp_kernel(d, c), ll_kernel(d, c)])
+                    COMBINES.iter().flat_map(move |&c| {
+                        [interp_kernel(d, c), ll_kernel(d, c), direct_kernel(d, c)]
+                    })
                 })
                 .collect(),
         ),
@@ -105,7 +112,7 @@ mod tests {
         }
         assert_eq!(check_kernel(DataType::Bfloat16), "rnccl_check_bf16");
         let all = entry_points("interp.cu").unwrap();
-        assert_eq!(all.len(), 2 * DataType::ALL.len() * COMBINES.len());
+        assert_eq!(all.len(), 3 * DataType::ALL.len() * COMBINES.len());
         let mut unique = all.clone();
         unique.sort();
         unique.dedup();

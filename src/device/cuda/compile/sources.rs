@@ -33,6 +33,7 @@ macro_rules! kernel_file {
 /// file added there and forgotten here fails the build's tests.
 pub(crate) const SOURCES: &[Source] = &[
     kernel_file!("check.cu"),
+    kernel_file!("direct.cuh"),
     kernel_file!("interp.cu"),
     kernel_file!("ll.cuh"),
     kernel_file!("program.cuh"),

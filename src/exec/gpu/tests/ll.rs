@@ -73,6 +73,7 @@ impl LlFabric {
             src,
             dst,
             bytes,
+            mode: crate::device::cuda::abi::DirectMode::AllReduce,
             state: self.state[rank].addr(),
             out: (0..self.n).map(|r| area(rank, r)).collect(),
             inp: (0..self.n).map(|r| area(r, rank)).collect(),

@@ -1,0 +1,286 @@
+// All-reduce, reduce-scatter and all-gather straight through the peers' memory. The all-reduce
+// is two-shot (reduce-scatter, then all-gather),
+// with NCCL's Simple protocol per block: every rank owns one shard of the buffer; it stores
+// each peer's shard of its input into that peer's direct area, reduces its own shard from its
+// input and what the peers stored, in rank order (so every rank gets the same bits), writes
+// the result to its output and stores it into every peer's area, then copies the peers'
+// reduced shards into its output. Each rank sends 2(n-1)/n of the buffer, as a ring does, but
+// with two flag hops per round instead of 2(n-1) slot handshakes per chunk (the two-shot shape
+// of vLLM's custom all-reduce and PyTorch's SymmetricMemory two_shot_all_reduce, written into
+// the peers rather than read from them, so the caller's buffers need no registration;
+// gpu-backend.md §B.1, §B.4).
+//
+// A direct area (per peer and direction, in the receiver's memory, after its LL area) holds
+// two flag rows and two data regions (scatter, gather) of two parities × RNCCL_DIRECT_BLOCKS
+// slots of RNCCL_DIRECT_SLOT bytes. Block b only ever uses slot b and flag b, whatever the
+// operation's block count, and counts its rounds in device memory (LlArgs::state, from word
+// 8): round R writes parity R & 1 and raises the flags to R. Block b of a rank stores round
+// R + 1 into a peer's slot only after it saw the peer's block b raise its gather flag for R,
+// which the peer does after it finished reading round R - 1: two parities are enough, and
+// back-to-back kernels and CUDA-graph replays continue from the counts.
+//
+// A reduce-scatter is the all-reduce's first shot (its shards are the ranks' outputs), an
+// all-gather the second (every rank stores its input into every peer's area).
+//
+// Mirrored by src/device/cuda/abi.rs (the constants); change both together.
+#pragma once
+
+namespace rnccl {
+
+// Bytes of one block's slot (per kind and parity) of a direct area.
+#define RNCCL_DIRECT_SLOT (64u << 10)
+// Most blocks of a direct all-reduce (flag and slot rows of an area).
+#define RNCCL_DIRECT_BLOCKS 64
+// Bytes of a direct area's flag rows (two rows of RNCCL_DIRECT_BLOCKS u64, padded).
+#define RNCCL_DIRECT_FLAGS 4096
+// Bytes of a direct area.
+#define RNCCL_DIRECT_AREA (RNCCL_DIRECT_FLAGS + 4u * RNCCL_DIRECT_BLOCKS * RNCCL_DIRECT_SLOT)
+// Word of LlArgs::state where the blocks' round counts start.
+#define RNCCL_DIRECT_ROUNDS_WORD 8
+
+// What a direct kernel runs (LlArgs::mode).
+enum DirectMode { DIRECT_ALL_REDUCE = 0, DIRECT_REDUCE_SCATTER = 1, DIRECT_ALL_GATHER = 2 };
+
+#ifndef RNCCL_ABI_ONLY
+
+// The slot of block `b` for `kind` (0 scatter, 1 gather) and parity `par` in the direct area
+// at `area`.
+__device__ __forceinline__ u64 direct_slot(u64 area, u32 kind, u32 par, u32 b) {
+  return area + RNCCL_DIRECT_FLAGS +
+         ((u64)(kind * 2 + par) * RNCCL_DIRECT_BLOCKS + b) * RNCCL_DIRECT_SLOT;
+}
+
+__device__ __forceinline__ u64* direct_flag(u64 area, u32 kind, u32 b) {
+  return (u64*)area + kind * RNCCL_DIRECT_BLOCKS + b;
+}
+
+// dst[i] = src[i] over `bytes` bytes (element-aligned; 16-byte packs where both are 16-byte
+// aligned) with every thread of the block.
+template <typename T>
+__device__ __forceinline__ void direct_copy(u64 dst, u64 src, u64 bytes) {
+  const u32 tid = threadIdx.x, nt = blockDim.x;
+  u64 done = 0;
+  if (((dst | src) & 15) == 0) {
+    const u64 npacks = bytes / 16;
+    const uint4* s = (const uint4*)src;
+    uint4* d = (uint4*)dst;
+    for (u64 base = 0; base < npacks; base += (u64)nt * UNROLL) {
+      uint4 v[UNROLL];
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        const u64 p = base + tid + (u64)k * nt;
+        if (p < npacks) v[k] = __ldcg(s + p);
+      }
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        const u64 p = base + tid + (u64)k * nt;
+        if (p < npacks) d[p] = v[k];
+      }
+    }
+    done = npacks * 16;
+  }
+  const T* s = (const T*)src;
+  T* d = (T*)dst;
+  for (u64 i = done / sizeof(T) + tid; i < bytes / sizeof(T); i += nt) d[i] = s[i];
+}
+
+// One 16-byte pack of the reduction: the packs of `srcs` reduced in rank order (pre on every
+// input, post on the last).
+template <typename T, int OP>
+__device__ __forceinline__ uint4 direct_pack(const u64* srcs, u32 n, u64 p, const Scalars& sc) {
+  union {
+    uint4 v;
+    u64 u[2];
+  } acc, x;
+  acc.u[0] = acc.u[1] = 0;
+  for (u32 r = 0; r < n; r++) {
+    x.v = __ldcg((const uint4*)srcs[r] + p);
+    acc.u[0] = reduce_unit<T, OP>(acc.u[0], x.u[0], r == 0, r + 1 == n, sc);
+    acc.u[1] = reduce_unit<T, OP>(acc.u[1], x.u[1], r == 0, r + 1 == n, sc);
+  }
+  return acc.v;
+}
+
+// dsts[j][i] = reduce over r of srcs[r][i] (pre on every input, post on the last), or the
+// plain copy of srcs[0] when `copy`, for `bytes` bytes (element-aligned), with every thread of
+// the block: 16-byte packs where every pointer is 16-byte aligned, 8-byte units of whole
+// elements otherwise and for the tail.
+template <typename T, int OP>
+__device__ __forceinline__ void direct_reduce(const u64* srcs, u32 n, const u64* dsts, u32 ndst,
+                                              u64 bytes, const Scalars& sc, bool copy) {
+  const u32 tid = threadIdx.x, nt = blockDim.x;
+  u64 any = 0;
+  for (u32 r = 0; r < n; r++) any |= srcs[r];
+  for (u32 j = 0; j < ndst; j++) any |= dsts[j];
+  const u64 npacks = (any & 15) == 0 ? bytes / 16 : 0;
+  for (u64 base = 0; base < npacks; base += (u64)nt * UNROLL) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int k = 0; k < UNROLL; k++) {
+      const u64 p = base + tid + (u64)k * nt;
+      if (p < npacks) v[k] = copy ? __ldcg((const uint4*)srcs[0] + p) : direct_pack<T, OP>(srcs, n, p, sc);
+    }
+#pragma unroll
+    for (int k = 0; k < UNROLL; k++) {
+      const u64 p = base + tid + (u64)k * nt;
+      if (p < npacks)
+        for (u32 j = 0; j < ndst; j++) ((uint4*)dsts[j])[p] = v[k];
+    }
+  }
+  for (u64 at = npacks * 16 + (u64)tid * 8; at < bytes; at += (u64)nt * 8) {
+    u64 acc = copy ? ld_unit<T>(srcs[0], at, bytes) : 0;
+    for (u32 r = 0; r < n && !copy; r++)
+      acc = reduce_unit<T, OP>(acc, ld_unit<T>(srcs[r], at, bytes), r == 0, r + 1 == n, sc);
+    for (u32 j = 0; j < ndst; j++) st_unit<T>(dsts[j], at, bytes, acc);
+  }
+}
+
+// Thread 0: waits until every peer's block `b` raised its `kind` flag in this rank's areas to
+// `round`. Returns ST_OK, or the failure (reported, naming the peer).
+__device__ int direct_wait(const LlArgs& a, u32 kind, u32 b, u64 round) {
+  const Program* P = &a.ctl;
+  for (u32 r = 0; r < a.nranks; r++) {
+    if (r == P->rank) continue;
+    const u64 area = a.in[r] + RNCCL_LL_AREA;
+    const int st = wait_at_least(direct_flag(area, kind, b), round, P, (u64*)a.in_live[r] + 2);
+    if (st != ST_OK) {
+      Conn c = {};
+      c.peer = r;
+      report(P, st, b, c, round, 1);
+      return st;
+    }
+  }
+  return ST_OK;
+}
+
+// Thread 0, after the block's stores of round `round`: makes them visible, then raises this
+// rank's `kind` flag for block `b` in every peer's area.
+__device__ __forceinline__ void direct_post(const LlArgs& a, u32 kind, u32 b, u64 round) {
+  __threadfence_system();
+  for (u32 r = 0; r < a.nranks; r++)
+    if (r != a.ctl.rank) st_volatile(direct_flag(a.out[r] + RNCCL_LL_AREA, kind, b), round);
+}
+
+// Thread 0: waits until every peer's block `b` raised its `kind` flag in this rank's areas to
+// at least `round`, or raises `status` (reported).
+__device__ __forceinline__ void direct_need(const LlArgs& a, u32 kind, u32 b, u64 round,
+                                            int* status) {
+  if (*status == ST_OK) *status = direct_wait(a, kind, b, round);
+}
+
+// Block b's rounds of a direct collective. All-reduce: scatter the peers' shards (A), reduce
+// this rank's shard and store it to every peer (B), copy the peers' reduced shards (C); the
+// scatter of round k + 1 goes out before the wait for round k's gather flags, so its stores
+// overlap that hop. Reduce-scatter: A and B without the gather data; B still raises the gather
+// flag, which tells the peers the scatter slots of that round are read. All-gather: B stores
+// this rank's input to every peer, then C.
+template <typename T, int OP>
+__device__ void direct_run(const LlArgs& a) {
+  __shared__ u64 base_round;
+  __shared__ int status;
+  const Program* P = &a.ctl;
+  const u32 tid = threadIdx.x, b = blockIdx.x, B = gridDim.x, n = a.nranks, me = P->rank;
+  const u32 mode = a.mode;
+  u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + b;
+  u64 guard = 0;
+  if (tid == 0) {
+    base_round = *rounds_done;
+    guard = ld_volatile((const u64*)a.state + 1);
+    status = ST_OK;
+  }
+  op_started(P, a.seq);
+  __syncthreads();
+  const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
+  // Shard s: bytes [s * shard, (s + 1) * shard) of the all-reduce's buffers (16-byte aligned
+  // shards), of the reduce-scatter's input, of the all-gather's output; `a.bytes` is the
+  // all-reduce's buffer and the others' per-rank part. A round moves `unit` bytes of every
+  // shard per block.
+  const u64 total = mode == DIRECT_ALL_REDUCE ? a.bytes : a.bytes * n;
+  const u64 shard = mode == DIRECT_ALL_REDUCE ? ((a.bytes + n - 1) / n + 15) & ~15ull : a.bytes;
+  const u64 unit = max(16ull, min((u64)RNCCL_DIRECT_SLOT, (((shard + B - 1) / B) + 15) & ~15ull));
+  // Block b runs the rounds whose piece starts inside the shard, and counts only those: the
+  // peers' block b runs as many and raises its flags for each.
+  const u64 pieces = (shard + unit - 1) / unit;
+  const u64 nrounds = b < pieces ? (pieces - b + B - 1) / B : 0;
+  // Where shard s of this block's piece of round k is in the input and in the output.
+  auto off = [&](u64 k) { return (k * B + b) * unit; };
+  auto piece = [&](u32 s, u64 k) -> u64 {
+    const u64 o = off(k);
+    const u64 at = s * shard + o, end = min(s * shard + min(o + unit, shard), total);
+    return end > at ? end - at : 0;
+  };
+  auto in_at = [&](u32 s, u64 k) {
+    return a.src + (mode == DIRECT_ALL_GATHER ? 0 : s * shard) + off(k);
+  };
+  auto out_at = [&](u32 s, u64 k) {
+    return a.dst + (mode == DIRECT_REDUCE_SCATTER ? 0 : s * shard) + off(k);
+  };
+  const bool scatters = mode != DIRECT_ALL_GATHER;
+  // Stores this rank's scatter of round k into the peers' slots and raises its flags. A slot's
+  // parity was last used two rounds before: a reduce-scatter first waits for the peers' gather
+  // flags of that round (they raise them once they read it); an all-reduce saw newer ones.
+  auto scatter = [&](u64 k) {
+    const u64 round = base_round + k + 1;
+    if (tid == 0 && mode == DIRECT_REDUCE_SCATTER && round > 2)
+      direct_need(a, 1, b, round - 2, &status);
+    __syncthreads();
+    if (status != ST_OK) return;
+    const u32 par = (u32)(round & 1);
+    for (u32 r = 0; r < n; r++)
+      if (r != me) direct_copy<T>(direct_slot(a.out[r] + RNCCL_LL_AREA, 0, par, b), in_at(r, k), piece(r, k));
+    __syncthreads();
+    if (tid == 0) direct_post(a, 0, b, round);
+  };
+  if (scatters && nrounds > 0) scatter(0);
+  for (u64 k = 0; k < nrounds; k++) {
+    const u64 round = base_round + k + 1;
+    const u32 par = (u32)(round & 1);
+    if (scatters && tid == 0) direct_need(a, 0, b, round, &status);
+    __syncthreads();
+    if (status != ST_OK) break;
+    u64 srcs[RNCCL_LL_MAX_RANKS], dsts[RNCCL_LL_MAX_RANKS];
+    u32 nsrc = 0, ndst = 0;
+    if (scatters) {
+      for (u32 r = 0; r < n; r++)
+        srcs[nsrc++] = r == me ? in_at(me, k) : direct_slot(a.in[r] + RNCCL_LL_AREA, 0, par, b);
+    } else {
+      srcs[nsrc++] = in_at(me, k);
+    }
+    if (mode != DIRECT_REDUCE_SCATTER)
+      for (u32 r = 0; r < n; r++)
+        if (r != me) dsts[ndst++] = direct_slot(a.out[r] + RNCCL_LL_AREA, 1, par, b);
+    dsts[ndst++] = out_at(me, k);
+    direct_reduce<T, OP>(srcs, nsrc, dsts, ndst, piece(me, k), sc, mode == DIRECT_ALL_GATHER);
+    __syncthreads();
+    if (tid == 0) direct_post(a, 1, b, round);
+    if (scatters && k + 1 < nrounds) scatter(k + 1);
+    if (mode == DIRECT_REDUCE_SCATTER) continue;
+    if (tid == 0) direct_need(a, 1, b, round, &status);
+    __syncthreads();
+    if (status != ST_OK) break;
+    for (u32 r = 0; r < n; r++)
+      if (r != me) direct_copy<T>(out_at(r, k), direct_slot(a.in[r] + RNCCL_LL_AREA, 1, par, b), piece(r, k));
+  }
+  __syncthreads();
+  if (tid == 0) {
+    *rounds_done = base_round + nrounds;
+    // Bytes each way with every peer r.
+    const u64 mine = min(shard, total - min(total, me * shard));
+    ll_finish(a, guard, (const u32*)0, [&](u32 r) -> u64 {
+      const u64 theirs = min(shard, total - min(total, r * shard));
+      return mode == DIRECT_ALL_REDUCE ? mine + theirs : mode == DIRECT_REDUCE_SCATTER ? theirs : mine;
+    });
+  }
+}
+
+#endif  // RNCCL_ABI_ONLY
+
+}  // namespace rnccl
+
+#ifndef RNCCL_ABI_ONLY
+#define RNCCL_DIRECT(NAME, T, OP)                                                       \
+  extern "C" __global__ void __launch_bounds__(512) rnccl_direct_##NAME(                \
+      const __grid_constant__ rnccl::LlArgs a) {                                        \
+    rnccl::direct_run<T, OP>(a);                                                        \
+  }
+#endif  // RNCCL_ABI_ONLY
