@@ -33,6 +33,50 @@ fn made_by(name: &str, pid: u32) -> bool {
         || name == format!("{page}.tmp")
 }
 
+/// The pid in `name` (a file name in `/dev/shm`, no leading `/`) when rnccl made it: a FIFO
+/// segment, a window or the counter page.
+fn maker(name: &str) -> Option<u32> {
+    let rest = name
+        .strip_prefix(PAGE_PREFIX)
+        .map(|p| p.strip_suffix(".tmp").unwrap_or(p))
+        .or_else(|| name.strip_prefix("rnccl-win-"))
+        .or_else(|| name.strip_prefix("rnccl-"))?;
+    let pid = rest.split('-').next()?.parse::<u32>().ok()?;
+    made_by(name, pid).then_some(pid)
+}
+
+/// Whether process `pid` exists (one of another user counts).
+pub(crate) fn alive(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+/// Removes from `dir` every file rnccl made (see [`made_by`]) whose process is gone — a rank
+/// killed between creating a FIFO segment and its peer mapping it, or while registering a
+/// window, cannot remove the name itself — and returns how many were removed. Run by each
+/// process as it publishes its first communicator. Never fails.
+pub(crate) fn remove_dead_processes_files_in(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(maker)
+                .is_some_and(|pid| !alive(pid))
+        })
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
 /// Removes every file process `pid` made in `/dev/shm` and returns how many were removed.
 ///
 /// For a launcher whose rank `pid` has exited (a killed rank cannot clean up after itself), or
@@ -87,5 +131,43 @@ mod tests {
         want.sort();
         assert_eq!(left, want);
         assert_eq!(remove_process_files_in(dir.path(), 42), 0);
+    }
+
+    #[test]
+    fn files_of_dead_processes_are_swept_and_the_living_keep_theirs() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        assert!(!alive(dead));
+        let me = std::process::id();
+        assert!(alive(me));
+        let dir = tempfile::tempdir().unwrap();
+        let gone = [
+            segment(dead, 1),
+            window(dead, 2),
+            format!("/{PAGE_PREFIX}{dead}"),
+        ];
+        let kept = [
+            segment(me, 1),
+            window(me, 2),
+            format!("/{PAGE_PREFIX}{me}.tmp"),
+            format!("/rnccl-{dead}"),
+            format!("/other-{dead}-1"),
+        ];
+        for n in gone.iter().chain(&kept) {
+            std::fs::write(dir.path().join(&n[1..]), b"x").unwrap();
+        }
+        assert_eq!(maker(&segment(dead, 1)[1..]), Some(dead));
+        assert_eq!(maker(&format!("{PAGE_PREFIX}{me}.tmp")), Some(me));
+        assert_eq!(maker("rnccl-stats-x"), None);
+        assert_eq!(remove_dead_processes_files_in(dir.path()), gone.len());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| format!("/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        left.sort();
+        let mut want = kept.to_vec();
+        want.sort();
+        assert_eq!(left, want);
     }
 }

@@ -17,12 +17,13 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
 
-/// The all-reduce kernels that take [`LlArgs`] and work in the peers' areas.
+/// The kernels that take [`LlArgs`] and store into the peers' areas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PeerKernel {
     /// The one-shot LL all-reduce (kernels/ll.cuh).
     Ll,
-    /// The two-shot direct all-reduce (kernels/direct.cuh).
+    /// The direct kernel (kernels/direct.cuh): two-shot all-reduce, reduce-scatter or
+    /// all-gather, as `LlArgs::mode` says.
     Direct,
 }
 
@@ -33,7 +34,7 @@ pub(crate) struct Interp {
     funcs: [sys::CUfunction; 4],
     /// The one-shot LL all-reduce per reduction (kernels/ll.cuh).
     ll: [sys::CUfunction; 4],
-    /// The two-shot direct all-reduce per reduction (kernels/direct.cuh).
+    /// The direct kernel per reduction (kernels/direct.cuh).
     direct: [sys::CUfunction; 4],
 }
 
@@ -151,7 +152,7 @@ impl Interp {
         )
     }
 
-    /// Launches the all-reduce `kernel` over the peers' areas for `combine` on `stream`:
+    /// Launches `kernel` over the peers' areas for `combine` on `stream`:
     /// `blocks` blocks of [`THREADS`] threads, given `args` (copied into the launch by the
     /// driver).
     ///
@@ -171,7 +172,7 @@ impl Interp {
         let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
         let (func, what) = match kernel {
             PeerKernel::Ll => (self.ll[i], "the LL all-reduce"),
-            PeerKernel::Direct => (self.direct[i], "the direct all-reduce"),
+            PeerKernel::Direct => (self.direct[i], "the direct kernel"),
         };
         let mut params = [(args as *mut LlArgs).cast::<std::ffi::c_void>()];
         // SAFETY: the function takes one `LlArgs` by value, which `params` points to (the

@@ -1,5 +1,6 @@
 //! Launching a group's operations on GPU memory: per communicator, every collective becomes
-//! one kernel (its plan encoded as a device program), and all Send/Recv of the group become
+//! one kernel (its plan encoded as a device program, or the LL or direct kernel over the
+//! peers' areas), and all Send/Recv of the group become
 //! one fused kernel — a block per peer and direction — so a rank's sends and receives progress
 //! together as NCCL's group semantics require. Kernels go on the callers' streams in group
 //! order; nothing waits for them. Each kernel carries its operation's number, which it
@@ -37,7 +38,7 @@ enum Work {
     Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
     /// The one-shot LL all-reduce.
     Ll(LlOp),
-    /// The two-shot direct all-reduce on this many blocks.
+    /// The direct kernel (all-reduce, reduce-scatter or all-gather) on this many blocks.
     Direct(LlOp, u32),
     /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
     /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).

@@ -34,8 +34,9 @@ pub(crate) struct LlOp {
     pub bytes: usize,
     /// What the direct kernel runs (the LL kernel only all-reduces).
     pub mode: DirectMode,
-    /// 16 bytes of device memory: the last epoch used and the blocks finished (`u32` each),
-    /// and the last operation reported finished (`u64`).
+    /// Device memory: the last epoch used and the blocks finished (`u32` each), the last
+    /// operation reported finished (`u64`), and from word `DIRECT_ROUNDS_WORD` the direct
+    /// kernel's round count per block (`u64` each).
     pub state: u64,
     /// Per rank: the area of that rank this rank stores its lines into (0 for this rank).
     pub out: Vec<u64>,

@@ -1,7 +1,9 @@
 //! The GPU engine: runs plans on GPUs. A collective's plan is encoded as a device program
 //! ([`program`]) and executed by the step interpreter kernel (`kernels/interp.cu`), one thread
 //! block per lane, on the caller's CUDA stream; a small all-reduce on one host runs the one-shot
-//! LL kernel ([`ll`]); a group's Send/Recv run as one fused kernel ([`launch`]). Nothing here
+//! LL kernel ([`ll`]), and mid-size all-reduces, all-gathers and reduce-scatters over peer access
+//! the direct kernel (`kernels/direct.cuh`, same arguments); a group's Send/Recv run as one fused
+//! kernel ([`launch`]). Nothing here
 //! waits for the GPU: completion is seen through the stream, failures after the launch through
 //! the communicator's async-error query ([`GpuComm::async_error`]). Operations on host memory
 //! of a GPU communicator run on its host engine.

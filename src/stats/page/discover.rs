@@ -45,7 +45,7 @@ pub fn discover(dir: &FsPath, remove_stale: bool) -> std::io::Result<Vec<Found>>
             continue;
         };
         let path = e.path();
-        let stale = !alive(pid);
+        let stale = !crate::os::names::alive(pid);
         let page = read_page(&path).and_then(|p| {
             if p.pid == pid {
                 Ok(p)
@@ -68,19 +68,6 @@ pub fn discover(dir: &FsPath, remove_stale: bool) -> std::io::Result<Vec<Found>>
     }
     out.sort_by_key(|f| f.pid);
     Ok(out)
-}
-
-/// Whether process `pid` exists (signal 0 checks without sending).
-fn alive(pid: u32) -> bool {
-    let Ok(p) = i32::try_from(pid) else {
-        return false;
-    };
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None) {
-        Ok(()) => true,
-        // It exists but belongs to someone else.
-        Err(nix::errno::Errno::EPERM) => true,
-        Err(_) => false,
-    }
 }
 
 /// Reads and decodes one page file.

@@ -137,8 +137,10 @@ pub fn register(cfg: &Config, source: Weak<dyn Published>) -> Option<Registratio
         // SAFETY: `remove_at_exit` is an `extern "C" fn()` that only unlinks two paths; atexit
         // runs it once at normal process exit.
         unsafe { libc::atexit(remove_at_exit) };
-        // Pages of processes that were killed (and could not remove theirs) go now.
+        // Pages, FIFO segments and windows of processes that were killed (and could not
+        // remove theirs) go now.
         let _ = super::discover(FsPath::new(PAGE_DIR), true);
+        crate::os::names::remove_dead_processes_files_in(FsPath::new(PAGE_DIR));
         Publisher::new(FsPath::new(PAGE_DIR), std::process::id(), PUBLISH_INTERVAL)
     });
     Some(p.register(source))
