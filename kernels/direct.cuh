@@ -1,23 +1,25 @@
 // All-reduce, reduce-scatter and all-gather straight through the peers' memory. The all-reduce
-// is two-shot (reduce-scatter, then all-gather),
-// with NCCL's Simple protocol per block: every rank owns one shard of the buffer; it stores
-// each peer's shard of its input into that peer's direct area, reduces its own shard from its
-// input and what the peers stored, in rank order (so every rank gets the same bits), writes
-// the result to its output and stores it into every peer's area, then copies the peers'
-// reduced shards into its output. Each rank sends 2(n-1)/n of the buffer, as a ring does, but
-// with two flag hops per round instead of 2(n-1) slot handshakes per chunk (the two-shot shape
-// of vLLM's custom all-reduce and PyTorch's SymmetricMemory two_shot_all_reduce, written into
-// the peers rather than read from them, so the caller's buffers need no registration;
-// gpu-backend.md §B.1, §B.4).
+// is two-shot (reduce-scatter, then all-gather), with NCCL's Simple protocol per block: every
+// rank owns one shard of the buffer; it stores each peer's shard of its input into that
+// peer's direct area, reduces its own shard from its input and what the peers stored, in rank
+// order (so every rank gets the same bits), writes the result to its output and stores it into
+// every peer's area, then copies the peers' reduced shards into its output. Each rank sends
+// 2(n-1)/n of the buffer, as a ring does, but with two flag hops per round instead of 2(n-1)
+// slot handshakes per chunk (the two-shot shape of vLLM's custom all-reduce and PyTorch's
+// SymmetricMemory two_shot_all_reduce, written into the peers rather than read from them, so
+// the caller's buffers need no registration; gpu-backend.md §B.1, §B.4).
 //
 // A direct area (per peer and direction, in the receiver's memory, after its LL area) holds
 // two flag rows and two data regions (scatter, gather) of two parities × RNCCL_DIRECT_BLOCKS
 // slots of RNCCL_DIRECT_SLOT bytes. Block b only ever uses slot b and flag b, whatever the
 // operation's block count, and counts its rounds in device memory (LlArgs::state, from word
-// 8): round R writes parity R & 1 and raises the flags to R. Block b of a rank stores round
-// R + 1 into a peer's slot only after it saw the peer's block b raise its gather flag for R,
-// which the peer does after it finished reading round R - 1: two parities are enough, and
-// back-to-back kernels and CUDA-graph replays continue from the counts.
+// 8): round R writes parity R & 1 and raises the flags to R. A parity was last used by round
+// R - 2, and block b of a rank stores round R into a peer's slots only once the peer's block b
+// is done reading round R - 2 there: a scatter after the peer's scatter flag for R - 1 (all-
+// reduce: raised after it reduced R - 2) or its gather flag for R - 2 (reduce-scatter: raised
+// after it reduced R - 2); a gather after the peer's scatter flag for R (all-reduce) or gather
+// flag for R - 1 (all-gather), both raised after it copied R - 2 out. So two parities are
+// enough, and back-to-back kernels of any mode and CUDA-graph replays continue from the counts.
 //
 // A reduce-scatter is the all-reduce's first shot (its shards are the ranks' outputs), an
 // all-gather the second (every rank stores its input into every peer's area).
