@@ -35,12 +35,12 @@ pub(super) fn check_in(
         },
         other => other,
     })?;
-    let checkin = ToRoot::CheckIn(CheckIn {
+    let checkin = ToRoot::CheckIn(Box::new(CheckIn {
         rank: rank as u32,
         nranks: nranks as u32,
         info,
         job: id.job.clone(),
-    });
+    }));
     write_hello(&mut s, id.magic, HelloKind::RootCheckIn, &checkin).map_err(|e| {
         Error::Remote(format!(
             "checking in with the bootstrap root at {}: {e}",

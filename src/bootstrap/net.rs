@@ -20,12 +20,14 @@ use crate::topo::ifaces;
 
 /// What a rank tells the others about itself in its [`PeerInfo`], besides what the bootstrap
 /// finds out (host, process, address).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Announce {
     /// The RDMA fabric this rank can reach others on.
     pub ib_fabric: Option<u64>,
     /// Its process's status service, if it runs one.
     pub status: Option<SocketAddr>,
+    /// PCI bus id of its GPU, for a GPU rank.
+    pub gpu_bus: Option<String>,
 }
 
 /// A rank's bootstrap network: the peer table and tagged messages between any two ranks.
@@ -109,6 +111,7 @@ impl BootstrapNet {
             bootstrap: local(&msg_listener)?,
             iface: iface.name.clone(),
             ib_fabric: announce.ib_fabric,
+            gpu_bus: announce.gpu_bus,
             version: env!("CARGO_PKG_VERSION").to_string(),
             status: announce.status,
         };

@@ -26,6 +26,9 @@ pub(crate) struct PeerInfo {
     /// `NCCL_IB_DISABLE` unset): 0 for real InfiniBand/RoCE, a process-private id for
     /// `RNCCL_IB_FAKE`'s simulated fabric; `None` without IB.
     pub ib_fabric: Option<u64>,
+    /// PCI bus id of the GPU the rank runs on (`0000:19:00.0`, lower case); `None` for a host
+    /// rank. The channel search keeps only the GPUs ranks use.
+    pub gpu_bus: Option<String>,
     /// rnccl version, which must match across ranks.
     pub version: String,
     /// The process's status service (`crate::status`), if it runs one.

@@ -40,8 +40,8 @@ pub(crate) struct CheckIn {
 /// What a connection tells the root.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) enum ToRoot {
-    /// A rank checks in.
-    CheckIn(CheckIn),
+    /// A rank checks in (boxed: far larger than the other variant).
+    CheckIn(Box<CheckIn>),
     /// Whoever started the ranks says the job failed (a rank died before the rendezvous
     /// completed): the rendezvous fails with this text.
     Abort(String),
@@ -139,7 +139,7 @@ fn serve(listener: TcpListener, magic: u64, timeout: Duration, job: Option<Strin
         }
         while let Ok((mut stream, message)) = rx.try_recv() {
             let c = match message {
-                ToRoot::CheckIn(c) => c,
+                ToRoot::CheckIn(c) => *c,
                 ToRoot::Abort(why) => {
                     if failed.is_none() {
                         let reply = RootReply::Failed(why);

@@ -52,6 +52,7 @@ impl Communicator {
         let announce = Announce {
             ib_fabric: params.ib.as_ref().map(|ib| ib.fabric),
             status: crate::status::start(iface.addr),
+            gpu_bus: config.device.and_then(gpu_bus),
         };
         let net = BootstrapNet::init(id, rank, nranks, &knobs, timeout, &iface, announce)?;
         let tag = crate::hash::fnv1a(&id.magic.to_le_bytes());
@@ -266,4 +267,14 @@ impl Communicator {
             _page: page,
         }
     }
+}
+
+/// The PCI bus id of CUDA device `ordinal` (as this process numbers devices), if the driver
+/// reports it.
+fn gpu_bus(ordinal: usize) -> Option<String> {
+    crate::device::cuda::gpus()
+        .ok()?
+        .into_iter()
+        .find(|g| g.ordinal == ordinal)
+        .map(|g| g.bus_id)
 }

@@ -11,8 +11,10 @@ use crate::error::{Error, Result};
 use crate::graph::comm::{ChannelBounds, Channels, PlanParams, search_or_load};
 use crate::graph::file::GraphFile;
 use crate::graph::xml::write_graph_dump;
-use crate::topo::System;
+use crate::topo::busid::busid_to_u64;
+use crate::topo::detect::{self, Inventory};
 use crate::topo::kinds::NodeType;
+use crate::topo::{System, TopoError};
 
 /// Buffer bytes per connection for CPU ranks on one host when `NCCL_BUFFSIZE` is auto: 512 KiB,
 /// so a slot is 64 KiB and a ring chunk (four slots) stays in the L2/L3 caches while it is handed
@@ -146,6 +148,40 @@ pub(crate) fn ranks_by_host(peers: &[PeerInfo]) -> Vec<Vec<usize>> {
     hosts.into_iter().map(|(_, v)| v).collect()
 }
 
+/// This host's topology (as [`System::load`] reads it) with only the GPUs the ranks of rank 0's
+/// host run on: NCCL builds its system from the communicator's GPUs alone (src/graph/topo.cc,
+/// one GPU per rank of the node), so a job on two GPUs of a four-GPU host searches channels
+/// between those two instead of finding the host's GPU count wrong.
+///
+/// Errors: as [`System::load`].
+fn load_system(cfg: &Config, peers: &[PeerInfo]) -> std::result::Result<Option<System>, TopoError> {
+    let mut inventory = detect::detect(Path::new("/"), cfg)?;
+    keep_rank_gpus(&mut inventory, peers);
+    System::from_host(cfg, inventory)
+}
+
+/// Keeps in `inventory` only the GPUs of the ranks on rank 0's host (`peers[0]`), when every one
+/// of those ranks named its GPU and each of them was detected; otherwise leaves it whole.
+fn keep_rank_gpus(inventory: &mut Inventory, peers: &[PeerInfo]) {
+    let Some(first) = peers.first() else {
+        return;
+    };
+    let buses: Option<Vec<u64>> = peers
+        .iter()
+        .filter(|p| p.host_hash == first.host_hash)
+        .map(|p| p.gpu_bus.as_deref().map(busid_to_u64))
+        .collect();
+    let Some(buses) = buses else {
+        return;
+    };
+    let detected = |b: &u64| inventory.gpus.iter().any(|g| busid_to_u64(&g.busid) == *b);
+    if buses.iter().all(detected) {
+        inventory
+            .gpus
+            .retain(|g| buses.contains(&busid_to_u64(&g.busid)));
+    }
+}
+
 /// The channels NCCL's search builds for `peers` on this host's topology (`NCCL_TOPO_FILE`, or
 /// GPUs detected here) — or reads from `NCCL_GRAPH_FILE` — with the system and where it came
 /// from; `None` when there is no topology or its GPUs per node do not match the ranks per host.
@@ -155,7 +191,7 @@ fn topology_channels(
     peers: &[PeerInfo],
 ) -> Result<Option<(System, Channels, String)>> {
     let file = cfg.string("NCCL_TOPO_FILE");
-    let system = match System::load(cfg, Path::new("/")) {
+    let system = match load_system(cfg, peers) {
         Ok(Some(s)) => s,
         Ok(None) => return Ok(None),
         Err(e) if file.is_some() => {
@@ -301,6 +337,42 @@ mod tests {
         assert!(count(&[("NCCL_MAX_NCHANNELS", "four")], 2).is_err());
     }
 
+    #[test]
+    fn the_search_keeps_only_the_gpus_ranks_run_on() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/h200x2");
+        let cfg = Config::defaults();
+        let inventory = detect::detect(&root, &cfg).expect("fixture");
+        let buses: Vec<String> = inventory.gpus.iter().map(|g| g.busid.clone()).collect();
+        assert_eq!(buses.len(), 2);
+        let on = |bus: Option<&str>| PeerInfo {
+            gpu_bus: bus.map(str::to_string),
+            ..h200_peers()[0].clone()
+        };
+        let kept = |peers: &[PeerInfo]| {
+            let mut inv = inventory.clone();
+            keep_rank_gpus(&mut inv, peers);
+            inv.gpus.iter().map(|g| g.busid.clone()).collect::<Vec<_>>()
+        };
+        // One rank on the second GPU, named in NVML's form: the search sees that GPU alone.
+        let nvml_form = format!("0000{}", buses[1].to_uppercase());
+        assert_eq!(kept(&[on(Some(&nvml_form))]), [buses[1].clone()]);
+        let mut inv = inventory.clone();
+        keep_rank_gpus(&mut inv, &[on(Some(&buses[1]))]);
+        let system = System::from_host(&cfg, inv)
+            .expect("system")
+            .expect("a GPU");
+        assert_eq!(system.count(NodeType::Gpu), 1);
+        // Both GPUs used, a rank without a GPU, a GPU not detected, ranks of another host.
+        assert_eq!(kept(&[on(Some(&buses[0])), on(Some(&buses[1]))]), buses);
+        assert_eq!(kept(&[on(Some(&buses[0])), on(None)]), buses);
+        assert_eq!(kept(&[on(Some("0000:ee:00.0"))]), buses);
+        let elsewhere = PeerInfo {
+            host_hash: 99,
+            ..on(Some("0000:ee:00.0"))
+        };
+        assert_eq!(kept(&[on(Some(&buses[0])), elsewhere]), [buses[0].clone()]);
+    }
+
     /// Two ranks of one host on the 2×H200 topology NCCL dumped (24 channels).
     fn h200_peers() -> Vec<PeerInfo> {
         (0..2)
@@ -314,6 +386,7 @@ mod tests {
                 bootstrap: "127.0.0.1:1".parse().unwrap(),
                 iface: "lo".into(),
                 ib_fabric: None,
+                gpu_bus: None,
                 version: "test".into(),
                 status: None,
             })
