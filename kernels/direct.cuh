@@ -15,14 +15,19 @@
 // operation's block count, and counts its rounds in device memory (LlArgs::state, from word
 // 8): round R writes parity R & 1 and raises the flags to R. A parity was last used by round
 // R - 2, and block b of a rank stores round R into a peer's slots only once the peer's block b
-// is done reading round R - 2 there: a scatter after the peer's scatter flag for R - 1 (all-
-// reduce: raised after it reduced R - 2) or its gather flag for R - 2 (reduce-scatter: raised
-// after it reduced R - 2); a gather after the peer's scatter flag for R (all-reduce) or gather
-// flag for R - 1 (all-gather), both raised after it copied R - 2 out. So two parities are
-// enough, and back-to-back kernels of any mode and CUDA-graph replays continue from the counts.
+// is done reading round R - 2 there: a scatter after the peer's gather flag for R - 2 (raised,
+// in every mode, once it reduced R - 2, which is when it read its scatter slots); a gather
+// after the peer's scatter flag for R (all-reduce) or gather flag for R - 1 (all-gather), both
+// raised after it copied R - 2 out (a reduce-scatter round uses no gather slot). So two
+// parities are enough, and back-to-back kernels of any mode and CUDA-graph replays continue
+// from the counts.
 //
-// A reduce-scatter is the all-reduce's first shot (its shards are the ranks' outputs), an
-// all-gather the second (every rank stores its input into every peer's area).
+// A reduce-scatter is the all-reduce's first shot (its shards are the ranks' outputs), run by
+// two groups of warps: one stores the scatters round after round as far ahead as the peers'
+// gather flags allow, the other reduces each round as it arrives. An all-gather is the second
+// shot (every rank stores its input into every peer's area). Every rank stores into its peers
+// in turn from the next rank on, so at any time each rank's links carry one peer's stores
+// rather than every rank writing into rank 0 first.
 //
 // Mirrored by src/device/cuda/abi.rs (the constants); change both together.
 #pragma once
@@ -32,7 +37,7 @@ namespace rnccl {
 // Bytes of one block's slot (per kind and parity) of a direct area.
 #define RNCCL_DIRECT_SLOT (64u << 10)
 // Most blocks of a direct all-reduce (flag and slot rows of an area).
-#define RNCCL_DIRECT_BLOCKS 64
+#define RNCCL_DIRECT_BLOCKS 128
 // Bytes of a direct area's flag rows (two rows of RNCCL_DIRECT_BLOCKS u64, padded).
 #define RNCCL_DIRECT_FLAGS 4096
 // Bytes of a direct area.
@@ -57,10 +62,9 @@ __device__ __forceinline__ u64* direct_flag(u64 area, u32 kind, u32 b) {
 }
 
 // dst[i] = src[i] over `bytes` bytes (element-aligned; 16-byte packs where both are 16-byte
-// aligned) with every thread of the block.
+// aligned) with the `nt` threads of a group, this one being number `tid`.
 template <typename T>
-__device__ __forceinline__ void direct_copy(u64 dst, u64 src, u64 bytes) {
-  const u32 tid = threadIdx.x, nt = blockDim.x;
+__device__ __forceinline__ void direct_copy(u64 dst, u64 src, u64 bytes, u32 tid, u32 nt) {
   u64 done = 0;
   if (((dst | src) & 15) == 0) {
     const u64 npacks = bytes / 16;
@@ -104,13 +108,13 @@ __device__ __forceinline__ uint4 direct_pack(const u64* srcs, u32 n, u64 p, cons
 }
 
 // dsts[j][i] = reduce over r of srcs[r][i] (pre on every input, post on the last), or the
-// plain copy of srcs[0] when `copy`, for `bytes` bytes (element-aligned), with every thread of
-// the block: 16-byte packs where every pointer is 16-byte aligned, 8-byte units of whole
-// elements otherwise and for the tail.
+// plain copy of srcs[0] when `copy`, for `bytes` bytes (element-aligned), with the `nt` threads
+// of a group (this one number `tid`): 16-byte packs where every pointer is 16-byte aligned,
+// 8-byte units of whole elements otherwise and for the tail.
 template <typename T, int OP>
 __device__ __forceinline__ void direct_reduce(const u64* srcs, u32 n, const u64* dsts, u32 ndst,
-                                              u64 bytes, const Scalars& sc, bool copy) {
-  const u32 tid = threadIdx.x, nt = blockDim.x;
+                                              u64 bytes, const Scalars& sc, bool copy, u32 tid,
+                                              u32 nt) {
   u64 any = 0;
   for (u32 r = 0; r < n; r++) any |= srcs[r];
   for (u32 j = 0; j < ndst; j++) any |= dsts[j];
@@ -135,6 +139,12 @@ __device__ __forceinline__ void direct_reduce(const u64* srcs, u32 n, const u64*
       acc = reduce_unit<T, OP>(acc, ld_unit<T>(srcs[r], at, bytes), r == 0, r + 1 == n, sc);
     for (u32 j = 0; j < ndst; j++) st_unit<T>(dsts[j], at, bytes, acc);
   }
+}
+
+// Barrier `id` of the `count` threads of a group of whole warps (id 0 with every thread of the
+// block is __syncthreads).
+__device__ __forceinline__ void group_sync(u32 id, u32 count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 // Thread 0: waits until every peer's block `b` raised its `kind` flag in this rank's areas to
@@ -179,16 +189,17 @@ __device__ __forceinline__ void direct_need(const LlArgs& a, u32 kind, u32 b, u6
 template <typename T, int OP>
 __device__ void direct_run(const LlArgs& a) {
   __shared__ u64 base_round;
-  __shared__ int status;
+  __shared__ int status[2];  // per group of warps (one group outside reduce-scatters)
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x, b = blockIdx.x, B = gridDim.x, n = a.nranks, me = P->rank;
   const u32 mode = a.mode;
+  const bool rs = mode == DIRECT_REDUCE_SCATTER;
   u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + b;
   u64 guard = 0;
   if (tid == 0) {
     base_round = *rounds_done;
     guard = ld_volatile((const u64*)a.state + 1);
-    status = ST_OK;
+    status[0] = status[1] = ST_OK;
   }
   op_started(P, a.seq);
   __syncthreads();
@@ -199,7 +210,7 @@ __device__ void direct_run(const LlArgs& a) {
   // shard per block.
   const u64 total = mode == DIRECT_ALL_REDUCE ? a.bytes : a.bytes * n;
   const u64 shard = mode == DIRECT_ALL_REDUCE ? ((a.bytes + n - 1) / n + 15) & ~15ull : a.bytes;
-  const u64 unit = max(16ull, min((u64)RNCCL_DIRECT_SLOT, (((shard + B - 1) / B) + 15) & ~15ull));
+  const u64 unit = max(16ull, a.unit);
   // Block b runs the rounds whose piece starts inside the shard, and counts only those: the
   // peers' block b runs as many and raises its flags for each.
   const u64 pieces = (shard + unit - 1) / unit;
@@ -215,31 +226,34 @@ __device__ void direct_run(const LlArgs& a) {
     return a.src + (mode == DIRECT_ALL_GATHER ? 0 : s * shard) + off(k);
   };
   auto out_at = [&](u32 s, u64 k) {
-    return a.dst + (mode == DIRECT_REDUCE_SCATTER ? 0 : s * shard) + off(k);
+    return a.dst + (rs ? 0 : s * shard) + off(k);
   };
   const bool scatters = mode != DIRECT_ALL_GATHER;
-  // Stores this rank's scatter of round k into the peers' slots and raises its flags. A slot's
-  // parity was last used two rounds before: a reduce-scatter first waits for the peers' gather
-  // flags of that round (they raise them once they read it); an all-reduce saw newer ones.
-  auto scatter = [&](u64 k) {
+  // Stores this rank's scatter of round k into the peers' slots and raises its flags, with the
+  // `nt` threads of barrier `bar` (this one number `t`); false once `st` holds a failure. A
+  // slot's parity was last used two rounds before: first the peers' gather flags of that round
+  // (raised once they read it, in any mode).
+  auto scatter = [&](u64 k, u32 t, u32 nt, u32 bar, int* st) {
     const u64 round = base_round + k + 1;
-    if (tid == 0 && mode == DIRECT_REDUCE_SCATTER && round > 2)
-      direct_need(a, 1, b, round - 2, &status);
-    __syncthreads();
-    if (status != ST_OK) return;
+    if (t == 0 && round > 2) direct_need(a, 1, b, round - 2, st);
+    group_sync(bar, nt);
+    if (*(volatile int*)st != ST_OK) return false;
     const u32 par = (u32)(round & 1);
-    for (u32 r = 0; r < n; r++)
-      if (r != me) direct_copy<T>(direct_slot(a.out[r] + RNCCL_LL_AREA, 0, par, b), in_at(r, k), piece(r, k));
-    __syncthreads();
-    if (tid == 0) direct_post(a, 0, b, round);
+    // Peers in turn from the next rank on, so the ranks' stores spread over the peers.
+    for (u32 j = 1; j < n; j++) {
+      const u32 r = (me + j) % n;
+      direct_copy<T>(direct_slot(a.out[r] + RNCCL_LL_AREA, 0, par, b), in_at(r, k), piece(r, k), t,
+                     nt);
+    }
+    group_sync(bar, nt);
+    if (t == 0) direct_post(a, 0, b, round);
+    return true;
   };
-  if (scatters && nrounds > 0) scatter(0);
-  for (u64 k = 0; k < nrounds; k++) {
+  // The reduction of round k's shard of this rank: its input and what every peer stored, in
+  // rank order, into `dsts` (after the output, the peers' gather slots when `gathers`).
+  auto reduce = [&](u64 k, u32 t, u32 nt, bool gathers) {
     const u64 round = base_round + k + 1;
     const u32 par = (u32)(round & 1);
-    if (scatters && tid == 0) direct_need(a, 0, b, round, &status);
-    __syncthreads();
-    if (status != ST_OK) break;
     u64 srcs[RNCCL_LL_MAX_RANKS], dsts[RNCCL_LL_MAX_RANKS];
     u32 nsrc = 0, ndst = 0;
     if (scatters) {
@@ -248,20 +262,58 @@ __device__ void direct_run(const LlArgs& a) {
     } else {
       srcs[nsrc++] = in_at(me, k);
     }
-    if (mode != DIRECT_REDUCE_SCATTER)
-      for (u32 r = 0; r < n; r++)
-        if (r != me) dsts[ndst++] = direct_slot(a.out[r] + RNCCL_LL_AREA, 1, par, b);
     dsts[ndst++] = out_at(me, k);
-    direct_reduce<T, OP>(srcs, nsrc, dsts, ndst, piece(me, k), sc, mode == DIRECT_ALL_GATHER);
-    __syncthreads();
-    if (tid == 0) direct_post(a, 1, b, round);
-    if (scatters && k + 1 < nrounds) scatter(k + 1);
-    if (mode == DIRECT_REDUCE_SCATTER) continue;
-    if (tid == 0) direct_need(a, 1, b, round, &status);
-    __syncthreads();
-    if (status != ST_OK) break;
-    for (u32 r = 0; r < n; r++)
-      if (r != me) direct_copy<T>(out_at(r, k), direct_slot(a.in[r] + RNCCL_LL_AREA, 1, par, b), piece(r, k));
+    if (gathers)
+      for (u32 j = 1; j < n; j++)
+        dsts[ndst++] = direct_slot(a.out[(me + j) % n] + RNCCL_LL_AREA, 1, par, b);
+    direct_reduce<T, OP>(srcs, nsrc, dsts, ndst, piece(me, k), sc, !scatters, t, nt);
+  };
+  if (rs) {
+    // Two groups of warps: the first stores the scatters round after round, as far ahead as
+    // the peers' gather flags allow; the second reduces each round once the peers' scatter
+    // flags say it arrived, then raises its gather flag. The stores of later rounds cross the
+    // links while earlier ones are reduced.
+    const u32 half = blockDim.x / 2;
+    const bool sender = tid < half;
+    const u32 t = sender ? tid : tid - half;
+    int* st = &status[sender ? 0 : 1];
+    for (u64 k = 0; k < nrounds; k++) {
+      if (sender) {
+        if (!scatter(k, t, half, 1, st)) break;
+        continue;
+      }
+      const u64 round = base_round + k + 1;
+      if (t == 0) direct_need(a, 0, b, round, st);
+      group_sync(2, half);
+      if (*(volatile int*)st != ST_OK) break;
+      reduce(k, t, half, false);
+      group_sync(2, half);
+      if (t == 0) direct_post(a, 1, b, round);
+    }
+  } else {
+    // All-reduce (two-shot) and all-gather, with every thread: the scatter of round k + 1 goes
+    // out before the wait for round k's gather flags, so its stores overlap that hop.
+    int* st = &status[0];
+    const u32 nt = blockDim.x;
+    if (scatters && nrounds > 0) scatter(0, tid, nt, 0, st);
+    for (u64 k = 0; k < nrounds; k++) {
+      const u64 round = base_round + k + 1;
+      const u32 par = (u32)(round & 1);
+      if (scatters && tid == 0) direct_need(a, 0, b, round, st);
+      __syncthreads();
+      if (*st != ST_OK) break;
+      reduce(k, tid, nt, true);
+      __syncthreads();
+      if (tid == 0) direct_post(a, 1, b, round);
+      if (scatters && k + 1 < nrounds && !scatter(k + 1, tid, nt, 0, st)) break;
+      if (tid == 0) direct_need(a, 1, b, round, st);
+      __syncthreads();
+      if (*st != ST_OK) break;
+      for (u32 r = 0; r < n; r++)
+        if (r != me)
+          direct_copy<T>(out_at(r, k), direct_slot(a.in[r] + RNCCL_LL_AREA, 1, par, b),
+                         piece(r, k), tid, nt);
+    }
   }
   __syncthreads();
   if (tid == 0) {
@@ -270,7 +322,7 @@ __device__ void direct_run(const LlArgs& a) {
     const u64 mine = min(shard, total - min(total, me * shard));
     ll_finish(a, guard, (const u32*)0, [&](u32 r) -> u64 {
       const u64 theirs = min(shard, total - min(total, r * shard));
-      return mode == DIRECT_ALL_REDUCE ? mine + theirs : mode == DIRECT_REDUCE_SCATTER ? theirs : mine;
+      return mode == DIRECT_ALL_REDUCE ? mine + theirs : rs ? theirs : mine;
     });
   }
 }

@@ -36,6 +36,7 @@ struct LlArgs {
   u64 state;    // in device memory: u32 last epoch used, u32 blocks finished, u64 the last
                 // operation reported finished (program.cuh, operation tracking)
   u64 seq;      // the operation's number
+  u64 unit;     // direct.cuh: bytes of a shard per block and round (16..RNCCL_DIRECT_SLOT); 0 for LL
   u32 nranks;
   u32 mode;     // direct.cuh: what the direct kernel runs (DirectMode); 0 for LL
   u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
@@ -49,7 +50,7 @@ struct LlArgs {
   u64 in_step[RNCCL_LL_MAX_RANKS];
   u64 in_live[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 552, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 560, "LlArgs layout");
 
 #ifndef RNCCL_ABI_ONLY
 

@@ -1,6 +1,7 @@
 //! Collectives on GPU memory, on the device machine (`perf/gpu_suite.sh` runs it there):
-//! every collective × data type × operation × in/out of place, on one GPU rank and on two
-//! (two GPUs when the host has them, otherwise two ranks sharing GPU 0), as two threads, as one
+//! every collective × data type × operation × in/out of place, on one GPU rank, on two
+//! (two GPUs when the host has them, otherwise two ranks sharing GPU 0) and on four (hosts
+//! with four GPUs or more), as threads, as one
 //! thread driving both ranks in one group, as two ranks that see different hosts (TCP or
 //! simulated IB between pinned FIFOs), and as two processes (FIFOs in GPU memory through
 //! CUDA IPC, or in shared host memory); counts 0, 1, primes, counts that are not multiples of
@@ -35,6 +36,11 @@ fn every_collective_on_one_gpu_rank() {
 
 fn every_collective_on_two_gpu_ranks() {
     threads_matrix(2);
+}
+
+/// Four ranks, one per GPU: the direct kernel's shards and flags with three peers each.
+fn every_collective_on_four_gpu_ranks() {
+    threads_matrix(4);
 }
 
 fn every_collective_staged_through_host_memory() {
@@ -287,6 +293,11 @@ fn main() {
         gpu_test(
             "every_collective_on_two_gpu_ranks",
             every_collective_on_two_gpu_ranks,
+        ),
+        gpus_test(
+            "every_collective_on_four_gpu_ranks",
+            4,
+            every_collective_on_four_gpu_ranks,
         ),
         gpu_test(
             "every_collective_staged_through_host_memory",

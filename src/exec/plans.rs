@@ -179,26 +179,22 @@ pub(crate) fn gpu_ll(core: &Core, func: Func, bytes: usize) -> bool {
 /// Collectives whose largest buffer is more than this many bytes run the direct kernel
 /// (`kernels/direct.cuh`) rather than the ring: an all-reduce below it runs the LL kernel.
 pub(crate) const DIRECT_AUTO_MIN_BYTES: usize = LL_AUTO_MAX_BYTES;
-/// ... and at most this many (a reduce-scatter at most [`DIRECT_RS_MAX_BYTES`]). Measured on
-/// 2×H200 (perf/gpu_midsize.sh, 2026-11-27, busbw ÷ NCCL 2.28.9's, one process per GPU):
-/// all-reduce direct 1.43 / 1.27 / 1.23 / 1.07 / 1.12 at 2 / 4 / 8 / 16 / 32 MB against the
-/// ring's 1.11 / 0.98 / 0.81 / 0.89 / 1.04, even with it at 64 MB; all-gather direct 1.38 /
-/// 1.54 / 1.50 / 1.28 / 1.13 against 1.02 / 0.97 / 0.66 / 0.91 / 0.92, even at 64 MB.
+/// ... and at most this many. Measured on 2×H200 and 4×H200 (perf/gpu_midsize.sh, 2026-11-27,
+/// busbw ÷ NCCL 2.28.9's, one process per GPU, 128 blocks): on 2 GPUs all-reduce direct 1.46 /
+/// 1.29 / 1.26 / 1.21 / 1.26 at 2 / 4 / 8 / 16 / 32 MB, reduce-scatter 1.23 / 1.31 / 1.30 /
+/// 1.15 / 1.03, all-gather 1.71 / 1.67 / 1.59 / 1.50 / 1.32; on 4 GPUs all-reduce 1.70 / 1.29 /
+/// 1.10 / 1.04 / 1.04, reduce-scatter 1.74 / 1.64 / 1.26 / 1.11 / 0.98 (the ring 0.91 at 32
+/// MB), all-gather 2.20 / 1.83 / 1.40 / 1.26 / 1.12. At 64 MB the ring is at 0.96-1.05.
 pub(crate) const DIRECT_AUTO_MAX_BYTES: usize = 32 << 20;
-/// The largest reduce-scatter input the direct kernel takes: 1.24 / 1.01 at 8 / 16 MB against
-/// the ring's 0.67 / 0.80, but 0.87 at 32 MB against the ring's 0.95 (same run).
-pub(crate) const DIRECT_RS_MAX_BYTES: usize = 16 << 20;
 
 /// Whether `func` with `bytes` in its largest buffer is in the direct kernel's window: an
 /// all-reduce, all-gather or reduce-scatter above [`DIRECT_AUTO_MIN_BYTES`] and at most
-/// [`DIRECT_AUTO_MAX_BYTES`] ([`DIRECT_RS_MAX_BYTES`] for a reduce-scatter).
+/// [`DIRECT_AUTO_MAX_BYTES`].
 fn direct_window(func: Func, bytes: usize) -> bool {
-    let max = match func {
-        Func::AllReduce | Func::AllGather => DIRECT_AUTO_MAX_BYTES,
-        Func::ReduceScatter => DIRECT_RS_MAX_BYTES,
-        _ => return false,
-    };
-    (DIRECT_AUTO_MIN_BYTES + 1..=max).contains(&bytes)
+    matches!(
+        func,
+        Func::AllReduce | Func::AllGather | Func::ReduceScatter
+    ) && (DIRECT_AUTO_MIN_BYTES + 1..=DIRECT_AUTO_MAX_BYTES).contains(&bytes)
 }
 
 /// Whether a GPU all-reduce, all-gather or reduce-scatter whose largest buffer holds `bytes`
@@ -248,15 +244,12 @@ mod tests {
             assert!(!direct_window(f, LL_AUTO_MAX_BYTES), "{f}: LL's sizes");
             assert!(direct_window(f, LL_AUTO_MAX_BYTES + 1), "{f}");
             assert!(direct_window(f, 8 << 20), "{f}");
+            assert!(direct_window(f, DIRECT_AUTO_MAX_BYTES), "{f}");
             assert!(
                 !direct_window(f, DIRECT_AUTO_MAX_BYTES + 1),
                 "{f}: the ring's sizes"
             );
         }
-        assert!(direct_window(Func::AllReduce, DIRECT_AUTO_MAX_BYTES));
-        assert!(direct_window(Func::AllGather, DIRECT_AUTO_MAX_BYTES));
-        assert!(direct_window(Func::ReduceScatter, DIRECT_RS_MAX_BYTES));
-        assert!(!direct_window(Func::ReduceScatter, DIRECT_RS_MAX_BYTES + 1));
         for f in [Func::Broadcast, Func::AllToAll, Func::Send, Func::Reduce] {
             assert!(!direct_window(f, 8 << 20), "{f}");
         }

@@ -28,14 +28,27 @@ pub(crate) fn devices(n: usize) -> Vec<usize> {
 /// reads, or as failed under `RNCCL_REQUIRE_GPU=1` (perf/gpu_suite.sh sets it, so a device run
 /// that found no GPU fails).
 pub(crate) fn gpu_test(name: &'static str, f: fn()) -> Trial {
+    gpus_test(name, 1, f)
+}
+
+/// A [`gpu_test`] that needs at least `want` GPUs: on a host with fewer (but some) it is
+/// reported as ignored, naming how many it found.
+pub(crate) fn gpus_test(name: &'static str, want: usize, f: fn()) -> Trial {
     Trial::ignorable_test(name, move || {
-        if let Err(e) = rnccl::gpus() {
-            if std::env::var("RNCCL_REQUIRE_GPU").as_deref() == Ok("1") {
+        match rnccl::gpus() {
+            Err(e) if std::env::var("RNCCL_REQUIRE_GPU").as_deref() == Ok("1") => {
                 return Err(
                     format!("RNCCL_REQUIRE_GPU=1 but this host has no usable GPU: {e}").into(),
                 );
             }
-            return Ok(Completion::ignored_with(format!("no GPU here ({e})")));
+            Err(e) => return Ok(Completion::ignored_with(format!("no GPU here ({e})"))),
+            Ok(g) if g.len() < want => {
+                return Ok(Completion::ignored_with(format!(
+                    "needs {want} GPUs, this host has {}",
+                    g.len()
+                )));
+            }
+            Ok(_) => {}
         }
         f();
         Ok(Completion::Completed)

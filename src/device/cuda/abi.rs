@@ -204,7 +204,7 @@ pub(crate) const LL_CHUNK_BYTES: usize = LL_HALF_BYTES / 2;
 /// most bytes of one shard a block moves per round.
 pub(crate) const DIRECT_SLOT_BYTES: usize = 64 << 10;
 /// Most blocks of a direct all-reduce (`RNCCL_DIRECT_BLOCKS`).
-pub(crate) const DIRECT_BLOCKS: usize = 64;
+pub(crate) const DIRECT_BLOCKS: usize = 128;
 /// Bytes of a direct area's flag rows (`RNCCL_DIRECT_FLAGS`).
 pub(crate) const DIRECT_FLAGS_BYTES: usize = 4096;
 /// Bytes of the direct area a rank keeps for each peer after its LL area (`RNCCL_DIRECT_AREA`):
@@ -245,6 +245,9 @@ pub(crate) struct LlArgs {
     pub state: u64,
     /// The operation's number.
     pub seq: u64,
+    /// The direct kernel's bytes of a shard per block and round (a multiple of 16, at most
+    /// [`DIRECT_SLOT_BYTES`]); 0 for the LL kernel.
+    pub unit: u64,
     pub nranks: u32,
     /// What the direct kernel runs ([`DirectMode`]); 0 for the LL kernel.
     pub mode: u32,
@@ -326,7 +329,7 @@ const _: () = {
     assert!(size_of::<Lane>() == 4 * 4);
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
     assert!(size_of::<Program>() == 13 * 8 + 4 * 4);
-    assert!(size_of::<LlArgs>() == size_of::<Program>() + 5 * 8 + 2 * 4 + 6 * 8 * LL_MAX_RANKS);
+    assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 2 * 4 + 6 * 8 * LL_MAX_RANKS);
 };
 
 // The kernels' hosts are little-endian, as every CUDA host is: the bytes of these structs are
@@ -382,7 +385,7 @@ pub(crate) fn layout_asserts() -> String {
         "LlArgs",
         LlArgs,
         [
-            ctl, src, dst, bytes, state, seq, nranks, mode, out, inp => "in", out_step,
+            ctl, src, dst, bytes, state, seq, unit, nranks, mode, out, inp => "in", out_step,
             out_live, in_step, in_live
         ]
     );
@@ -477,8 +480,8 @@ mod tests {
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
             "((Conn*)0)->head)) == 24",
-            "sizeof(LlArgs) == 552",
-            "((LlArgs*)0)->in)) == 232",
+            "sizeof(LlArgs) == 560",
+            "((LlArgs*)0)->in)) == 240",
             "OP_EXCHANGE == 8",
         ] {
             assert!(src.contains(s), "{s} missing from:\n{src}");

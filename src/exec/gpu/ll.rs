@@ -8,7 +8,9 @@
 
 use super::program::{Control, header};
 use crate::device::ReduceSpec;
-use crate::device::cuda::abi::{DIRECT_BLOCKS, DirectMode, LL_CHUNK_BYTES, LL_MAX_RANKS, LlArgs};
+use crate::device::cuda::abi::{
+    DIRECT_BLOCKS, DIRECT_SLOT_BYTES, DirectMode, LL_CHUNK_BYTES, LL_MAX_RANKS, LlArgs,
+};
 use crate::error::{Error, Result};
 
 /// All-reduce inputs up to this many bytes run the one-shot LL kernel when `NCCL_PROTO` allows
@@ -55,18 +57,39 @@ pub(crate) struct LlOp {
 /// dwarfed by its two flag hops.
 const DIRECT_MIN_UNIT: usize = 16 << 10;
 
-/// Thread blocks for a direct kernel (`kernels/direct.cuh`) of `op`'s size over `nranks`
-/// ranks, at most `max_blocks` (the communicator's channels): one per [`DIRECT_MIN_UNIT`] of a
-/// shard (an all-reduce's buffer ÷ `nranks`, the others' per-rank part), at most
-/// [`DIRECT_BLOCKS`].
-pub(crate) fn direct_blocks(op: &LlOp, nranks: usize, max_blocks: usize) -> u32 {
-    let shard = match op.mode {
-        DirectMode::AllReduce => op.bytes.div_ceil(nranks.max(1)),
+/// How a direct kernel (`kernels/direct.cuh`) splits its shards: `blocks` thread blocks, each
+/// moving `unit` bytes of every shard per round (`LlArgs::unit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirectPlan {
+    /// Thread blocks, 1..=[`DIRECT_BLOCKS`].
+    pub blocks: u32,
+    /// Bytes of a shard one block moves per round: a multiple of 16, 16..=[`DIRECT_SLOT_BYTES`].
+    pub unit: usize,
+}
+
+/// Bytes of one shard of a direct kernel of `op` over `nranks` ranks: an all-reduce's buffer ÷
+/// `nranks` rounded up to 16 bytes (as the kernel computes it), the others' per-rank part.
+fn direct_shard(op: &LlOp, nranks: usize) -> usize {
+    match op.mode {
+        DirectMode::AllReduce => op.bytes.div_ceil(nranks.max(1)).next_multiple_of(16),
         DirectMode::AllGather | DirectMode::ReduceScatter => op.bytes,
-    };
-    shard
+    }
+}
+
+/// The split of a direct kernel of `op`'s size over `nranks` ranks on at most `max_blocks`
+/// blocks: one block per [`DIRECT_MIN_UNIT`] of a shard up to `max_blocks` (and
+/// [`DIRECT_BLOCKS`]), then as few rounds as the slots allow, with every block running the
+/// same number of rounds (the slowest block sets the kernel's time).
+pub(crate) fn direct_plan(op: &LlOp, nranks: usize, max_blocks: usize) -> DirectPlan {
+    let shard = direct_shard(op, nranks).max(1);
+    let blocks = shard
         .div_ceil(DIRECT_MIN_UNIT)
-        .clamp(1, max_blocks.clamp(1, DIRECT_BLOCKS)) as u32
+        .clamp(1, max_blocks.clamp(1, DIRECT_BLOCKS));
+    let rounds = shard.div_ceil(blocks * DIRECT_SLOT_BYTES);
+    DirectPlan {
+        blocks: blocks as u32,
+        unit: shard.div_ceil(blocks * rounds).next_multiple_of(16).max(16),
+    }
 }
 
 /// Thread blocks for an LL all-reduce of `bytes` bytes with `threads` threads per block: enough
@@ -106,6 +129,7 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
         bytes: op.bytes as u64,
         state: op.state,
         seq,
+        unit: 0,
         nranks: n as u32,
         mode: op.mode as u32,
         out: list(&|r| op.out[r]),
@@ -159,19 +183,24 @@ mod tests {
         assert_eq!(at(120 + 16), 12);
         assert_eq!(at(120 + 24), 0x3000);
         assert_eq!(at(120 + 32), 7, "seq");
-        assert_eq!(u32::from_le_bytes(b[160..164].try_into().unwrap()), 2);
         assert_eq!(
-            u32::from_le_bytes(b[164..168].try_into().unwrap()),
+            at(120 + 40),
+            0,
+            "unit: the launch sets it for the direct kernel"
+        );
+        assert_eq!(u32::from_le_bytes(b[168..172].try_into().unwrap()), 2);
+        assert_eq!(
+            u32::from_le_bytes(b[172..176].try_into().unwrap()),
             2,
             "mode"
         );
-        assert_eq!(at(168), 0xa0, "out[0]");
-        assert_eq!(at(168 + 64), 0xb0, "in[0]");
-        assert_eq!(at(168 + 8 * 15), 0, "unused ranks are zero");
+        assert_eq!(at(176), 0xa0, "out[0]");
+        assert_eq!(at(176 + 64), 0xb0, "in[0]");
+        assert_eq!(at(176 + 8 * 15), 0, "unused ranks are zero");
         for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
-            assert_eq!(at(168 + 64 * list), want, "counter list {list}");
+            assert_eq!(at(176 + 64 * list), want, "counter list {list}");
         }
-        assert_eq!(168 + 64 * 6, size_of::<LlArgs>());
+        assert_eq!(176 + 64 * 6, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],
@@ -191,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn direct_blocks_grow_with_the_shard_up_to_the_channels() {
+    fn direct_plans_grow_with_the_shard_up_to_the_channels() {
         let op = |mode, bytes| LlOp {
             src: 0,
             dst: 0,
@@ -204,29 +233,72 @@ mod tests {
             inp_counts: vec![],
         };
         let ar = |bytes| op(DirectMode::AllReduce, bytes);
-        assert_eq!(direct_blocks(&ar(8), 2, 64), 1);
+        let plan = |blocks, unit| DirectPlan { blocks, unit };
+        assert_eq!(direct_plan(&ar(8), 2, 64), plan(1, 16));
         assert_eq!(
-            direct_blocks(&ar(1 << 20), 2, 64),
-            32,
+            direct_plan(&ar(1 << 20), 2, 64),
+            plan(32, 16 << 10),
             "512 KB shards: 32 of 16 KB"
         );
-        assert_eq!(direct_blocks(&ar(1 << 20), 4, 64), 16);
-        assert_eq!(direct_blocks(&ar(256 << 10), 2, 64), 8);
-        assert_eq!(direct_blocks(&ar(16 << 20), 2, 128), DIRECT_BLOCKS as u32);
+        assert_eq!(direct_plan(&ar(1 << 20), 4, 64).blocks, 16);
+        assert_eq!(direct_plan(&ar(256 << 10), 2, 64).blocks, 8);
         assert_eq!(
-            direct_blocks(&ar(8 << 20), 2, 16),
-            16,
-            "NCCL_MAX_NCHANNELS bounds it"
+            direct_plan(&ar(16 << 20), 2, 1024),
+            plan(DIRECT_BLOCKS as u32, 64 << 10)
         );
-        assert_eq!(direct_blocks(&ar(8 << 20), 2, 0), 1);
+        assert_eq!(
+            direct_plan(&ar(8 << 20), 2, 16),
+            plan(16, 64 << 10),
+            "NCCL_MAX_NCHANNELS bounds it: four rounds of full slots"
+        );
+        assert_eq!(direct_plan(&ar(8 << 20), 2, 0).blocks, 1);
         let ag = op(DirectMode::AllGather, 512 << 10);
         assert_eq!(
-            direct_blocks(&ag, 2, 64),
+            direct_plan(&ag, 2, 64).blocks,
             32,
             "the per-rank part is the shard"
         );
         let rs = op(DirectMode::ReduceScatter, 256 << 10);
-        assert_eq!(direct_blocks(&rs, 4, 64), 16);
+        assert_eq!(direct_plan(&rs, 4, 64).blocks, 16);
+    }
+
+    #[test]
+    fn direct_plans_give_every_block_the_fewest_rounds() {
+        for bytes in [
+            17,
+            1000,
+            (1 << 20) + 48,
+            3 << 20,
+            10 << 20,
+            (20 << 20) + 16,
+            33_554_431,
+            64 << 20,
+        ] {
+            for (n, max) in [(2, 64), (3, 64), (4, 24), (8, 128)] {
+                let op = LlOp {
+                    src: 0,
+                    dst: 0,
+                    bytes,
+                    mode: DirectMode::AllReduce,
+                    state: 0,
+                    out: vec![],
+                    inp: vec![],
+                    out_counts: vec![],
+                    inp_counts: vec![],
+                };
+                let p = direct_plan(&op, n, max);
+                let (blocks, shard) = (p.blocks as usize, direct_shard(&op, n));
+                assert!(p.unit.is_multiple_of(16) && (16..=DIRECT_SLOT_BYTES).contains(&p.unit));
+                assert!(blocks <= max.min(DIRECT_BLOCKS));
+                // Block b runs the pieces b, b + blocks, …: the first block runs the most.
+                let most = shard.div_ceil(p.unit).div_ceil(blocks);
+                assert_eq!(
+                    most,
+                    shard.div_ceil(blocks * DIRECT_SLOT_BYTES),
+                    "{bytes} B over {n} ranks: {p:?}"
+                );
+            }
+        }
     }
 
     #[test]

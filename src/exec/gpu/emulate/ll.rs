@@ -10,7 +10,8 @@ use super::sync::{Waiting, poll, report, word, word32};
 use crate::device::Transforms;
 use crate::device::cpu::reduce::{copy, reduce};
 use crate::device::cuda::abi::{
-    DevConn, LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS, PROGRAM_BYTES, Status,
+    DevConn, LL_ARGS_BYTES, LL_CHUNK_BYTES, LL_HALF_BYTES, LL_MAX_RANKS, LlArgs, PROGRAM_BYTES,
+    Status,
 };
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
@@ -46,8 +47,8 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
         )));
     }
     let h = decode::header(&bytes[..PROGRAM_BYTES])?;
-    let p = PROGRAM_BYTES;
-    let nranks = le(bytes, p + 40) as u32;
+    use std::mem::offset_of;
+    let nranks = le(bytes, offset_of!(LlArgs, nranks)) as u32;
     if nranks as usize > LL_MAX_RANKS || h.rank >= nranks {
         return Err(Error::Internal(format!(
             "an LL all-reduce of rank {} among {nranks}",
@@ -56,15 +57,21 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
     }
     let list = |off: usize| std::array::from_fn(|r| le(bytes, off + 8 * r));
     let a = Args {
-        src: le(bytes, p),
-        dst: le(bytes, p + 8),
-        bytes: le(bytes, p + 16),
-        state: le(bytes, p + 24),
-        seq: le(bytes, p + 32),
+        src: le(bytes, offset_of!(LlArgs, src)),
+        dst: le(bytes, offset_of!(LlArgs, dst)),
+        bytes: le(bytes, offset_of!(LlArgs, bytes)),
+        state: le(bytes, offset_of!(LlArgs, state)),
+        seq: le(bytes, offset_of!(LlArgs, seq)),
         nranks,
-        out: list(p + 48),
-        inp: list(p + 48 + 8 * LL_MAX_RANKS),
-        counts: std::array::from_fn(|k| list(p + 48 + 8 * LL_MAX_RANKS * (2 + k))),
+        out: list(offset_of!(LlArgs, out)),
+        inp: list(offset_of!(LlArgs, inp)),
+        counts: [
+            offset_of!(LlArgs, out_step),
+            offset_of!(LlArgs, out_live),
+            offset_of!(LlArgs, in_step),
+            offset_of!(LlArgs, in_live),
+        ]
+        .map(list),
     };
     Ok((h, a))
 }
