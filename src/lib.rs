@@ -40,6 +40,7 @@ pub mod stats;
 pub mod status;
 pub mod topo;
 mod transport;
+pub mod version;
 
 pub use bootstrap::unique_id::UniqueId;
 pub use coll::{CollArgs, InPlace};
@@ -54,3 +55,4 @@ pub use func::Func;
 pub use mem::{HostMem, mem_alloc};
 pub use os::names::{remove_process_files, remove_process_files_in};
 pub use redop::{RedOp, Scalar};
+pub use version::{NCCL_API_VERSION, version_line};

@@ -109,12 +109,12 @@ pub const NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
 pub const NCCL_SPLIT_NOCOLOR: c_int = -1;
 /// `NCCL_API_MAGIC`: the magic `NCCL_CONFIG_INITIALIZER` writes (0xcafebeef).
 pub const NCCL_API_MAGIC: c_uint = 0xcafe_beef;
-/// NCCL 2.28.9's `NCCL_MAJOR`.
-pub const NCCL_MAJOR: c_int = 2;
-/// NCCL 2.28.9's `NCCL_MINOR`.
-pub const NCCL_MINOR: c_int = 28;
-/// NCCL 2.28.9's `NCCL_PATCH`.
-pub const NCCL_PATCH: c_int = 9;
+/// `NCCL_MAJOR` of the API implemented here ([`rnccl::NCCL_API_VERSION`]).
+pub const NCCL_MAJOR: c_int = rnccl::NCCL_API_VERSION.0 as c_int;
+/// `NCCL_MINOR` of the API implemented here.
+pub const NCCL_MINOR: c_int = rnccl::NCCL_API_VERSION.1 as c_int;
+/// `NCCL_PATCH` of the API implemented here.
+pub const NCCL_PATCH: c_int = rnccl::NCCL_API_VERSION.2 as c_int;
 /// `NCCL_VERSION_CODE` of the API implemented here: 2.28.9 = 22809.
 pub const NCCL_VERSION_CODE: c_int = nccl_version(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
 

@@ -22,9 +22,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `rnccl --version`: rnccl's version, the NCCL API level and the NCCL release of its knobs.
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(rnccl::version_line);
+
 /// NCCL's collectives and diagnostics in one tool.
 #[derive(Debug, Parser)]
-#[command(name = "rnccl", version, about, long_about = None, propagate_version = true)]
+#[command(name = "rnccl", version = VERSION.as_str(), about, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     global: GlobalOpts,

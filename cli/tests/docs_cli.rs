@@ -74,3 +74,18 @@ fn help_summary_names_every_command() {
         );
     }
 }
+
+#[test]
+fn version_names_the_nccl_api_level_ncclgetversion_reports() {
+    let out = rnccl().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (major, minor, patch) = rnccl::NCCL_API_VERSION;
+    assert_eq!(text.trim(), format!("rnccl {}", rnccl::version_line()));
+    assert!(
+        text.contains(&format!("NCCL {major}.{minor}.{patch} API")),
+        "{text}"
+    );
+    let sub = rnccl().args(["bench", "--version"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&sub.stdout).contains(" API; knobs"));
+}

@@ -22,7 +22,7 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, filter};
 
-use crate::config::{Config, NCCL_VERSION, lookup, value};
+use crate::config::{Config, lookup, value};
 use format::NcclFormat;
 
 /// NCCL's log levels (`ncclDebugLogLevel`), least verbose first.
@@ -234,10 +234,7 @@ where
 
 /// The version banner NCCL prints first (`NCCL version ...`).
 fn banner() -> String {
-    format!(
-        "rnccl version {} (NCCL {NCCL_VERSION} API, knobs and formats)",
-        env!("CARGO_PKG_VERSION")
-    )
+    format!("rnccl version {}", crate::version_line())
 }
 
 /// Sets up the process's NCCL log from `cfg` (see the module docs), once: later calls return at
