@@ -1,5 +1,6 @@
 //! `libnccl.so.2`: nccl.h 2.28's C API over the rnccl library, so programs built against NCCL
-//! (PyTorch, nccl-tests) run on rnccl unchanged, through `LD_PRELOAD` or the library path.
+//! (PyTorch, nccl-tests) run on rnccl unchanged, through `LD_PRELOAD` or the library path, and
+//! of NCCL 2.30's additions the parameter API ([`param`]).
 //!
 //! Every exported function has nccl.h's exact C signature (`include/nccl.h` declares them; a
 //! test checks it against these definitions and the built library's symbol table). Every entry
@@ -25,6 +26,7 @@ pub mod group;
 pub mod init;
 pub mod lifecycle;
 pub mod mem;
+pub mod param;
 pub mod profiling;
 pub mod query;
 pub mod register;

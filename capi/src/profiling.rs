@@ -5,6 +5,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use crate::comm::ncclComm_t;
+use crate::param::ncclParamHandle_t;
 use crate::types::*;
 
 /// Defines `pncclXxx` functions that forward to the `ncclXxx` they alias.
@@ -63,6 +64,25 @@ aliases! {
     pncclGroupSimulateEnd => group::ncclGroupSimulateEnd(simInfo: *mut ncclSimInfo_t) -> ncclResult_t;
     pncclMemAlloc => mem::ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> ncclResult_t;
     pncclMemFree => mem::ncclMemFree(ptr: *mut c_void) -> ncclResult_t;
+    pncclParamBind => param::ncclParamBind(out: *mut ncclParamHandle_t, key: *const c_char) -> ncclResult_t;
+    pncclParamGetI8 => param::ncclParamGetI8(h: ncclParamHandle_t, out: *mut i8) -> ncclResult_t;
+    pncclParamGetI16 => param::ncclParamGetI16(h: ncclParamHandle_t, out: *mut i16) -> ncclResult_t;
+    pncclParamGetI32 => param::ncclParamGetI32(h: ncclParamHandle_t, out: *mut i32) -> ncclResult_t;
+    pncclParamGetI64 => param::ncclParamGetI64(h: ncclParamHandle_t, out: *mut i64) -> ncclResult_t;
+    pncclParamGetU8 => param::ncclParamGetU8(h: ncclParamHandle_t, out: *mut u8) -> ncclResult_t;
+    pncclParamGetU16 => param::ncclParamGetU16(h: ncclParamHandle_t, out: *mut u16) -> ncclResult_t;
+    pncclParamGetU32 => param::ncclParamGetU32(h: ncclParamHandle_t, out: *mut u32) -> ncclResult_t;
+    pncclParamGetU64 => param::ncclParamGetU64(h: ncclParamHandle_t, out: *mut u64) -> ncclResult_t;
+    pncclParamGetStr => param::ncclParamGetStr(h: ncclParamHandle_t, out: *mut *const c_char) -> ncclResult_t;
+    pncclParamGet => param::ncclParamGet(h: ncclParamHandle_t, out: *mut c_void, maxLen: c_int, len: *mut c_int) -> ncclResult_t;
+    pncclParamGetParameter => param::ncclParamGetParameter(key: *const c_char, value: *mut *const c_char, valueLen: *mut c_int) -> ncclResult_t;
+    pncclParamGetAllParameterKeys => param::ncclParamGetAllParameterKeys(table: *mut *const *const c_char, tableLen: *mut c_int) -> ncclResult_t;
+}
+
+/// `pncclParamDumpAll`: the profiling alias of `ncclParamDumpAll`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclParamDumpAll() {
+    crate::param::ncclParamDumpAll()
 }
 
 /// `pncclGroupStart`: the profiling alias of `ncclGroupStart`.

@@ -27,6 +27,46 @@ int main(void) {
   EXPECT(ncclGetUniqueId(&b) == ncclSuccess);
   EXPECT(memcmp(&a, &b, sizeof a) != 0);
 
+  /* Parameters: the test runs this with NCCL_BUFFSIZE=1048576 and NCCL_ALGO=Ring. */
+  ncclParamHandle_t buff = NULL, algo = NULL, unset = NULL;
+  EXPECT(ncclParamBind(&buff, "NCCL_BUFFSIZE") == ncclSuccess && buff != NULL);
+  int64_t i64 = 0;
+  EXPECT(ncclParamGetI64(buff, &i64) == ncclSuccess && i64 == 1048576);
+  uint32_t u32 = 0;
+  EXPECT(pncclParamGetU32(buff, &u32) == ncclSuccess && u32 == 1048576);
+  int8_t i8 = 7;
+  EXPECT(ncclParamGetI8(buff, &i8) == ncclInvalidArgument && i8 == 7);
+  const char* s = NULL;
+  EXPECT(ncclParamGetStr(buff, &s) == ncclSuccess && strcmp(s, "1048576") == 0);
+  unsigned char raw[32];
+  int len = -1;
+  EXPECT(ncclParamGet(buff, raw, sizeof raw, &len) == ncclSuccess && len == 8);
+  memcpy(&i64, raw, sizeof i64);
+  EXPECT(i64 == 1048576);
+  EXPECT(ncclParamGet(buff, raw, 4, &len) == ncclInvalidArgument && len == 0);
+  EXPECT(ncclParamBind(&algo, "NCCL_ALGO") == ncclSuccess);
+  EXPECT(ncclParamGetStr(algo, &s) == ncclSuccess && strcmp(s, "Ring") == 0);
+  EXPECT(ncclParamGetI64(algo, &i64) == ncclInvalidArgument);
+  EXPECT(ncclParamGet(algo, raw, sizeof raw, &len) == ncclSuccess && len == 5 && strcmp((char*)raw, "Ring") == 0);
+  EXPECT(ncclParamBind(&unset, "NCCL_IB_TIMEOUT") == ncclSuccess);
+  EXPECT(ncclParamGetI32(unset, &version) == ncclSuccess && version == 20);
+  int n = -1;
+  EXPECT(ncclParamGetParameter("NCCL_BUFFSIZE", &s, &n) == ncclSuccess && strcmp(s, "1048576") == 0 && n == 7);
+  EXPECT(ncclParamGetParameter("NCCL_BUFSIZE", &s, &n) == ncclInvalidArgument && s == NULL && n == 0);
+  EXPECT(strstr(ncclGetLastError(NULL), "did you mean NCCL_BUFFSIZE") != NULL);
+  EXPECT(ncclParamBind(&algo, "NCCL_NOT_A_KNOB") == ncclInvalidArgument);
+  EXPECT(ncclParamBind(NULL, "NCCL_ALGO") == ncclInvalidArgument);
+  EXPECT(ncclParamGetI64((ncclParamHandle_t)raw, &i64) == ncclInvalidArgument);
+  const char** keys = NULL;
+  int nkeys = 0, found = 0;
+  EXPECT(ncclParamGetAllParameterKeys(&keys, &nkeys) == ncclSuccess && nkeys > 100);
+  for (int k = 0; k < nkeys; k++) found += strcmp(keys[k], "NCCL_BUFFSIZE") == 0;
+  EXPECT(found == 1);
+  printf("param keys %d\n", nkeys);
+  fflush(stdout);
+  ncclParamDumpAll();
+  fflush(stdout);
+
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = NULL;
@@ -46,6 +86,7 @@ int main(void) {
   EXPECT(ncclCommCount(NULL, &version) == ncclInvalidArgument);
   EXPECT(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, NULL, NULL) == ncclInvalidArgument);
   EXPECT(ncclGroupEnd() == ncclInvalidUsage);
+
   printf("ok\n");
   return 0;
 }
@@ -88,9 +129,24 @@ fn c_program_links_and_gets_the_no_cuda_error() {
     let so2 = dir.join("libnccl.so.2");
     let _ = std::fs::remove_file(&so2);
     std::os::unix::fs::symlink(&lib, &so2).unwrap();
-    let out = common::run_ok(Command::new(&exe).env_remove("NCCL_COMM_ID"));
+    let out = common::run_ok(
+        Command::new(&exe)
+            .env_remove("NCCL_COMM_ID")
+            .env_remove("NCCL_IB_TIMEOUT")
+            .env("NCCL_BUFFSIZE", "1048576")
+            .env("NCCL_ALGO", "Ring"),
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.contains("version 22809"), "{out}");
+    assert!(out.contains("param keys "), "{out}");
+    assert!(
+        out.contains("\nNCCL_BUFFSIZE = 1048576 (set; default \"-2\")\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nNCCL_IB_TIMEOUT = 20 (default; default \"20\")\n"),
+        "{out}"
+    );
     if rnccl::gpus().is_ok() {
         eprintln!("this host has a GPU: the no-CUDA error was not checked\n{out}");
         return;

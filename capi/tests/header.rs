@@ -79,7 +79,8 @@ fn declared() -> BTreeSet<String> {
         .filter_map(|l| {
             let rest = l
                 .strip_prefix("ncclResult_t ")
-                .or_else(|| l.strip_prefix("const char* "))?;
+                .or_else(|| l.strip_prefix("const char* "))
+                .or_else(|| l.strip_prefix("void "))?;
             let name = rest.trim_start().split('(').next()?.trim();
             (name.starts_with("nccl") || name.starts_with("pnccl")).then(|| name.to_string())
         })
