@@ -51,6 +51,7 @@ pub use comm::{
 pub use device::cuda::{DeviceInfo, gpus};
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
+pub use exec::gpu::choice::{GpuKernel, gpu_kernel};
 pub use func::Func;
 pub use mem::{HostMem, mem_alloc};
 pub use os::names::{remove_process_files, remove_process_files_in};

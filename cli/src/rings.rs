@@ -79,6 +79,8 @@ pub struct Planned {
     pub nodes: usize,
     /// The graph file the graphs were read from, if any.
     pub graph_file: Option<PathBuf>,
+    /// The knobs, for rnccl's own choices.
+    pub knobs: rnccl::config::Config,
 }
 
 /// Runs `rnccl rings`.
@@ -154,6 +156,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
         channels,
         model,
         nodes,
+        knobs: cfg.clone(),
     };
     match args.format {
         Format::Xml => output::print(&graphs_xml(

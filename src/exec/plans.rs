@@ -161,18 +161,20 @@ fn gpu_choice(
 }
 
 /// Whether a GPU all-reduce of `bytes` bytes per rank runs the one-shot LL kernel
-/// (`kernels/ll.cuh`) rather than the ring: when `NCCL_PROTO` allows LL for AllReduce and the
-/// size is at most [`LL_AUTO_MAX_BYTES`], or at any size when it leaves Simple out (rnccl's
-/// rings run Simple; LL128 is not implemented and runs as Simple).
+/// (`kernels/ll.cuh`) rather than the ring: see [`ll_allowed`].
 pub(crate) fn gpu_ll(core: &Core, func: Func, bytes: usize) -> bool {
+    ll_allowed(core.proto.as_ref(), func, bytes)
+}
+
+/// Whether an all-reduce of `bytes` bytes per rank runs the one-shot LL kernel under
+/// `NCCL_PROTO` (`proto`, parsed): when it allows LL for AllReduce and the size is at most
+/// [`LL_AUTO_MAX_BYTES`], or at any size when it leaves Simple out (rnccl's rings run Simple;
+/// LL128 is not implemented and runs as Simple).
+pub(crate) fn ll_allowed(proto: Option<&AlgoProtoList>, func: Func, bytes: usize) -> bool {
     if func != Func::AllReduce {
         return false;
     }
-    let allows = |p: &str| {
-        core.proto
-            .as_ref()
-            .is_none_or(|l| l.allows("AllReduce", p, &PROTOCOLS))
-    };
+    let allows = |p: &str| proto.is_none_or(|l| l.allows("AllReduce", p, &PROTOCOLS));
     allows("LL") && (bytes <= LL_AUTO_MAX_BYTES || !allows("Simple"))
 }
 
@@ -203,11 +205,19 @@ fn direct_window(func: Func, bytes: usize) -> bool {
 /// `NCCL_ALGO` is unset (setting it, e.g. to Ring, runs the rings it names). The caller checks
 /// that the communicator has the direct areas; every rank decides alike.
 pub(crate) fn gpu_direct(core: &Core, func: Func, bytes: usize) -> bool {
-    let simple = core
-        .proto
-        .as_ref()
-        .is_none_or(|l| l.allows(func.nccl_name(), "Simple", &PROTOCOLS));
-    direct_window(func, bytes) && core.algo_knob.is_none() && simple && !gpu_ll(core, func, bytes)
+    direct_allowed(core.algo_knob.as_deref(), core.proto.as_ref(), func, bytes)
+}
+
+/// [`gpu_direct`] for the knobs `NCCL_ALGO` (`algo`, as set) and `NCCL_PROTO` (`proto`,
+/// parsed).
+pub(crate) fn direct_allowed(
+    algo: Option<&str>,
+    proto: Option<&AlgoProtoList>,
+    func: Func,
+    bytes: usize,
+) -> bool {
+    let simple = proto.is_none_or(|l| l.allows(func.nccl_name(), "Simple", &PROTOCOLS));
+    direct_window(func, bytes) && algo.is_none() && simple && !ll_allowed(proto, func, bytes)
 }
 
 /// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.

@@ -1,10 +1,11 @@
 //! `rnccl rings --tune COLL`: NCCL's INFO TUNING table, then the model's prediction and choice
-//! over a size sweep (8 B to 1 GiB, doubling, sizes as nccl-tests counts them).
+//! over a size sweep (8 B to 1 GiB, doubling, sizes as nccl-tests counts them), beside the
+//! kernel rnccl's GPU engine runs at each size.
 
-use rnccl::Func;
 use rnccl::config::syntax::{ALGORITHMS, PROTOCOLS};
 use rnccl::graph::tuning::table::{thresholds_line, tuning_lines};
 use rnccl::graph::tuning::{LL, LL128, PAT, RING, SIMPLE, TREE};
+use rnccl::{Func, GpuKernel};
 use serde::Serialize;
 
 use super::Planned;
@@ -12,6 +13,15 @@ use crate::render::Table;
 
 fn sizes() -> impl Iterator<Item = u64> {
     (3..=30).map(|e| 1u64 << e)
+}
+
+/// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs: its one-node choice, the rings
+/// across nodes (the LL and direct kernels need peer access to every rank).
+fn rnccl_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
+    if p.nodes > 1 {
+        return Some(GpuKernel::Ring);
+    }
+    rnccl::gpu_kernel(&p.knobs, f, bytes as usize, p.model.nranks).ok()
 }
 
 fn combos() -> [(usize, usize); 7] {
@@ -37,16 +47,19 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     out.push(format!("  {}", thresholds_line(m)));
     out.push(String::new());
     out.push(format!(
-        "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable)",
+        "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable); \
+         rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple)",
         f.nccl_name()
     ));
     let usable: Vec<(usize, usize)> = combos()
         .into_iter()
         .filter(|&(a, pr)| m.bandwidth[f as usize][a][pr] > 0.0)
         .collect();
-    let mut header: Vec<String> = ["size", "choice", "ch", "thr", "time", "algbw", "busbw"]
-        .map(String::from)
-        .to_vec();
+    let mut header: Vec<String> = [
+        "size", "rnccl", "choice", "ch", "thr", "time", "algbw", "busbw",
+    ]
+    .map(String::from)
+    .to_vec();
     header.extend(
         usable
             .iter()
@@ -54,7 +67,10 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     );
     let mut t = Table::new(header);
     for s in sizes() {
-        let mut row = vec![crate::units::bytes_iec_whole(s)];
+        let mut row = vec![
+            crate::units::bytes_iec_whole(s),
+            rnccl_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
+        ];
         match m.choose(f, s) {
             Some(c) => {
                 let algbw = s as f64 / (f64::from(c.time_us) * 1000.0);
@@ -84,6 +100,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
 #[derive(Serialize)]
 struct SweepJson {
     bytes: u64,
+    rnccl: Option<GpuKernel>,
     algo: Option<&'static str>,
     proto: Option<&'static str>,
     nchannels: Option<usize>,
@@ -111,6 +128,7 @@ pub fn json(p: &Planned, f: Func) -> TuneJson {
                 let c = m.choose(f, s);
                 SweepJson {
                     bytes: s,
+                    rnccl: rnccl_kernel(p, f, s),
                     algo: c.map(|c| ALGORITHMS[c.algo]),
                     proto: c.map(|c| PROTOCOLS[c.proto]),
                     nchannels: c.map(|c| c.nchannels),

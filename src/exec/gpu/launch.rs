@@ -9,19 +9,18 @@
 use cudarc::driver::sys;
 
 use super::GpuEngine;
+use super::choice::direct_block_bound;
 use super::comm::GpuComm;
 use super::ll::{self, LlOp};
 use super::program::{Control, DevBuffers, Part, encode};
 use crate::coll::{Func, Plan};
-use crate::conn::MAX_CHANNELS;
-use crate::device::cuda::abi::{DIRECT_BLOCKS, DirectMode, THREADS};
+use crate::device::cuda::abi::{DirectMode, THREADS};
 use crate::device::cuda::{Interp, PeerKernel, check, cuda_error};
 use crate::device::{ReduceSpec, Region};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::exec::plans::{PlanCache, gpu_direct, gpu_ll};
 use crate::exec::{Core, Op};
-use crate::graph::ChannelBounds;
 use crate::redop::RedOp;
 use crate::stats::OpInfo;
 
@@ -223,7 +222,7 @@ fn launch_all(
         let work = match (ll, direct) {
             (Some(op), _) => Work::Ll(op),
             (None, Some(op)) => {
-                let plan = ll::direct_plan(&op, n, direct_block_bound(core));
+                let plan = ll::direct_plan(op.mode, op.bytes, n, direct_block_bound(&core.knobs));
                 Work::Direct(op, plan)
             }
             (None, None) => Work::Program(vec![(plan, bufs)]),
@@ -328,15 +327,4 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
 fn overlaps(a: Region, b: Region) -> bool {
     let (a0, b0) = (a.ptr as usize, b.ptr as usize);
     a.len > 0 && b.len > 0 && a0 < b0 + b.len && b0 < a0 + a.len
-}
-
-/// The most thread blocks a direct kernel of `core` runs: [`DIRECT_BLOCKS`] (one per SM of the
-/// GPUs rnccl runs on), or the channel knobs' bound (`NCCL_MAX_CTAS`, `NCCL_MAX_NCHANNELS`)
-/// where one is set below [`MAX_CHANNELS`]. On 2×H200, 128 blocks ran 16 / 32 MB all-reduces
-/// in 66 / 116 µs against 71 / 126 µs with 64 (2026-11-27, one process per GPU).
-fn direct_block_bound(core: &Core) -> usize {
-    match ChannelBounds::from_config(&core.knobs) {
-        Ok(b) if b.max < MAX_CHANNELS => b.max,
-        _ => DIRECT_BLOCKS,
-    }
 }

@@ -58,37 +58,48 @@ pub(crate) struct LlOp {
 const DIRECT_MIN_UNIT: usize = 16 << 10;
 
 /// How a direct kernel (`kernels/direct.cuh`) splits its shards: `blocks` thread blocks, each
-/// moving `unit` bytes of every shard per round (`LlArgs::unit`).
+/// moving `unit` bytes of every shard per round (`LlArgs::unit`), for `rounds` rounds at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DirectPlan {
     /// Thread blocks, 1..=[`DIRECT_BLOCKS`].
     pub blocks: u32,
     /// Bytes of a shard one block moves per round: a multiple of 16, 16..=[`DIRECT_SLOT_BYTES`].
     pub unit: usize,
+    /// Rounds of the first block (every other block runs as many or one fewer).
+    pub rounds: usize,
 }
 
-/// Bytes of one shard of a direct kernel of `op` over `nranks` ranks: an all-reduce's buffer ÷
-/// `nranks` rounded up to 16 bytes (as the kernel computes it), the others' per-rank part.
-fn direct_shard(op: &LlOp, nranks: usize) -> usize {
-    match op.mode {
-        DirectMode::AllReduce => op.bytes.div_ceil(nranks.max(1)).next_multiple_of(16),
-        DirectMode::AllGather | DirectMode::ReduceScatter => op.bytes,
+/// Bytes of one shard of a direct kernel of `mode` with `bytes` bytes per rank (as
+/// [`LlOp::bytes`]) over `nranks` ranks: an all-reduce's buffer ÷ `nranks` rounded up to 16
+/// bytes (as the kernel computes it), the others' per-rank part.
+fn direct_shard(mode: DirectMode, bytes: usize, nranks: usize) -> usize {
+    match mode {
+        DirectMode::AllReduce => bytes.div_ceil(nranks.max(1)).next_multiple_of(16),
+        DirectMode::AllGather | DirectMode::ReduceScatter => bytes,
     }
 }
 
-/// The split of a direct kernel of `op`'s size over `nranks` ranks on at most `max_blocks`
-/// blocks: one block per [`DIRECT_MIN_UNIT`] of a shard up to `max_blocks` (and
-/// [`DIRECT_BLOCKS`]), then as few rounds as the slots allow, with every block running the
-/// same number of rounds (the slowest block sets the kernel's time).
-pub(crate) fn direct_plan(op: &LlOp, nranks: usize, max_blocks: usize) -> DirectPlan {
-    let shard = direct_shard(op, nranks).max(1);
+/// The split of a direct kernel of `mode` with `bytes` bytes per rank (as [`LlOp::bytes`])
+/// over `nranks` ranks on at most `max_blocks` blocks: one block per [`DIRECT_MIN_UNIT`] of a
+/// shard up to `max_blocks` (and [`DIRECT_BLOCKS`]), then as few rounds as the slots allow,
+/// with every block running the same number of rounds (the slowest block sets the kernel's
+/// time).
+pub(crate) fn direct_plan(
+    mode: DirectMode,
+    bytes: usize,
+    nranks: usize,
+    max_blocks: usize,
+) -> DirectPlan {
+    let shard = direct_shard(mode, bytes, nranks).max(1);
     let blocks = shard
         .div_ceil(DIRECT_MIN_UNIT)
         .clamp(1, max_blocks.clamp(1, DIRECT_BLOCKS));
     let rounds = shard.div_ceil(blocks * DIRECT_SLOT_BYTES);
+    let unit = shard.div_ceil(blocks * rounds).next_multiple_of(16).max(16);
     DirectPlan {
         blocks: blocks as u32,
-        unit: shard.div_ceil(blocks * rounds).next_multiple_of(16).max(16),
+        unit,
+        rounds: shard.div_ceil(unit).div_ceil(blocks),
     }
 }
 
@@ -221,45 +232,36 @@ mod tests {
 
     #[test]
     fn direct_plans_grow_with_the_shard_up_to_the_channels() {
-        let op = |mode, bytes| LlOp {
-            src: 0,
-            dst: 0,
-            bytes,
-            mode,
-            state: 0,
-            out: vec![],
-            inp: vec![],
-            out_counts: vec![],
-            inp_counts: vec![],
+        use DirectMode::{AllGather, AllReduce, ReduceScatter};
+        let plan = |blocks, unit, rounds| DirectPlan {
+            blocks,
+            unit,
+            rounds,
         };
-        let ar = |bytes| op(DirectMode::AllReduce, bytes);
-        let plan = |blocks, unit| DirectPlan { blocks, unit };
-        assert_eq!(direct_plan(&ar(8), 2, 64), plan(1, 16));
+        assert_eq!(direct_plan(AllReduce, 8, 2, 64), plan(1, 16, 1));
         assert_eq!(
-            direct_plan(&ar(1 << 20), 2, 64),
-            plan(32, 16 << 10),
+            direct_plan(AllReduce, 1 << 20, 2, 64),
+            plan(32, 16 << 10, 1),
             "512 KB shards: 32 of 16 KB"
         );
-        assert_eq!(direct_plan(&ar(1 << 20), 4, 64).blocks, 16);
-        assert_eq!(direct_plan(&ar(256 << 10), 2, 64).blocks, 8);
+        assert_eq!(direct_plan(AllReduce, 1 << 20, 4, 64).blocks, 16);
+        assert_eq!(direct_plan(AllReduce, 256 << 10, 2, 64).blocks, 8);
         assert_eq!(
-            direct_plan(&ar(16 << 20), 2, 1024),
-            plan(DIRECT_BLOCKS as u32, 64 << 10)
+            direct_plan(AllReduce, 16 << 20, 2, 1024),
+            plan(DIRECT_BLOCKS as u32, 64 << 10, 1)
         );
         assert_eq!(
-            direct_plan(&ar(8 << 20), 2, 16),
-            plan(16, 64 << 10),
+            direct_plan(AllReduce, 8 << 20, 2, 16),
+            plan(16, 64 << 10, 4),
             "NCCL_MAX_NCHANNELS bounds it: four rounds of full slots"
         );
-        assert_eq!(direct_plan(&ar(8 << 20), 2, 0).blocks, 1);
-        let ag = op(DirectMode::AllGather, 512 << 10);
+        assert_eq!(direct_plan(AllReduce, 8 << 20, 2, 0).blocks, 1);
         assert_eq!(
-            direct_plan(&ag, 2, 64).blocks,
+            direct_plan(AllGather, 512 << 10, 2, 64).blocks,
             32,
             "the per-rank part is the shard"
         );
-        let rs = op(DirectMode::ReduceScatter, 256 << 10);
-        assert_eq!(direct_plan(&rs, 4, 64).blocks, 16);
+        assert_eq!(direct_plan(ReduceScatter, 256 << 10, 4, 64).blocks, 16);
     }
 
     #[test]
@@ -275,25 +277,15 @@ mod tests {
             64 << 20,
         ] {
             for (n, max) in [(2, 64), (3, 64), (4, 24), (8, 128)] {
-                let op = LlOp {
-                    src: 0,
-                    dst: 0,
-                    bytes,
-                    mode: DirectMode::AllReduce,
-                    state: 0,
-                    out: vec![],
-                    inp: vec![],
-                    out_counts: vec![],
-                    inp_counts: vec![],
-                };
-                let p = direct_plan(&op, n, max);
-                let (blocks, shard) = (p.blocks as usize, direct_shard(&op, n));
+                let p = direct_plan(DirectMode::AllReduce, bytes, n, max);
+                let blocks = p.blocks as usize;
+                let shard = direct_shard(DirectMode::AllReduce, bytes, n);
                 assert!(p.unit.is_multiple_of(16) && (16..=DIRECT_SLOT_BYTES).contains(&p.unit));
                 assert!(blocks <= max.min(DIRECT_BLOCKS));
                 // Block b runs the pieces b, b + blocks, …: the first block runs the most.
-                let most = shard.div_ceil(p.unit).div_ceil(blocks);
+                assert_eq!(p.rounds, shard.div_ceil(p.unit).div_ceil(blocks));
                 assert_eq!(
-                    most,
+                    p.rounds,
                     shard.div_ceil(blocks * DIRECT_SLOT_BYTES),
                     "{bytes} B over {n} ranks: {p:?}"
                 );

@@ -9,6 +9,7 @@
 //! of a GPU communicator run on its host engine.
 
 mod arena;
+pub(crate) mod choice;
 pub(crate) mod comm;
 #[cfg(test)]
 mod emulate;

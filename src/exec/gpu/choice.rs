@@ -1,0 +1,169 @@
+//! Which kernel the GPU engine runs for one collective, from the function, the size of its
+//! largest buffer, the ranks and the knobs (`NCCL_ALGO`, `NCCL_PROTO`, the channel bounds), for
+//! `rnccl rings --tune`, which prints it beside NCCL's model. It asks the predicates and block
+//! plans the launch path decides with (`plans::ll_allowed` and `direct_allowed`, `ll::blocks`,
+//! `ll::direct_plan`, [`direct_block_bound`]), so the two cannot drift apart; the launch path
+//! reads the knobs as rank 0 had them, this the caller's.
+
+use serde::Serialize;
+
+use super::ll;
+use crate::config::Config;
+use crate::config::syntax::{AlgoProtoList, PROTOCOLS};
+use crate::conn::MAX_CHANNELS;
+use crate::device::cuda::abi::{DIRECT_BLOCKS, DirectMode, THREADS};
+use crate::error::{Error, Result};
+use crate::exec::plans::{direct_allowed, ll_allowed};
+use crate::func::Func;
+use crate::graph::ChannelBounds;
+
+/// The kernel rnccl's GPU engine runs for one collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kernel", rename_all = "snake_case")]
+pub enum GpuKernel {
+    /// The one-shot LL all-reduce (`kernels/ll.cuh`) on `blocks` thread blocks.
+    Ll {
+        /// Thread blocks.
+        blocks: u32,
+    },
+    /// The direct kernel (`kernels/direct.cuh`): `blocks` thread blocks, each moving `unit`
+    /// bytes of every shard per round, for at most `rounds` rounds.
+    Direct {
+        /// Thread blocks.
+        blocks: u32,
+        /// Bytes of a shard per block and round.
+        unit: usize,
+        /// Rounds of the busiest block.
+        rounds: usize,
+    },
+    /// The step interpreter over the rings, with NCCL's Simple protocol.
+    Ring,
+}
+
+impl std::fmt::Display for GpuKernel {
+    /// `LL x8`, `Direct 128x64K x1`, `Ring/Simple`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuKernel::Ll { blocks } => write!(f, "LL x{blocks}"),
+            GpuKernel::Direct {
+                blocks,
+                unit,
+                rounds,
+            } if unit % 1024 == 0 => write!(f, "Direct {blocks}x{}K x{rounds}", unit / 1024),
+            GpuKernel::Direct {
+                blocks,
+                unit,
+                rounds,
+            } => write!(f, "Direct {blocks}x{unit}B x{rounds}"),
+            GpuKernel::Ring => f.write_str("Ring/Simple"),
+        }
+    }
+}
+
+/// The most thread blocks a direct kernel runs: [`DIRECT_BLOCKS`] (one per SM of the GPUs
+/// rnccl runs on), or the channel knobs' bound (`NCCL_MAX_CTAS`, `NCCL_MAX_NCHANNELS`) where
+/// one is set below [`MAX_CHANNELS`]. On 2×H200, 128 blocks ran 16 / 32 MB all-reduces in 66 /
+/// 116 µs against 71 / 126 µs with 64 (2026-11-27, one process per GPU).
+pub(crate) fn direct_block_bound(cfg: &Config) -> usize {
+    match ChannelBounds::from_config(cfg) {
+        Ok(b) if b.max < MAX_CHANNELS => b.max,
+        _ => DIRECT_BLOCKS,
+    }
+}
+
+/// The kernel rnccl runs for `func` whose largest buffer holds `bytes` bytes (nccl-tests'
+/// size) over `nranks` GPU ranks of one node that all reach each other over peer access, with
+/// the knobs of `cfg`: the one-shot LL kernel for all-reduces up to 512 KiB, the direct kernel
+/// for all-reduce, all-gather and reduce-scatter up to 32 MiB, the rings otherwise (and always
+/// across nodes or without peer access, which the caller knows and this does not).
+///
+/// Errors: [`Error::InvalidUsage`] for an `NCCL_PROTO` value that does not parse.
+pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Result<GpuKernel> {
+    let proto = cfg
+        .string("NCCL_PROTO")
+        .map(|raw| {
+            AlgoProtoList::parse(raw, &PROTOCOLS)
+                .map_err(|e| Error::invalid_usage(format!("NCCL_PROTO={raw:?}: {e}")))
+        })
+        .transpose()?;
+    if ll_allowed(proto.as_ref(), func, bytes) {
+        return Ok(GpuKernel::Ll {
+            blocks: ll::blocks(bytes, THREADS as usize),
+        });
+    }
+    if !direct_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes) {
+        return Ok(GpuKernel::Ring);
+    }
+    // The launch path hands the kernel the all-reduce's buffer, the others' per-rank part.
+    let n = nranks.max(1);
+    let (mode, per_rank) = match func {
+        Func::AllReduce => (DirectMode::AllReduce, bytes),
+        Func::AllGather => (DirectMode::AllGather, bytes / n),
+        Func::ReduceScatter => (DirectMode::ReduceScatter, bytes / n),
+        _ => return Ok(GpuKernel::Ring),
+    };
+    let p = ll::direct_plan(mode, per_rank, n, direct_block_bound(cfg));
+    Ok(GpuKernel::Direct {
+        blocks: p.blocks,
+        unit: p.unit,
+        rounds: p.rounds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(knobs: &[(&str, &str)], func: Func, bytes: usize, n: usize) -> GpuKernel {
+        gpu_kernel(&Config::from_pairs(knobs).unwrap(), func, bytes, n).unwrap()
+    }
+
+    #[test]
+    fn sizes_pick_ll_then_direct_then_the_ring() {
+        let ar = |bytes, n| kernel(&[], Func::AllReduce, bytes, n);
+        assert!(matches!(ar(8, 2), GpuKernel::Ll { blocks: 1 }));
+        assert!(matches!(ar(512 << 10, 2), GpuKernel::Ll { .. }));
+        assert_eq!(
+            ar(8 << 20, 2),
+            GpuKernel::Direct {
+                blocks: 128,
+                unit: 32 << 10,
+                rounds: 1
+            }
+        );
+        assert_eq!(ar(8 << 20, 2).to_string(), "Direct 128x32K x1");
+        assert_eq!(ar(32 << 20, 4).to_string(), "Direct 128x64K x1");
+        assert_eq!(ar((32 << 20) + 1, 2), GpuKernel::Ring);
+        // All-gather and reduce-scatter: no LL, the largest buffer sets the window.
+        assert_eq!(kernel(&[], Func::AllGather, 8, 2), GpuKernel::Ring);
+        assert!(matches!(
+            kernel(&[], Func::ReduceScatter, 32 << 20, 4),
+            GpuKernel::Direct { .. }
+        ));
+        assert_eq!(kernel(&[], Func::Broadcast, 8 << 20, 2), GpuKernel::Ring);
+    }
+
+    #[test]
+    fn knobs_move_the_choice() {
+        let ar = |knobs: &[(&str, &str)], bytes| kernel(knobs, Func::AllReduce, bytes, 2);
+        assert_eq!(ar(&[("NCCL_ALGO", "Ring")], 8 << 20), GpuKernel::Ring);
+        assert_eq!(ar(&[("NCCL_PROTO", "Simple")], 8), GpuKernel::Ring);
+        assert!(matches!(
+            ar(&[("NCCL_PROTO", "LL")], 8 << 20),
+            GpuKernel::Ll { .. }
+        ));
+        assert_eq!(
+            ar(&[("NCCL_MAX_CTAS", "16")], 8 << 20).to_string(),
+            "Direct 16x64K x4"
+        );
+        assert!(
+            gpu_kernel(
+                &Config::from_pairs(&[("NCCL_PROTO", "Fast")]).unwrap(),
+                Func::AllReduce,
+                8,
+                2
+            )
+            .is_err()
+        );
+    }
+}
