@@ -39,7 +39,7 @@ enum Work {
     Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
     /// The one-shot LL all-reduce.
     Ll(LlOp),
-    /// The direct kernel (all-reduce, reduce-scatter or all-gather) on this many blocks.
+    /// The direct kernel (all-reduce, reduce-scatter or all-gather) with its split over blocks.
     Direct(LlOp, ll::DirectPlan),
     /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
     /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).
