@@ -139,7 +139,7 @@ const FLOORS: &[&[&str]] = &[
     &[
         "error", "dtype", "func", "redop", "conn", "hash", "os", "mem",
     ],
-    &["config"],
+    &["config", "version"],
     &["topo"],
     &["graph", "bootstrap", "ib", "stats"],
     &["coll", "device", "explain", "launch", "log"],

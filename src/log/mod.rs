@@ -234,7 +234,7 @@ where
 
 /// The version banner NCCL prints first (`NCCL version ...`).
 fn banner() -> String {
-    format!("rnccl version {}", crate::version_line())
+    format!("rnccl version {}", crate::version::version_line())
 }
 
 /// Sets up the process's NCCL log from `cfg` (see the module docs), once: later calls return at
