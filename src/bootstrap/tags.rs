@@ -36,6 +36,10 @@ enum Kind {
     /// A GPU sending end's answer to an IB offer from another host: its queue pairs and CTS
     /// FIFO ([`crate::transport::gpu::net`]).
     GpuNetAnswer = 11,
+    /// A shrink's exclusion list, exchanged among the ranks that stay.
+    Shrink = 12,
+    /// A grow's unique id, from the rank that made it to the other existing ranks.
+    Grow = 13,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -92,6 +96,16 @@ pub(crate) fn split(seq: u64) -> u64 {
     tag(Kind::Split, seq)
 }
 
+/// The exchange of shrink number `seq` of a communicator (counted with its splits).
+pub(crate) fn shrink(seq: u64) -> u64 {
+    tag(Kind::Shrink, seq)
+}
+
+/// The unique id of grow number `seq` of a communicator (counted with its splits).
+pub(crate) fn grow(seq: u64) -> u64 {
+    tag(Kind::Grow, seq)
+}
+
 /// A failure notice.
 pub(crate) fn failure_notice() -> u64 {
     tag(Kind::FailureNotice, 0)
@@ -127,6 +141,8 @@ mod tests {
         assert!(all.insert(failure_notice()));
         for n in [0, 1, 2, 255, 256, 257] {
             assert!(all.insert(split(n)), "split {n}");
+            assert!(all.insert(shrink(n)), "shrink {n}");
+            assert!(all.insert(grow(n)), "grow {n}");
             assert!(all.insert(window(n, false)), "window {n}");
             assert!(all.insert(window(n, true)), "window {n} mapped");
         }

@@ -47,6 +47,15 @@ impl UniqueId {
         if let Some(addr) = cfg.string("NCCL_COMM_ID") {
             return UniqueId::from_comm_id(addr);
         }
+        UniqueId::fresh(cfg)
+    }
+
+    /// A fresh random id whose root starts now on this host's bootstrap interface, whatever
+    /// `NCCL_COMM_ID` says: the id `ncclCommGetUniqueId` makes for a communicator's growth
+    /// (its job's fixed address is taken by the job's own rendezvous).
+    ///
+    /// Errors: as [`UniqueId::new`].
+    pub fn fresh(cfg: &Config) -> Result<UniqueId> {
         let timeout = Duration::from_secs(cfg.int("RNCCL_TIMEOUT")?.max(1) as u64);
         let iface = bootstrap_interface(cfg, None)?;
         let listener = TcpListener::bind(SocketAddr::new(iface.addr, 0)).map_err(|e| {

@@ -264,6 +264,8 @@ impl Communicator {
             core,
             state: RefCell::new(State::new(engine)),
             splits: std::cell::Cell::new(0),
+            revoked: std::cell::Cell::new(false),
+            grow_id: RefCell::new(None),
             _page: page,
         }
     }

@@ -3,9 +3,11 @@
 mod api;
 mod config;
 mod group;
+mod grow;
 mod init;
 pub(crate) mod layout;
 mod pending;
+mod shrink;
 mod split;
 mod status;
 pub mod window;
@@ -17,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use config::CommConfig;
 pub use group::{Group, group_end, group_start};
 pub use pending::Pending;
+pub use shrink::ShrinkMode;
 pub use split::SPLIT_NOCOLOR;
 pub use window::{DIRECT_MIN_BYTES, Window};
 
@@ -37,8 +40,12 @@ pub struct Communicator {
     pub(crate) core: Arc<Core>,
     /// Its engine and counters, on the driving thread.
     pub(crate) state: RefCell<State>,
-    /// Splits so far (each child's tag counts them).
+    /// Splits, shrinks and grows so far (each child's tag counts them).
     pub(crate) splits: Cell<u64>,
+    /// Set by [`Communicator::revoke`].
+    pub(crate) revoked: Cell<bool>,
+    /// The grow id [`Communicator::grow_id`] made and no grow used yet.
+    pub(crate) grow_id: RefCell<Option<crate::bootstrap::unique_id::UniqueId>>,
     /// Its place on the process's counter page (`None` with `RNCCL_STATS=0`).
     _page: Option<crate::stats::page::Registration>,
 }

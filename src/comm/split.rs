@@ -22,13 +22,15 @@ impl Communicator {
     /// passing [`SPLIT_NOCOLOR`] (or any negative color) gets `None`. Rings of the child follow
     /// the parent's ring order restricted to the child's ranks.
     ///
+    /// A revoked communicator ([`Communicator::revoke`]) can still be split.
+    ///
     /// Errors: [`Error::InvalidUsage`] on a failed communicator; bootstrap [`Error::Timeout`] or
     /// [`Error::Remote`] naming a rank that did not take part.
     pub fn split(&self, color: i32, key: i32) -> Result<Option<Communicator>> {
         let core = &self.core;
         let seq = {
             let st = self.state.borrow();
-            if let Some(why) = &st.failed {
+            if let Some(why) = st.failed.as_ref().filter(|_| !self.revoked.get()) {
                 return Err(Error::invalid_usage(format!(
                     "cannot split a communicator that failed earlier ({why})"
                 )));
@@ -37,10 +39,21 @@ impl Communicator {
             self.splits.get()
         };
         let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
-        let got = core.all_gather_bytes(
+        // A revoked parent's abort flag stays raised and its namespace may hold a failure
+        // notice: its split runs in a namespace of its own, waiting on a flag of its own.
+        let fresh = AtomicBool::new(false);
+        let (namespace, abort) = match self.revoked.get() {
+            true => (self.child_tag(seq, u64::MAX - 1), &fresh),
+            false => (core.tag, &*core.abort),
+        };
+        let all: Vec<usize> = (0..core.nranks).collect();
+        let got = core.all_gather_among(
+            namespace,
+            &all,
             tags::split(seq),
             &mine,
             "in split, exchanging colors and keys",
+            abort,
         )?;
         let mut all = Vec::with_capacity(core.nranks);
         for (r, b) in got.into_iter().enumerate() {
@@ -64,9 +77,22 @@ impl Communicator {
             .collect();
         members.sort_unstable();
         let parent: Vec<usize> = members.iter().map(|&(_, r)| r).collect();
+        self.child(seq, color as u64, parent).map(Some)
+    }
+
+    /// The communicator of parent ranks `parent` (this rank among them), in that order: the
+    /// child of split or shrink number `seq` (`color` tells a split's children apart). Rings
+    /// follow the parent's restricted to the child's ranks; the bootstrap network is the
+    /// parent's under a new namespace; connections are new.
+    ///
+    /// Errors: as [`Communicator::with_engine`], and [`Error::InvalidUsage`] for a bad
+    /// `NCCL_ALGO`.
+    pub(super) fn child(&self, seq: u64, color: u64, parent: Vec<usize>) -> Result<Communicator> {
+        let core = &self.core;
         let rank = parent.iter().position(|&r| r == core.rank).ok_or_else(|| {
             Error::Internal(format!(
-                "split: this rank's color {color} is not among the colors gathered"
+                "a child communicator of ranks {parent:?} does not hold this rank ({})",
+                core.rank
             ))
         })?;
         let rings = core.rings.restrict(&parent)?;
@@ -78,14 +104,7 @@ impl Communicator {
             .transpose()
             .map_err(|e| Error::invalid_usage(format!("NCCL_ALGO: {e}")))?;
         let tuning = plans::cpu_model(&core.net, &net_rank, rings.nchannels(), core.geo, algo);
-        let child_tag = fnv1a(
-            &[
-                core.tag.to_le_bytes(),
-                seq.to_le_bytes(),
-                (color as u64).to_le_bytes(),
-            ]
-            .concat(),
-        );
+        let child_tag = self.child_tag(seq, color);
         let child = Core {
             net: core.net.clone(),
             listener: core.listener.clone(),
@@ -107,6 +126,18 @@ impl Communicator {
             watch: Watch::Host,
         };
         let device = core.watch.gpu().map(|g| g.info.ordinal);
-        Ok(Some(Communicator::with_engine(child, device)?))
+        Communicator::with_engine(child, device)
+    }
+
+    /// The bootstrap namespace of child `color` of split, shrink or grow number `seq`.
+    pub(super) fn child_tag(&self, seq: u64, color: u64) -> u64 {
+        fnv1a(
+            &[
+                self.core.tag.to_le_bytes(),
+                seq.to_le_bytes(),
+                color.to_le_bytes(),
+            ]
+            .concat(),
+        )
     }
 }

@@ -101,29 +101,44 @@ impl Core {
     /// Sends `mine` to every rank (itself included) under bootstrap `tag` and returns what each
     /// rank sent, indexed by rank: the all-gather that split and window registration run.
     ///
-    /// Errors: bootstrap [`crate::error::Error::Timeout`] naming the rank that did not send (`what`
-    /// says where), [`crate::error::Error::Aborted`] when the communicator is aborted meanwhile.
+    /// Errors: as [`Core::all_gather_among`].
     pub(crate) fn all_gather_bytes(
         &self,
         tag: u64,
         mine: &[u8],
         what: &str,
     ) -> Result<Vec<Vec<u8>>> {
+        let all: Vec<usize> = (0..self.nranks).collect();
+        self.all_gather_among(self.tag, &all, tag, mine, what, &self.abort)
+    }
+
+    /// As [`Core::all_gather_bytes`] among `ranks` only (this rank among them) under bootstrap
+    /// namespace `comm`, returning what each sent in the order of `ranks`; waits end early when
+    /// `abort` is raised. Shrink runs it among the ranks that stay, in its child's namespace and
+    /// with a flag of its own: the parent's flag may be raised, and its namespace may hold a
+    /// failure notice that would end every wait in it.
+    ///
+    /// Errors: bootstrap [`crate::error::Error::Timeout`] naming the rank that did not send
+    /// (`what` says where), [`crate::error::Error::Remote`] for one that left,
+    /// [`crate::error::Error::Aborted`] once `abort` is raised.
+    pub(crate) fn all_gather_among(
+        &self,
+        comm: u64,
+        ranks: &[usize],
+        tag: u64,
+        mine: &[u8],
+        what: &str,
+        abort: &AtomicBool,
+    ) -> Result<Vec<Vec<u8>>> {
         let deadline = self.deadline();
-        for r in 0..self.nranks {
-            self.net
-                .send(self.net_rank[r], self.tag, tag, mine, deadline)?;
+        for &r in ranks {
+            self.net.send(self.net_rank[r], comm, tag, mine, deadline)?;
         }
-        (0..self.nranks)
-            .map(|r| {
-                self.net.recv_abortable(
-                    self.net_rank[r],
-                    self.tag,
-                    tag,
-                    deadline,
-                    what,
-                    &self.abort,
-                )
+        ranks
+            .iter()
+            .map(|&r| {
+                self.net
+                    .recv_abortable(self.net_rank[r], comm, tag, deadline, what, abort)
             })
             .collect()
     }

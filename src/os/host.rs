@@ -31,7 +31,23 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     }
     // SAFETY: kill with signal 0 only checks for existence and permission.
     let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    let exists = r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    exists && !zombie(pid)
+}
+
+/// Whether `pid` has exited and waits for its parent to reap it (state `Z` or `X` in
+/// `/proc/<pid>/stat`, proc(5)): signal 0 still finds such a process, but it will never run
+/// again. A launcher that reaps its children late (one blocked waiting on another rank) leaves
+/// a killed rank in this state.
+fn zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the command may hold spaces and parentheses; the state follows the
+    // last ')'.
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next())
+        .is_some_and(|state| state == 'Z' || state == 'X')
 }
 
 #[cfg(test)]
@@ -46,5 +62,19 @@ mod tests {
         child.wait().unwrap();
         assert!(!process_alive(pid));
         assert!(!short_hostname().contains('.'));
+    }
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not reaped yet: it turns into a zombie once it exits.
+        let start = std::time::Instant::now();
+        while !zombie(pid) {
+            assert!(start.elapsed().as_secs() < 10, "`true` did not exit");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
     }
 }
