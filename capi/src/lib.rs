@@ -1,6 +1,7 @@
 //! `libnccl.so.2`: nccl.h 2.28's C API over the rnccl library, so programs built against NCCL
 //! (PyTorch, nccl-tests) run on rnccl unchanged, through `LD_PRELOAD` or the library path, and
-//! of NCCL 2.30's additions the parameter API ([`param`]).
+//! of NCCL 2.30's additions the parameter API ([`param`]), revoke and shrink ([`lifecycle`]) and
+//! growth ([`grow`]).
 //!
 //! Every exported function has nccl.h's exact C signature (`include/nccl.h` declares them; a
 //! test checks it against these definitions and the built library's symbol table). Every entry
@@ -9,7 +10,7 @@
 //! `ncclGetLastError` gives back (per thread, as in NCCL) and rnccl's NCCL_DEBUG log shows as a
 //! `WARN` line.
 //!
-//! Functions rnccl cannot honour yet (device communicators, symmetric windows, shrink,
+//! Functions rnccl cannot honour yet (device communicators, symmetric windows,
 //! multi-id scalable init, group simulation, device-resident PreMulSum scalars) return
 //! `ncclInvalidUsage` naming the function; none pretends to work.
 //!
@@ -23,6 +24,7 @@ pub mod comm;
 pub mod config;
 pub mod errors;
 pub mod group;
+pub mod grow;
 pub mod init;
 pub mod lifecycle;
 pub mod mem;

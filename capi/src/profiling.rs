@@ -49,6 +49,9 @@ aliases! {
     pncclCommDestroy => lifecycle::ncclCommDestroy(comm: ncclComm_t) -> ncclResult_t;
     pncclCommAbort => lifecycle::ncclCommAbort(comm: ncclComm_t) -> ncclResult_t;
     pncclCommSplit => lifecycle::ncclCommSplit(comm: ncclComm_t, color: c_int, key: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t) -> ncclResult_t;
+    pncclCommRevoke => lifecycle::ncclCommRevoke(comm: ncclComm_t, revokeFlags: c_int) -> ncclResult_t;
+    pncclCommGetUniqueId => grow::ncclCommGetUniqueId(comm: ncclComm_t, uniqueId: *mut ncclUniqueId) -> ncclResult_t;
+    pncclCommGrow => grow::ncclCommGrow(comm: ncclComm_t, nRanks: c_int, uniqueId: *const ncclUniqueId, rank: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t) -> ncclResult_t;
     pncclCommShrink => lifecycle::ncclCommShrink(comm: ncclComm_t, excludeRanksList: *mut c_int, excludeRanksCount: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t, shrinkFlags: c_int) -> ncclResult_t;
     pncclCommCount => query::ncclCommCount(comm: ncclComm_t, count: *mut c_int) -> ncclResult_t;
     pncclCommUserRank => query::ncclCommUserRank(comm: ncclComm_t, rank: *mut c_int) -> ncclResult_t;

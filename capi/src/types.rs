@@ -107,6 +107,12 @@ pub struct ncclUniqueId {
 pub const NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
 /// `NCCL_SPLIT_NOCOLOR`: `ncclCommSplit`'s color for ranks that join no new communicator.
 pub const NCCL_SPLIT_NOCOLOR: c_int = -1;
+/// `NCCL_SHRINK_DEFAULT`: `ncclCommShrink` on a parent with no operation in flight.
+pub const NCCL_SHRINK_DEFAULT: c_int = 0;
+/// `NCCL_SHRINK_ABORT`: `ncclCommShrink` stops the parent's operations in flight first.
+pub const NCCL_SHRINK_ABORT: c_int = 1;
+/// `NCCL_REVOKE_DEFAULT`: the only flag value `ncclCommRevoke` takes.
+pub const NCCL_REVOKE_DEFAULT: c_int = 0;
 /// `NCCL_API_MAGIC`: the magic `NCCL_CONFIG_INITIALIZER` writes (0xcafebeef).
 pub const NCCL_API_MAGIC: c_uint = 0xcafe_beef;
 /// `NCCL_MAJOR` of the API implemented here ([`rnccl::NCCL_API_VERSION`]).
