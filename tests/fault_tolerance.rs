@@ -264,8 +264,27 @@ fn shrink_refuses_bad_exclusion_lists() {
         got[1].contains("rank 0") && got[1].contains("different exclusion list"),
         "{got:?}"
     );
-    assert!(
-        got[2].contains("rank 1") && got[2].contains("shrink"),
-        "{got:?}"
-    );
+    // Rank 2 fails on rank 1: at its timeout, or at once when rank 1 has left already.
+    assert!(got[2].contains("rank 1"), "{got:?}");
+}
+
+/// A suspended communicator refuses collectives until resumed; its GPU memory figures are zero
+/// on host ranks.
+#[test]
+fn a_suspended_communicator_refuses_collectives_until_resumed() {
+    let got = on_threads(2, |c| {
+        all_reduce_steps(&c, 0, 1).unwrap();
+        c.suspend(true).unwrap();
+        assert!(c.gpu_memory().suspended);
+        assert_eq!(c.gpu_memory().total(), 0);
+        let refused = all_reduce_steps(&c, 1, 1).unwrap_err();
+        assert!(refused.to_string().contains("suspended"), "{refused}");
+        let twice = c.suspend(false).unwrap_err();
+        assert!(twice.to_string().contains("already suspended"), "{twice}");
+        c.resume().unwrap();
+        assert!(!c.gpu_memory().suspended);
+        all_reduce_steps(&c, 1, 2).unwrap();
+        c.resume().unwrap_err().to_string()
+    });
+    assert!(got.iter().all(|e| e.contains("not suspended")), "{got:?}");
 }

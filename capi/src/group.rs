@@ -174,29 +174,10 @@ pub extern "C" fn ncclGroupStart() -> ncclResult_t {
 pub extern "C" fn ncclGroupEnd() -> ncclResult_t {
     const F: &str = "ncclGroupEnd";
     guard(F, || {
-        let taken = GROUP.with(|g| {
-            let mut g = g.borrow_mut();
-            if g.depth == 0 {
-                return Err(Failure::usage(F, "not in a group call (no ncclGroupStart)"));
-            }
-            g.depth -= 1;
-            if g.depth > 0 {
-                return Ok(None);
-            }
-            Ok(Some((
-                std::mem::take(&mut g.ops),
-                std::mem::take(&mut g.inits),
-                g.error.take(),
-            )))
-        })?;
-        let Some((ops, inits, error)) = taken else {
+        let Some((ops, inits, error)) = take_group(F)? else {
             return Ok(());
         };
-        if let Some(f) = error {
-            for job in inits {
-                // SAFETY: as in run_inits.
-                unsafe { &*job.handle }.set_result(Err(f.clone()));
-            }
+        if let Some(f) = fail_inits(inits.as_slice(), error) {
             return Err(f);
         }
         if let Some(f) = run_inits(inits) {
@@ -206,18 +187,93 @@ pub extern "C" fn ncclGroupEnd() -> ncclResult_t {
     })
 }
 
-/// `ncclGroupSimulateEnd`: not implemented yet (`ncclInvalidUsage`); the group stays open, so
-/// the caller can still end it with `ncclGroupEnd`.
+/// What a group's outermost end takes: its operations, initialisations and first failure;
+/// `None` for an inner end.
+///
+/// Errors: `ncclInvalidUsage` outside a group.
+#[allow(clippy::type_complexity)] // the three parts of a group, taken together
+fn take_group(func: &str) -> Result<Option<(Vec<Queued>, Vec<InitJob>, Option<Failure>)>, Failure> {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth == 0 {
+            return Err(Failure::usage(
+                func,
+                "not in a group call (no ncclGroupStart)",
+            ));
+        }
+        g.depth -= 1;
+        if g.depth > 0 {
+            return Ok(None);
+        }
+        Ok(Some((
+            std::mem::take(&mut g.ops),
+            std::mem::take(&mut g.inits),
+            g.error.take(),
+        )))
+    })
+}
+
+/// When a call inside the group failed: every initialisation of the group fails with it, and
+/// the failure is returned.
+fn fail_inits(inits: &[InitJob], error: Option<Failure>) -> Option<Failure> {
+    let f = error?;
+    for job in inits {
+        // SAFETY: as in run_inits.
+        unsafe { &*job.handle }.set_result(Err(f.clone()));
+    }
+    Some(f)
+}
+
+/// The magic `NCCL_SIM_INFO_INITIALIZER` writes.
+const SIM_INFO_MAGIC: u32 = 0x7468_5283;
+
+/// `ncclGroupSimulateEnd`: ends the group as `ncclGroupEnd` does, except that its collectives
+/// are not launched: `simInfo->estimatedTime` gets the time the tuning model predicts for them,
+/// µs (each communicator's operations one after another, communicators side by side: the
+/// longest communicator's sum). Communicators created in the group are initialised. Send and
+/// Recv, which the model does not tune, count 0. Nested: only the outermost end simulates.
+///
+/// Errors: `ncclInvalidArgument` for a NULL or uninitialised `simInfo` (not from
+/// `NCCL_SIM_INFO_INITIALIZER`); otherwise as `ncclGroupEnd`.
 ///
 /// # Safety
-/// Reads nothing.
+/// `simInfo` NULL or pointing to a writable `ncclSimInfo_t` of at least the size it states.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclGroupSimulateEnd(_simInfo: *mut ncclSimInfo_t) -> ncclResult_t {
+pub unsafe extern "C" fn ncclGroupSimulateEnd(simInfo: *mut ncclSimInfo_t) -> ncclResult_t {
     const F: &str = "ncclGroupSimulateEnd";
     guard(F, || {
-        Err(Failure::unimplemented(
-            F,
-            "group simulation (time estimates)",
-        ))
+        crate::errors::check_ptr(simInfo, F, "simInfo")?;
+        // SAFETY: checked non-null and aligned; the caller passes a writable struct.
+        let sim = unsafe { &mut *simInfo };
+        if sim.magic != SIM_INFO_MAGIC || sim.size < std::mem::size_of::<ncclSimInfo_t>() {
+            return Err(Failure::arg(
+                F,
+                "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER",
+            ));
+        }
+        let Some((ops, inits, error)) = take_group(F)? else {
+            return Ok(());
+        };
+        if let Some(f) = fail_inits(inits.as_slice(), error) {
+            return Err(f);
+        }
+        if let Some(f) = run_inits(inits) {
+            return Err(f);
+        }
+        let mut per_comm: Vec<(*const ncclComm, f32)> = Vec::new();
+        for op in &ops {
+            // SAFETY: as in run_ops.
+            let h = unsafe { &*op.comm };
+            let t = match &*h.state() {
+                State::Ready(c) => c.predicted_time_us(&op.args).unwrap_or(0.0),
+                other => return Err(not_ready(F, other)),
+            };
+            match per_comm.iter_mut().find(|(c, _)| *c == op.comm) {
+                Some((_, sum)) => *sum += t,
+                None => per_comm.push((op.comm, t)),
+            }
+        }
+        sim.estimatedTime = per_comm.iter().map(|&(_, t)| t).fold(0.0, f32::max);
+        Ok(())
     })
 }

@@ -52,6 +52,10 @@ aliases! {
     pncclCommRevoke => lifecycle::ncclCommRevoke(comm: ncclComm_t, revokeFlags: c_int) -> ncclResult_t;
     pncclCommGetUniqueId => grow::ncclCommGetUniqueId(comm: ncclComm_t, uniqueId: *mut ncclUniqueId) -> ncclResult_t;
     pncclCommGrow => grow::ncclCommGrow(comm: ncclComm_t, nRanks: c_int, uniqueId: *const ncclUniqueId, rank: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t) -> ncclResult_t;
+    pncclWinGetUserPtr => register::ncclWinGetUserPtr(comm: ncclComm_t, win: ncclWindow_t, outUserPtr: *mut *mut c_void) -> ncclResult_t;
+    pncclCommSuspend => suspend::ncclCommSuspend(comm: ncclComm_t, flags: c_int) -> ncclResult_t;
+    pncclCommResume => suspend::ncclCommResume(comm: ncclComm_t) -> ncclResult_t;
+    pncclCommMemStats => suspend::ncclCommMemStats(comm: ncclComm_t, stat: ncclCommMemStat_t, value: *mut u64) -> ncclResult_t;
     pncclCommShrink => lifecycle::ncclCommShrink(comm: ncclComm_t, excludeRanksList: *mut c_int, excludeRanksCount: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t, shrinkFlags: c_int) -> ncclResult_t;
     pncclCommCount => query::ncclCommCount(comm: ncclComm_t, count: *mut c_int) -> ncclResult_t;
     pncclCommUserRank => query::ncclCommUserRank(comm: ncclComm_t, rank: *mut c_int) -> ncclResult_t;

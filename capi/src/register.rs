@@ -186,6 +186,52 @@ pub unsafe extern "C" fn ncclCommWindowDeregister(
     guard(F, || unsafe { deregister(F, comm, win.cast(), true) })
 }
 
+/// `ncclWinGetUserPtr` (NCCL 2.30): the buffer a window of `comm` was registered with.
+///
+/// Errors: `ncclInvalidArgument` for NULL arguments, a handle from `ncclCommRegister` rather
+/// than a window, or a window of another communicator.
+///
+/// # Safety
+/// `comm` as [`handle`]; `win` NULL or a live window; `outUserPtr` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclWinGetUserPtr(
+    comm: ncclComm_t,
+    win: ncclWindow_t,
+    outUserPtr: *mut *mut c_void,
+) -> ncclResult_t {
+    const F: &str = "ncclWinGetUserPtr";
+    guard(F, || {
+        // SAFETY: forwarded from the caller.
+        let h = unsafe { handle(comm, F) }?;
+        check_ptr(outUserPtr, F, "outUserPtr")?;
+        let reg: *mut Registration = win.cast();
+        check_ptr(reg, F, "win")?;
+        // SAFETY: the caller passes a live window (made by Box::into_raw in `register`).
+        let r = unsafe { &*reg };
+        if !r.window {
+            return Err(Failure::arg(
+                F,
+                format!(
+                    "the handle of buffer {:#x} came from ncclCommRegister, not a window",
+                    r.buff
+                ),
+            ));
+        }
+        if r.comm != h as *const ncclComm as usize {
+            return Err(Failure::arg(
+                F,
+                format!(
+                    "the window of buffer {:#x} belongs to another communicator",
+                    r.buff
+                ),
+            ));
+        }
+        // SAFETY: checked non-null and aligned; the caller passes a writable pointer.
+        unsafe { outUserPtr.write(r.buff as *mut c_void) };
+        Ok(())
+    })
+}
+
 /// `ncclDevCommCreate` (nccl_device/core.h): not implemented yet (`ncclInvalidUsage`).
 ///
 /// # Safety

@@ -113,6 +113,19 @@ pub const NCCL_SHRINK_DEFAULT: c_int = 0;
 pub const NCCL_SHRINK_ABORT: c_int = 1;
 /// `NCCL_REVOKE_DEFAULT`: the only flag value `ncclCommRevoke` takes.
 pub const NCCL_REVOKE_DEFAULT: c_int = 0;
+/// `NCCL_SUSPEND_MEM`: `ncclCommSuspend` releases the communicator's dynamic GPU memory.
+pub const NCCL_SUSPEND_MEM: c_int = 0x01;
+
+/// `ncclCommMemStat_t`: which figure `ncclCommMemStats` returns.
+pub type ncclCommMemStat_t = c_int;
+/// GPU memory a suspension frees, bytes.
+pub const ncclStatGpuMemSuspend: ncclCommMemStat_t = 0;
+/// 1 while suspended with memory released, else 0.
+pub const ncclStatGpuMemSuspended: ncclCommMemStat_t = 1;
+/// GPU memory held while the communicator lives, bytes.
+pub const ncclStatGpuMemPersist: ncclCommMemStat_t = 2;
+/// All GPU memory tracked, bytes.
+pub const ncclStatGpuMemTotal: ncclCommMemStat_t = 3;
 /// `NCCL_API_MAGIC`: the magic `NCCL_CONFIG_INITIALIZER` writes (0xcafebeef).
 pub const NCCL_API_MAGIC: c_uint = 0xcafe_beef;
 /// `NCCL_MAJOR` of the API implemented here ([`rnccl::NCCL_API_VERSION`]).

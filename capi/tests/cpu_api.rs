@@ -418,6 +418,22 @@ fn bad_arguments_on_a_live_communicator() {
             ncclSuccess
         );
         assert!(!w.is_null());
+        let mut user: *mut c_void = null_mut();
+        assert_eq!(ncclWinGetUserPtr(comm, w, &mut user), ncclSuccess);
+        assert_eq!(user, buf);
+        expect(
+            ncclWinGetUserPtr(comm, w, null_mut()),
+            ncclInvalidArgument,
+            &["outUserPtr"],
+        );
+        let mut h: *mut c_void = null_mut();
+        assert_eq!(ncclCommRegister(comm, buf, 64, &mut h), ncclSuccess);
+        expect(
+            ncclWinGetUserPtr(comm, h.cast(), &mut user),
+            ncclInvalidArgument,
+            &["not a window"],
+        );
+        assert_eq!(ncclCommDeregister(comm, h), ncclSuccess);
         expect(
             ncclCommDeregister(comm, w.cast()),
             ncclInvalidArgument,
@@ -446,7 +462,14 @@ fn bad_arguments_on_a_live_communicator() {
         expect(
             ncclGroupSimulateEnd(&mut sim),
             ncclInvalidUsage,
-            &["ncclGroupSimulateEnd"],
+            &["ncclGroupSimulateEnd", "not in a group"],
+        );
+        let mut raw = sim;
+        raw.magic = 0;
+        expect(
+            ncclGroupSimulateEnd(&mut raw),
+            ncclInvalidArgument,
+            &["NCCL_SIM_INFO_INITIALIZER"],
         );
 
         // Split with NOCOLOR gives NULL; a real color gives a one-rank child.
@@ -478,6 +501,54 @@ fn bad_arguments_on_a_live_communicator() {
         let c = host_comm();
         assert_eq!(ncclCommAbort(c), ncclSuccess);
     }
+}
+
+/// `ncclGroupSimulateEnd` on a group of two ranks' all-reduces (one thread queues both): the
+/// estimate is the tuning model's for one of them (the communicators run side by side), nothing
+/// is launched (the buffers are not even memory), and the group is closed.
+#[test]
+fn group_simulation_estimates_without_launching() {
+    let _l = common::LAST_ERROR_LOCK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let comms = rnccl::Communicator::init_all(2).unwrap();
+    let args = rnccl::CollArgs {
+        func: rnccl::Func::AllReduce,
+        count: 1 << 20,
+        dtype: rnccl::DataType::Float32,
+        op: rnccl::RedOp::Sum,
+        root: 0,
+        in_place: false,
+    };
+    let want = comms[0].predicted_time_us(&args).unwrap();
+    assert!(want > 0.0);
+    let handles: Vec<ncclComm_t> = comms.into_iter().map(comm_from_rnccl).collect();
+    let (send, recv) = (0x1000 as *const c_void, 0x2000_0000 as *mut c_void);
+    let mut sim = ncclSimInfo_t {
+        size: size_of::<ncclSimInfo_t>(),
+        magic: 0x7468_5283,
+        version: NCCL_VERSION_CODE as u32,
+        estimatedTime: -1.0,
+    };
+    // SAFETY: live handles; the buffers are never touched (nothing is launched).
+    unsafe {
+        assert_eq!(ncclGroupStart(), ncclSuccess);
+        for &c in &handles {
+            let r = ncclAllReduce(send, recv, 1 << 20, ncclFloat, ncclSum, c, null_mut());
+            assert_eq!(r, ncclSuccess, "{}", last_error());
+        }
+        assert_eq!(
+            ncclGroupSimulateEnd(&mut sim),
+            ncclSuccess,
+            "{}",
+            last_error()
+        );
+        assert_eq!(depth(), 0);
+        for c in handles {
+            assert_eq!(ncclCommDestroy(c), ncclSuccess);
+        }
+    }
+    assert_eq!(sim.estimatedTime, want);
 }
 
 #[test]

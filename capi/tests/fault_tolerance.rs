@@ -15,6 +15,7 @@ use nccl::grow::*;
 use nccl::init::*;
 use nccl::lifecycle::*;
 use nccl::query::*;
+use nccl::suspend::*;
 use nccl::types::*;
 
 fn last_error() -> String {
@@ -312,4 +313,67 @@ fn existing_ranks_grow_with_the_id_of_one_of_them() {
     let got: Vec<_> = olds.into_iter().map(|t| t.join().unwrap()).collect();
     assert_eq!(got, vec![(0, 3), (1, 3)]);
     assert_eq!(newcomer.join().unwrap(), (2, 3));
+}
+
+/// Suspension and memory statistics on a host communicator (it holds no GPU memory): flags
+/// checked, suspend once, resume once; the statistics follow the state.
+#[test]
+fn suspend_resume_and_memory_statistics() {
+    let _l = common::LAST_ERROR_LOCK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let c = host_comms(1).pop().unwrap().0;
+    let stat = |s: ncclCommMemStat_t| {
+        let mut v = u64::MAX;
+        // SAFETY: a live handle and a writable u64.
+        let r = unsafe { ncclCommMemStats(c, s, &mut v) };
+        assert_eq!(r, ncclSuccess, "{}", last_error());
+        v
+    };
+    // SAFETY: a live handle throughout; bad values where refusal is tested.
+    unsafe {
+        for s in [
+            ncclStatGpuMemSuspend,
+            ncclStatGpuMemPersist,
+            ncclStatGpuMemTotal,
+            ncclStatGpuMemSuspended,
+        ] {
+            assert_eq!(stat(s), 0);
+        }
+        let mut v = 0u64;
+        expect(
+            ncclCommMemStats(c, 4, &mut v),
+            ncclInvalidArgument,
+            &["statistic 4"],
+        );
+        expect(
+            ncclCommMemStats(c, 0, null_mut()),
+            ncclInvalidArgument,
+            &["value"],
+        );
+        expect(
+            ncclCommSuspend(c, 2),
+            ncclInvalidArgument,
+            &["suspend flags 0x2"],
+        );
+        expect(ncclCommResume(c), ncclInvalidUsage, &["not suspended"]);
+        assert_eq!(
+            ncclCommSuspend(c, NCCL_SUSPEND_MEM),
+            ncclSuccess,
+            "{}",
+            last_error()
+        );
+        assert_eq!(stat(ncclStatGpuMemSuspended), 1);
+        expect(
+            ncclCommSuspend(c, 0),
+            ncclInvalidUsage,
+            &["already suspended"],
+        );
+        assert_eq!(ncclCommResume(c), ncclSuccess, "{}", last_error());
+        assert_eq!(stat(ncclStatGpuMemSuspended), 0);
+        assert_eq!(ncclCommSuspend(c, 0), ncclSuccess);
+        assert_eq!(stat(ncclStatGpuMemSuspended), 0);
+        assert_eq!(ncclCommResume(c), ncclSuccess);
+        assert_eq!(ncclCommDestroy(c), ncclSuccess);
+    }
 }

@@ -16,7 +16,7 @@ use super::ranks::{Region, input_region, is_sendrecv, output_region};
 use super::{BenchOptions, Counts, grouped};
 use crate::coll::{CollArgs, Func};
 use crate::comm::{Communicator, Group, group_start};
-use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error};
+use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error, relaxed_capture};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 
@@ -357,7 +357,10 @@ fn capture(
     let mut graphs = Vec::with_capacity(begun);
     for r in &ranks[..begun] {
         let what = || format!("ending a CUDA graph capture on GPU {}", r.gpu);
-        match r.stream.end_capture(sys::CUgraphInstantiate_flags(0)) {
+        // Instantiating a graph is a call a thread-local capture forbids while this thread
+        // still captures the next rank's stream (`-g N`): nccl-tests ends every capture before
+        // instantiating any; here the instantiation runs in relaxed mode.
+        match relaxed_capture(|| r.stream.end_capture(sys::CUgraphInstantiate_flags(0))) {
             Ok(Some(g)) => graphs.push(g),
             Ok(None) => {
                 if result.is_ok() {

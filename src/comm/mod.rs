@@ -10,6 +10,7 @@ mod pending;
 mod shrink;
 mod split;
 mod status;
+mod suspend;
 pub mod window;
 
 use std::cell::{Cell, RefCell};
@@ -21,6 +22,7 @@ pub use group::{Group, group_end, group_start};
 pub use pending::Pending;
 pub use shrink::ShrinkMode;
 pub use split::SPLIT_NOCOLOR;
+pub use suspend::GpuMemory;
 pub use window::{DIRECT_MIN_BYTES, Window};
 
 use crate::config::Config;
@@ -156,6 +158,19 @@ impl Communicator {
     /// Channels collectives are spread over.
     pub fn nchannels(&self) -> usize {
         self.core.rings.nchannels()
+    }
+
+    /// The time the tuning model predicts for `args` on this communicator, µs, with NCCL's
+    /// byte count (count × element size, × nranks for AllGather and ReduceScatter; NCCL's
+    /// `ncclInfoSetDerived`): what `ncclGroupSimulateEnd` reports. `None` for functions the
+    /// model does not tune (Send, Recv) or when no algorithm is usable.
+    pub fn predicted_time_us(&self, args: &crate::coll::CollArgs) -> Option<f32> {
+        use crate::func::Func;
+        let mut bytes = (args.count * args.dtype.size()) as u64;
+        if matches!(args.func, Func::AllGather | Func::ReduceScatter) {
+            bytes *= self.core.nranks as u64;
+        }
+        self.core.tuning.choose(args.func, bytes).map(|c| c.time_us)
     }
 
     /// Ring order of every channel.

@@ -94,15 +94,11 @@ impl Communicator {
                 }
             }
             ShrinkMode::Default => {
-                if let Some(g) = core.watch.gpu() {
-                    let ops = g.device_ops();
-                    if ops.finished < ops.started {
-                        return Err(Error::invalid_usage(format!(
-                            "operation {} still runs on the parent communicator: wait for it, \
-                             or shrink with NCCL_SHRINK_ABORT to stop it",
-                            ops.finished + 1
-                        )));
-                    }
+                if let Some(op) = core.watch.gpu().and_then(|g| g.in_flight()) {
+                    return Err(Error::invalid_usage(format!(
+                        "operation {op} still runs on the parent communicator: wait for it, or \
+                         shrink with NCCL_SHRINK_ABORT to stop it"
+                    )));
                 }
             }
         }
@@ -138,7 +134,8 @@ impl Communicator {
     }
 
     /// Raises the abort flag of this rank's operations in flight and waits until its GPU
-    /// kernels have all left (an aborted kernel still reports its operation finished).
+    /// kernels have left (finished, or reported their failure: see
+    /// [`crate::exec::gpu::GpuComm::in_flight`]).
     ///
     /// Errors: [`Error::Timeout`] when they do not within the communicator's timeout.
     fn stop_in_flight(&self) -> Result<()> {
@@ -150,17 +147,14 @@ impl Communicator {
         g.raise_abort();
         let start = Instant::now();
         loop {
-            let ops = g.device_ops();
-            if ops.finished >= ops.started {
+            let Some(op) = g.in_flight() else {
                 return Ok(());
-            }
+            };
             if start.elapsed() > core.timeout {
                 return Err(Error::Timeout {
                     what: format!(
-                        "stopping this rank's GPU kernels (operation {} of {} still runs after \
-                         the abort flag was raised)",
-                        ops.finished + 1,
-                        ops.started
+                        "stopping this rank's GPU kernels (operation {op} still runs after the \
+                         abort flag was raised)"
                     ),
                     waited_for: core.describe(core.rank),
                     after: core.timeout,

@@ -83,6 +83,8 @@ impl Engine {
 pub(crate) struct State {
     /// Set after an error: the communicator can only be dropped.
     pub failed: Option<String>,
+    /// Set while suspended (`ncclCommSuspend`): whether its GPU scratch was released.
+    pub suspended: Option<bool>,
     /// Operations queued so far (the last one's number).
     pub ops: u64,
     /// Plans of operations seen before.
@@ -96,6 +98,7 @@ impl State {
     pub(crate) fn new(engine: Engine) -> State {
         State {
             failed: None,
+            suspended: None,
             ops: 0,
             plans: plans::PlanCache::default(),
             engine,
@@ -115,6 +118,11 @@ impl State {
         }
         if core.abort.load(Ordering::SeqCst) {
             return Err(Error::Aborted("the communicator was aborted".into()));
+        }
+        if self.suspended.is_some() {
+            return Err(Error::invalid_usage(
+                "the communicator is suspended (ncclCommSuspend): resume it first",
+            ));
         }
         Ok(())
     }

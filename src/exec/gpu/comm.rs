@@ -13,7 +13,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, sys};
-use rustc_hash::FxHashMap;
 
 use super::ll::LlOp;
 use super::program::{Control, Part, conn_order};
@@ -58,50 +57,24 @@ pub(crate) struct GpuComm {
     pub kernel_cache: Option<std::path::PathBuf>,
     /// Device programs launched so far (the thread driving the communicator locks it).
     pub programs: std::sync::Mutex<super::Programs>,
-    /// This communicator's place in the per-GPU count of the process.
-    _sharing: Sharing,
 }
 
-/// GPU communicators of this process per device ordinal (see [`GpuComm::new`]).
-fn sharing() -> &'static std::sync::Mutex<FxHashMap<usize, usize>> {
-    static SHARING: std::sync::OnceLock<std::sync::Mutex<FxHashMap<usize, usize>>> =
-        std::sync::OnceLock::new();
-    SHARING.get_or_init(Default::default)
-}
-
-/// Counts this process's communicators on GPU `ordinal` while alive.
-struct Sharing(usize);
-
-impl Sharing {
-    fn join(ordinal: usize) -> Sharing {
-        *sharing()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(ordinal)
-            .or_default() += 1;
-        Sharing(ordinal)
-    }
-
-    /// Whether another communicator of this process uses the same GPU.
-    fn shared(&self) -> bool {
-        sharing()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&self.0)
-            .is_some_and(|&n| n > 1)
-    }
-}
-
-impl Drop for Sharing {
-    fn drop(&mut self) {
-        if let Some(n) = sharing()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&self.0)
-        {
-            *n -= 1;
-        }
-    }
+/// Whether another rank of `core`'s communicator runs in this process on the same GPU (as the
+/// ranks' PCI bus ids say): a test set-up NCCL refuses. Other communicators on the same GPU
+/// (a parent beside its child, PyTorch's process groups) do not count.
+fn shares_gpu_with_a_peer(core: &Core) -> bool {
+    let peers = core.net.peers();
+    let me = &peers[core.net_rank[core.rank]];
+    me.gpu_bus.is_some()
+        && (0..core.nranks)
+            .filter(|&r| r != core.rank)
+            .map(|r| &peers[core.net_rank[r]])
+            .any(|p| {
+                p.host_hash == me.host_hash
+                    && p.pid_ns == me.pid_ns
+                    && p.pid == me.pid
+                    && p.gpu_bus == me.gpu_bus
+            })
 }
 
 impl GpuComm {
@@ -135,14 +108,14 @@ impl GpuComm {
             knobs: &core.knobs,
             ib: core.params.ib.as_deref(),
         };
-        let sharing = Sharing::join(ordinal);
         // SAFETY: the abort flag is the control block's first u32 (aligned), which the
         // GpuComm built below keeps until after its connections (declared first) are dropped.
         let conns = unsafe { GpuConns::open(&setup, &ctx, control.ptr() as u64) }?;
-        // Ranks sharing a GPU in one process (a test set-up; NCCL refuses it): a kernel module
-        // loaded while the other rank's kernel waits for this one would wait for that kernel
-        // (module loads serialise the GPU), so every data type's kernels are loaded now.
-        if sharing.shared() {
+        // Ranks of this communicator sharing a GPU in one process (a test set-up; NCCL refuses
+        // it): a kernel module loaded while the other rank's kernel waits for this one would
+        // wait for that kernel (module loads serialise the GPU), so every data type's kernels
+        // are loaded now.
+        if shares_gpu_with_a_peer(core) {
             for dtype in crate::dtype::DataType::ALL {
                 Interp::get(&ctx, info.arch(), dtype, kernel_cache.as_deref())?;
             }
@@ -171,7 +144,6 @@ impl GpuComm {
             slot_bytes: core.geo.slot_bytes,
             kernel_cache,
             programs,
-            _sharing: sharing,
         })
     }
 
@@ -279,6 +251,24 @@ impl GpuComm {
         }
     }
 
+    /// The operation still running on the GPU, if any: one that started and neither finished
+    /// nor failed. A kernel that fails (aborted, timed out) claims the report and leaves
+    /// without saying its operation finished; its blocks then stop within microseconds, since
+    /// every wait polls the abort flag.
+    pub(crate) fn in_flight(&self) -> Option<u64> {
+        let ops = self.device_ops();
+        // SAFETY: the report's code is an aligned u32 at REPORT_OFF inside the control block,
+        // written whole by the kernel.
+        let code = unsafe {
+            self.control
+                .ptr()
+                .wrapping_add(REPORT_OFF)
+                .cast::<u32>()
+                .read_volatile()
+        };
+        (ops.finished < ops.started && code == 0).then_some(ops.finished + 1)
+    }
+
     /// What the kernels reported, if anything went wrong after a launch
     /// (`ncclCommGetAsyncError`): `Ok` while nothing did.
     ///
@@ -337,6 +327,12 @@ impl GpuComm {
                  the same order"
             ))),
         }
+    }
+
+    /// Device memory held while the communicator lives, bytes: the kernels' claim word and
+    /// its connections' (see [`GpuConns::device_bytes`]).
+    pub(crate) fn persistent_bytes(&self) -> usize {
+        self.claim.len() + self.conns.device_bytes()
     }
 
     /// Every connection end's traffic so far (see [`GpuConns::traffic`]).

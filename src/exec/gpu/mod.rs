@@ -58,4 +58,15 @@ impl GpuEngine {
         };
         Ok((engine, Watch::Gpu(comm)))
     }
+
+    /// Bytes of device scratch held now.
+    pub(crate) fn scratch_bytes(&self) -> usize {
+        self.scratch.bytes()
+    }
+
+    /// Frees the device scratch (a suspension with memory release); the next operation
+    /// allocates it again.
+    pub(crate) fn release_scratch(&mut self) {
+        self.scratch = scratch::GpuScratch::default();
+    }
 }

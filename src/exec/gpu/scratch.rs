@@ -16,6 +16,11 @@ pub(crate) struct GpuScratch {
 }
 
 impl GpuScratch {
+    /// Bytes held (replaced allocations included).
+    pub(crate) fn bytes(&self) -> usize {
+        self.allocs.iter().map(|a| a.2).sum()
+    }
+
     /// The address of at least `bytes` bytes of scratch on `ctx`'s GPU, valid for work on
     /// `stream` from now on.
     ///

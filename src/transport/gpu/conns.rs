@@ -176,6 +176,21 @@ fn ll_peers(
 }
 
 impl GpuConns {
+    /// Device memory its connections hold, bytes: FIFOs in GPU memory (the one-shot areas
+    /// are inside them), every end's counters, the one-shot areas' state.
+    pub(crate) fn device_bytes(&self) -> usize {
+        self.sends
+            .values()
+            .map(GpuSend::device_bytes)
+            .sum::<usize>()
+            + self
+                .recvs
+                .values()
+                .map(GpuRecv::device_bytes)
+                .sum::<usize>()
+            + self.ll.as_ref().map_or(0, |l| l.state.len())
+    }
+
     /// Opens this rank's connections on `ctx`'s GPU (every peer does the same at about the same
     /// time) and starts the proxy for those to other hosts, which raises the kernels' abort
     /// flag at `kernel_abort` (a host-mapped `u32`) when a connection fails.

@@ -81,6 +81,14 @@ enum FifoMem {
 }
 
 impl FifoMem {
+    /// Bytes of GPU memory it is (0 for host memory).
+    fn device_bytes(&self) -> usize {
+        match self {
+            FifoMem::Device(d) => d.len(),
+            FifoMem::Host(_) | FifoMem::Shared(_) => 0,
+        }
+    }
+
     fn addr(&self) -> u64 {
         match self {
             FifoMem::Device(d) => d.ptr(),
@@ -267,6 +275,11 @@ fn path(net: Option<Path>, host: bool) -> Path {
 }
 
 impl GpuRecv {
+    /// GPU memory this end holds, bytes: its FIFO when in GPU memory, its counters.
+    pub(crate) fn device_bytes(&self) -> usize {
+        self.fifo.device_bytes() + self.counts.state.len()
+    }
+
     /// The end as the kernel sees it.
     pub(crate) fn dev_conn(&self) -> DevConn {
         let base = self.fifo.addr();
@@ -311,6 +324,11 @@ impl GpuRecv {
 }
 
 impl GpuSend {
+    /// GPU memory this end holds, bytes: the head word when in GPU memory, its counters.
+    pub(crate) fn device_bytes(&self) -> usize {
+        self._head_mem.as_ref().map_or(0, FifoMem::device_bytes) + self.counts.state.len()
+    }
+
     /// The end as the kernel sees it.
     pub(crate) fn dev_conn(&self) -> DevConn {
         DevConn {
