@@ -70,7 +70,10 @@ def main():
     dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     torch.cuda.set_device(dev)
     last = world - 1
-    dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=10))
+    # Shrink scenarios wait 5 s for the collective the dead rank misses: the watchdog's
+    # timeout (30 s there) must not abort the parent first.
+    pg_timeout = 30 if scenario in ("shrink", "exclude") else 10
+    dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=pg_timeout))
     t0 = time.time()
     try:
         if scenario == "death":
@@ -95,8 +98,9 @@ def main():
         elif scenario in ("shrink", "exclude"):
             died = False
             try:
-                steps(rank, world, dev, None, 0, STEPS + 1 if scenario == "shrink" else STEPS,
-                      die_at=STEPS if scenario == "shrink" and rank == last else None, wait=5)
+                steps(rank, world, dev, None, 0, STEPS)
+                if scenario == "shrink":
+                    steps(rank, world, dev, None, STEPS, 1, die_at=STEPS if rank == last else None, wait=5)
             except Exception as e:  # the peer died: the watchdog or the collective says so
                 died = True
                 report(out, rank=rank, scenario=scenario, phase="failure", why=repr(e)[:400],

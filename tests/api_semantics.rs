@@ -605,3 +605,36 @@ fn waiting_for_a_late_peer_is_counted_on_its_link() {
         }));
     }
 }
+
+/// `ncclCommInitRankScalable` with several ids: three thread ranks join from two ids (the
+/// rendezvous runs on the first), and rank 0 tells the second id's root to stand down, so a
+/// late check-in there is refused at once with the reason instead of waiting out a timeout.
+#[test]
+fn init_from_several_ids_uses_the_first_and_stops_the_other_roots() {
+    let ids = vec![UniqueId::new().unwrap(), UniqueId::new().unwrap()];
+    let config = || CommConfig::default().timeout(Duration::from_secs(20));
+    let ranks: Vec<_> = (0..3)
+        .map(|r| {
+            let ids = ids.clone();
+            std::thread::spawn(move || {
+                let c = Communicator::init_rank_scalable(3, &ids, r, config()).unwrap();
+                let mut v = vec![1.0f32; 1024];
+                c.all_reduce_in_place(&mut v, RedOp::Sum).unwrap();
+                assert!(v.iter().all(|&x| x == 3.0));
+                (c.rank(), c.nranks())
+            })
+        })
+        .collect();
+    let got: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(got, vec![(0, 3), (1, 3), (2, 3)]);
+    let start = Instant::now();
+    let late = Communicator::init_rank(2, &ids[1], 0, config()).unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(late.to_string().contains("not used"), "{late}");
+    let none = Communicator::init_rank_scalable(2, &[], 0, config()).unwrap_err();
+    assert!(none.to_string().contains("0 unique ids"), "{none}");
+}

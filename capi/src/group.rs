@@ -121,14 +121,14 @@ fn run_inits(inits: Vec<InitJob>) -> Option<Failure> {
     } else {
         let jobs: Vec<_> = inits
             .iter()
-            .map(|j| (j.nranks, j.id.clone(), j.rank, j.config.clone()))
+            .map(|j| (j.nranks, j.ids.clone(), j.rank, j.config.clone()))
             .collect();
         std::thread::scope(|s| {
             let hs: Vec<_> = jobs
                 .into_iter()
-                .map(|(n, id, r, cfg)| {
+                .map(|(n, ids, r, cfg)| {
                     s.spawn(move || {
-                        Communicator::init_rank(n, &id, r, cfg)
+                        Communicator::init_rank_scalable(n, &ids, r, cfg)
                             .map_err(|e| Failure::from_error("ncclCommInitRank", &e))
                     })
                 })

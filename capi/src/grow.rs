@@ -69,7 +69,9 @@ pub unsafe extern "C" fn ncclCommGrow(
                 Failure::arg(F, "a new rank (comm = NULL) needs the grow's unique id")
             })?;
             // SAFETY: forwarded from the caller.
-            return unsafe { init_rank(F, newcomm, nRanks, id, rank, config) };
+            return unsafe {
+                init_rank(F, newcomm, nRanks, std::slice::from_ref(id), rank, config)
+            };
         }
         // SAFETY: forwarded from the caller.
         let h = unsafe { handle(comm, F) }?;

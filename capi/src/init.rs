@@ -17,8 +17,9 @@ pub struct InitJob {
     pub handle: *const ncclComm,
     /// Number of ranks.
     pub nranks: usize,
-    /// The rendezvous.
-    pub id: UniqueId,
+    /// The rendezvous: one id, or `ncclCommInitRankScalable`'s several (see
+    /// [`Communicator::init_rank_scalable`]).
+    pub ids: Vec<UniqueId>,
     /// This rank.
     pub rank: usize,
     /// Knobs and device.
@@ -30,7 +31,7 @@ impl InitJob {
     ///
     /// Errors: rnccl's init errors, as failures of `ncclCommInitRank`.
     pub fn run(&self) -> Result<Communicator, Failure> {
-        Communicator::init_rank(self.nranks, &self.id, self.rank, self.config.clone())
+        Communicator::init_rank_scalable(self.nranks, &self.ids, self.rank, self.config.clone())
             .map_err(|e| Failure::from_error("ncclCommInitRank", &e))
     }
 }
@@ -48,12 +49,12 @@ pub(crate) unsafe fn init_rank(
     func: &str,
     newcomm: *mut ncclComm_t,
     nranks: c_int,
-    id: &ncclUniqueId,
+    ids: &[ncclUniqueId],
     rank: c_int,
     config: *const ncclConfig_t,
 ) -> Result<(), Failure> {
     // SAFETY: forwarded from the caller.
-    let r = unsafe { init_rank_now(func, newcomm, nranks, id, rank, config) };
+    let r = unsafe { init_rank_now(func, newcomm, nranks, ids, rank, config) };
     if let Err(f) = &r {
         // Inside a group, the group's end fails too, as in NCCL.
         crate::group::note_failure(f);
@@ -69,7 +70,7 @@ pub(crate) unsafe fn init_rank_now(
     func: &str,
     newcomm: *mut ncclComm_t,
     nranks: c_int,
-    id: &ncclUniqueId,
+    ids: &[ncclUniqueId],
     rank: c_int,
     config: *const ncclConfig_t,
 ) -> Result<(), Failure> {
@@ -82,12 +83,15 @@ pub(crate) unsafe fn init_rank_now(
     }
     // SAFETY: forwarded from the caller.
     let parsed = unsafe { parse_config(config, func) }?;
-    let id = id_from_c(id, func)?;
+    let ids = ids
+        .iter()
+        .map(|id| id_from_c(id, func))
+        .collect::<Result<Vec<UniqueId>, Failure>>()?;
     let device = current_device(func)?;
     let job = InitJob {
         handle: std::ptr::null(),
         nranks: nranks as usize,
-        id,
+        ids,
         rank: rank as usize,
         config: CommConfig::with_knobs(Arc::new(parsed.knobs)).device(device),
     };
@@ -145,7 +149,14 @@ pub unsafe extern "C" fn ncclCommInitRank(
     const F: &str = "ncclCommInitRank";
     // SAFETY: forwarded from the caller; no config.
     guard(F, || unsafe {
-        init_rank(F, comm, nranks, &commId, rank, std::ptr::null())
+        init_rank(
+            F,
+            comm,
+            nranks,
+            std::slice::from_ref(&commId),
+            rank,
+            std::ptr::null(),
+        )
     })
 }
 
@@ -169,13 +180,14 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
     const F: &str = "ncclCommInitRankConfig";
     // SAFETY: forwarded from the caller.
     guard(F, || unsafe {
-        init_rank(F, comm, nranks, &commId, rank, config)
+        init_rank(F, comm, nranks, std::slice::from_ref(&commId), rank, config)
     })
 }
 
-/// `ncclCommInitRankScalable`: initialisation from `nId` ids. With one id it is
-/// [`ncclCommInitRankConfig`]; several ids (spreading the rendezvous over several roots) are
-/// not implemented yet and return `ncclInvalidUsage`.
+/// `ncclCommInitRankScalable`: initialisation from `nId` ids, the same on every rank. With one
+/// id it is [`ncclCommInitRankConfig`]; with several, the rendezvous runs on the first and rank
+/// 0 stops the others' roots ([`Communicator::init_rank_scalable`]): the same communicator,
+/// without NCCL's spreading of the check-ins over several roots.
 ///
 /// # Safety
 /// `commIds` must point to `nId` readable ids; otherwise as [`ncclCommInitRankConfig`].
@@ -197,16 +209,10 @@ pub unsafe extern "C" fn ncclCommInitRankScalable(
             ));
         }
         check_ptr(commIds, F, "commIds")?;
-        if nId > 1 {
-            return Err(Failure::unimplemented(
-                F,
-                "initialisation from several unique ids (pass nId = 1)",
-            ));
-        }
-        // SAFETY: checked non-null and aligned; the caller passes nId >= 1 readable ids.
-        let id = unsafe { &*commIds };
+        // SAFETY: checked non-null and aligned; the caller passes nId (>= 1) readable ids.
+        let ids = unsafe { std::slice::from_raw_parts(commIds, nId as usize) };
         // SAFETY: forwarded from the caller.
-        unsafe { init_rank(F, newcomm, nranks, id, myrank, config) }
+        unsafe { init_rank(F, newcomm, nranks, ids, myrank, config) }
     })
 }
 

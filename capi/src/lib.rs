@@ -11,8 +11,8 @@
 //! `ncclGetLastError` gives back (per thread, as in NCCL) and rnccl's NCCL_DEBUG log shows as a
 //! `WARN` line.
 //!
-//! Functions rnccl cannot honour yet (device communicators, symmetric windows,
-//! multi-id scalable init, group simulation, device-resident PreMulSum scalars) return
+//! Functions rnccl cannot honour yet (device communicators, device-resident PreMulSum
+//! scalars) return
 //! `ncclInvalidUsage` naming the function; none pretends to work.
 //!
 //! The library loads on a host without CUDA (the driver is opened at run time); creating a

@@ -144,11 +144,6 @@ fn init_checks_arguments_then_reports_no_gpu() {
             &["ncclUniqueId"],
         );
         expect(
-            ncclCommInitRankScalable(&mut comm, 2, 0, 2, [id, id].as_mut_ptr(), null_mut()),
-            ncclInvalidUsage,
-            &["ncclCommInitRankScalable", "does not implement"],
-        );
-        expect(
             ncclCommInitRankScalable(&mut comm, 2, 0, 3, [id, id, id].as_mut_ptr(), null_mut()),
             ncclInvalidArgument,
             &["nId"],
@@ -163,6 +158,11 @@ fn init_checks_arguments_then_reports_no_gpu() {
             &["ncclCommInitRank", "no usable GPU"],
         );
         assert!(comm.is_null());
+        expect(
+            ncclCommInitRankScalable(&mut comm, 2, 0, 2, [id, id].as_mut_ptr(), null_mut()),
+            ncclSystemError,
+            &["ncclCommInitRankScalable", "no usable GPU"],
+        );
         expect(
             ncclCommInitAll([null_mut(); 2].as_mut_ptr(), 2, null()),
             ncclSystemError,

@@ -83,6 +83,39 @@ impl Communicator {
         made
     }
 
+    /// Joins a communicator from several unique ids (`ncclCommInitRankScalable`): every rank
+    /// passes the same `ids` in the same order. rnccl runs the rendezvous on the first id
+    /// (one root serves every rank: the communicator is the same, the check-in load is not
+    /// spread); once joined, rank 0 tells the other ids' roots to stand down, so they close
+    /// within seconds instead of waiting out their timeout.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for no id or more ids than ranks; as
+    /// [`Communicator::init_rank`].
+    pub fn init_rank_scalable(
+        nranks: usize,
+        ids: &[UniqueId],
+        rank: usize,
+        config: CommConfig,
+    ) -> Result<Communicator> {
+        let Some(first) = ids.first().filter(|_| ids.len() <= nranks.max(1)) else {
+            return Err(Error::invalid_arg(format!(
+                "{} unique ids for {nranks} ranks: pass 1 to nranks ids",
+                ids.len()
+            )));
+        };
+        let comm = Communicator::init_rank(nranks, first, rank, config)?;
+        if rank == 0 {
+            for id in ids[1..].iter().filter(|id| *id != first) {
+                // Best effort: a root already gone (its process exited) needs no notice.
+                let _ = id.abort_rendezvous(&format!(
+                    "not used: the communicator's rendezvous ran on the first of its {} ids ({first})",
+                    ids.len()
+                ));
+            }
+        }
+        Ok(comm)
+    }
+
     /// Creates `nranks` communicators whose ranks are threads of this process
     /// (`ncclCommInitAll`). Rank `i` is element `i`; move each into the thread that drives it,
     /// or drive them all from one thread through a [`Group`](super::Group).
