@@ -174,26 +174,21 @@ pub extern "C" fn ncclGroupStart() -> ncclResult_t {
 pub extern "C" fn ncclGroupEnd() -> ncclResult_t {
     const F: &str = "ncclGroupEnd";
     guard(F, || {
-        let Some((ops, inits, error)) = take_group(F)? else {
+        let Some(ops) = end_group(F)? else {
             return Ok(());
         };
-        if let Some(f) = fail_inits(inits.as_slice(), error) {
-            return Err(f);
-        }
-        if let Some(f) = run_inits(inits) {
-            return Err(f);
-        }
         run_ops(ops, F)
     })
 }
 
-/// What a group's outermost end takes: its operations, initialisations and first failure;
-/// `None` for an inner end.
+/// Closes a group level. At the outermost end the communicators created in the group are
+/// initialised (or all fail with the first failure of a call inside the group, which is
+/// returned) and the queued operations are handed back; `None` for an inner end.
 ///
-/// Errors: `ncclInvalidUsage` outside a group.
-#[allow(clippy::type_complexity)] // the three parts of a group, taken together
-fn take_group(func: &str) -> Result<Option<(Vec<Queued>, Vec<InitJob>, Option<Failure>)>, Failure> {
-    GROUP.with(|g| {
+/// Errors: `ncclInvalidUsage` outside a group; a call's failure inside the group; the
+/// initialisations' first failure.
+fn end_group(func: &str) -> Result<Option<Vec<Queued>>, Failure> {
+    let taken = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
             return Err(Failure::usage(
@@ -210,18 +205,21 @@ fn take_group(func: &str) -> Result<Option<(Vec<Queued>, Vec<InitJob>, Option<Fa
             std::mem::take(&mut g.inits),
             g.error.take(),
         )))
-    })
-}
-
-/// When a call inside the group failed: every initialisation of the group fails with it, and
-/// the failure is returned.
-fn fail_inits(inits: &[InitJob], error: Option<Failure>) -> Option<Failure> {
-    let f = error?;
-    for job in inits {
-        // SAFETY: as in run_inits.
-        unsafe { &*job.handle }.set_result(Err(f.clone()));
+    })?;
+    let Some((ops, inits, error)) = taken else {
+        return Ok(None);
+    };
+    if let Some(f) = error {
+        for job in &inits {
+            // SAFETY: as in run_inits.
+            unsafe { &*job.handle }.set_result(Err(f.clone()));
+        }
+        return Err(f);
     }
-    Some(f)
+    if let Some(f) = run_inits(inits) {
+        return Err(f);
+    }
+    Ok(Some(ops))
 }
 
 /// The magic `NCCL_SIM_INFO_INITIALIZER` writes.
@@ -251,15 +249,9 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(simInfo: *mut ncclSimInfo_t) -> nc
                 "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER",
             ));
         }
-        let Some((ops, inits, error)) = take_group(F)? else {
+        let Some(ops) = end_group(F)? else {
             return Ok(());
         };
-        if let Some(f) = fail_inits(inits.as_slice(), error) {
-            return Err(f);
-        }
-        if let Some(f) = run_inits(inits) {
-            return Err(f);
-        }
         let mut per_comm: Vec<(*const ncclComm, f32)> = Vec::new();
         for op in &ops {
             // SAFETY: as in run_ops.

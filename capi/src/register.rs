@@ -52,32 +52,31 @@ unsafe fn register(
     })))
 }
 
-/// Takes back a handle from [`register`] of the same kind and communicator.
+/// The registration behind `reg`, checked to be of the `window` kind and made on `comm`.
+///
+/// Errors: `ncclInvalidArgument` for NULL, the other kind, or another communicator.
 ///
 /// # Safety
 /// `comm` as [`handle`]; `reg` NULL or a live handle from [`register`].
-unsafe fn deregister(
+unsafe fn owned<'a>(
     f: &'static str,
     comm: ncclComm_t,
     reg: *mut Registration,
     window: bool,
-) -> Result<(), Failure> {
+) -> Result<&'a Registration, Failure> {
     // SAFETY: forwarded from the caller.
     let h = unsafe { handle(comm, f) }?;
-    check_ptr(reg, f, "handle")?;
+    check_ptr(reg, f, if window { "win" } else { "handle" })?;
     // SAFETY: the caller passes a live handle from `register` (made by Box::into_raw).
     let r = unsafe { &*reg };
     if r.window != window {
-        let (made, want) = match r.window {
-            true => ("ncclCommWindowRegister", "ncclCommWindowDeregister"),
-            false => ("ncclCommRegister", "ncclCommDeregister"),
+        let why = match r.window {
+            true => "came from ncclCommWindowRegister: release it with ncclCommWindowDeregister",
+            false => "came from ncclCommRegister, not a window: release it with ncclCommDeregister",
         };
         return Err(Failure::arg(
             f,
-            format!(
-                "the handle of buffer {:#x} came from {made}: release it with {want}",
-                r.buff
-            ),
+            format!("the handle of buffer {:#x} {why}", r.buff),
         ));
     }
     if r.comm != h as *const ncclComm as usize {
@@ -89,6 +88,21 @@ unsafe fn deregister(
             ),
         ));
     }
+    Ok(r)
+}
+
+/// Takes back a handle from [`register`] of the same kind and communicator.
+///
+/// # Safety
+/// `comm` as [`handle`]; `reg` NULL or a live handle from [`register`].
+unsafe fn deregister(
+    f: &'static str,
+    comm: ncclComm_t,
+    reg: *mut Registration,
+    window: bool,
+) -> Result<(), Failure> {
+    // SAFETY: forwarded from the caller.
+    unsafe { owned(f, comm, reg, window) }?;
     // SAFETY: as above; ownership comes back here once.
     drop(unsafe { Box::from_raw(reg) });
     Ok(())
@@ -201,31 +215,9 @@ pub unsafe extern "C" fn ncclWinGetUserPtr(
 ) -> ncclResult_t {
     const F: &str = "ncclWinGetUserPtr";
     guard(F, || {
-        // SAFETY: forwarded from the caller.
-        let h = unsafe { handle(comm, F) }?;
         check_ptr(outUserPtr, F, "outUserPtr")?;
-        let reg: *mut Registration = win.cast();
-        check_ptr(reg, F, "win")?;
-        // SAFETY: the caller passes a live window (made by Box::into_raw in `register`).
-        let r = unsafe { &*reg };
-        if !r.window {
-            return Err(Failure::arg(
-                F,
-                format!(
-                    "the handle of buffer {:#x} came from ncclCommRegister, not a window",
-                    r.buff
-                ),
-            ));
-        }
-        if r.comm != h as *const ncclComm as usize {
-            return Err(Failure::arg(
-                F,
-                format!(
-                    "the window of buffer {:#x} belongs to another communicator",
-                    r.buff
-                ),
-            ));
-        }
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { owned(F, comm, win.cast(), true) }?;
         // SAFETY: checked non-null and aligned; the caller passes a writable pointer.
         unsafe { outUserPtr.write(r.buff as *mut c_void) };
         Ok(())

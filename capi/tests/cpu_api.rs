@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{expect, last_error};
+
 use std::ffi::{CStr, c_int, c_void};
 use std::ptr::{null, null_mut};
 
@@ -18,24 +20,6 @@ use nccl::mem::*;
 use nccl::query::*;
 use nccl::register::*;
 use nccl::types::*;
-
-fn last_error() -> String {
-    // SAFETY: ncclGetLastError returns a NUL-terminated string valid until this thread's next
-    // call.
-    unsafe { CStr::from_ptr(ncclGetLastError(null_mut())) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Asserts `r == code` and that the last error contains every word of `words`.
-#[track_caller]
-fn expect(r: ncclResult_t, code: ncclResult_t, words: &[&str]) {
-    let msg = last_error();
-    assert_eq!(r, code, "got {r}, last error: {msg}");
-    for w in words {
-        assert!(msg.contains(w), "'{w}' not in: {msg}");
-    }
-}
 
 fn unique_id() -> ncclUniqueId {
     let mut id = ncclUniqueId {

@@ -6,34 +6,18 @@
 
 mod common;
 
-use std::ffi::{CStr, c_int};
+use common::{expect, last_error};
+
+use std::ffi::c_int;
 use std::ptr::{null, null_mut};
 
 use nccl::comm::*;
-use nccl::errors::*;
 use nccl::grow::*;
 use nccl::init::*;
 use nccl::lifecycle::*;
 use nccl::query::*;
 use nccl::suspend::*;
 use nccl::types::*;
-
-fn last_error() -> String {
-    // SAFETY: ncclGetLastError returns a NUL-terminated string valid until this thread's next
-    // call.
-    unsafe { CStr::from_ptr(ncclGetLastError(null_mut())) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn expect(r: ncclResult_t, code: ncclResult_t, words: &[&str]) {
-    let msg = last_error();
-    assert_eq!(r, code, "got {r}, last error: {msg}");
-    for w in words {
-        assert!(msg.contains(w), "'{w}' not in: {msg}");
-    }
-}
 
 /// A handle that may cross to a rank's thread.
 struct Comm(ncclComm_t);

@@ -124,3 +124,22 @@ pub fn exported_functions(path: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// `ncclGetLastError`'s message.
+pub fn last_error() -> String {
+    // SAFETY: ncclGetLastError returns a NUL-terminated string valid until this thread's next
+    // call.
+    unsafe { std::ffi::CStr::from_ptr(nccl::errors::ncclGetLastError(std::ptr::null_mut())) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Asserts `r == code` and that the last error contains every word of `words`.
+#[track_caller]
+pub fn expect(r: nccl::types::ncclResult_t, code: nccl::types::ncclResult_t, words: &[&str]) {
+    let msg = last_error();
+    assert_eq!(r, code, "got {r}, last error: {msg}");
+    for w in words {
+        assert!(msg.contains(w), "'{w}' not in: {msg}");
+    }
+}
