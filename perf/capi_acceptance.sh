@@ -13,7 +13,8 @@
 #
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
 #   there: perf/capi_acceptance.sh   (carry .devbin and .nccl-tests; knobs TESTS (empty: none),
-#          MODES, MAXBYTES, RUN_LIMIT seconds per program run, TORCH=0 skips PyTorch)
+#          MODES, MAXBYTES, RUN_LIMIT seconds per program run, TORCH=0 skips PyTorch,
+#          NONBLOCKING=0 skips the rnccl run with TORCH_NCCL_USE_COMM_NONBLOCKING=1)
 #
 # NVLink multicast stays off everywhere (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -70,6 +71,9 @@ torch_run() { # tag, extra env...
 if [ "${TORCH:-1}" != 0 ]; then
   torch_run nccl
   torch_run rnccl LD_PRELOAD="$rh/lib/libnccl.so.2"
+  # PyTorch's non-blocking communicators (ncclCommInitRankConfig with blocking = 0, then
+  # ncclCommGetAsyncError polling), compared with the blocking rnccl run above.
+  [ "${NONBLOCKING:-1}" != 0 ] && torch_run rnccl-nonblocking LD_PRELOAD="$rh/lib/libnccl.so.2" TORCH_NCCL_USE_COMM_NONBLOCKING=1
 fi
 python3 - "$out" "$tests" "$modes" "$gpus" <<'PY'
 import json, math, os, sys
@@ -115,4 +119,14 @@ dl = max(abs(x - y) / max(1e-6, abs(x)) for x, y in zip(n[0]["ddp_losses"], r[0]
 print(f"PyTorch collectives: {'all equal' if not bad else 'DIFFER: ' + ', '.join(bad)}")
 print(f"DDP 200 steps: largest relative loss difference {dl:.2e}; wall time NCCL {n[0]['ddp_seconds']:.3f} s, rnccl {r[0]['ddp_seconds']:.3f} s ({r[0]['ddp_seconds'] / n[0]['ddp_seconds']:.3f}x)")
 print(f"FSDP2 step loss: NCCL {n[0]['fsdp2_loss']:.6f}, rnccl {r[0]['fsdp2_loss']:.6f}")
+nb = load("rnccl-nonblocking")
+if os.path.exists(os.path.join(out, "torch.rnccl-nonblocking.rc")):
+    if isinstance(nb, str):
+        print(f"PyTorch with TORCH_NCCL_USE_COMM_NONBLOCKING=1 on rnccl: missing results ({nb})")
+    else:
+        same = all(nb[k]["collectives"] == r[k]["collectives"] for k in range(world))
+        losses = nb[0]["ddp_losses"] == r[0]["ddp_losses"]
+        print(f"PyTorch with TORCH_NCCL_USE_COMM_NONBLOCKING=1 on rnccl: collectives "
+              f"{'equal to the blocking run' if same else 'DIFFER from the blocking run'}, DDP losses "
+              f"{'identical' if losses else 'DIFFER'}")
 PY
