@@ -51,6 +51,17 @@ fn answers_while_hundreds_of_idle_connections_are_open() {
                 );
                 std::thread::sleep(Duration::from_millis(20));
             };
+            // The service answers as soon as the process's first rank starts it, before both
+            // communicators have registered: wait for them (a loaded machine is slow here).
+            while rnccl::status::query(addr, Duration::from_secs(2))
+                .map_or(true, |s| s.comms.len() < 2)
+            {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "the communicators never showed in the status"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let idle: Vec<TcpStream> = (0..IDLE)
                 .map(|_| TcpStream::connect(addr).expect("connect"))
                 .collect();
