@@ -48,7 +48,7 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s n -l iters -d 'Tim
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s w -l warmup_iters -d 'Warm-up iterations per point' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s c -l check -d 'Check iterations per point (0 disables the check: #wrong prints N/A). GPU ranks check on the device' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s o -l op -d 'Reduction: sum, prod, max, min, avg, mulsum, or all' -r
-complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s d -l datatype -d 'Data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all' -r
+complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s d -l datatype -d 'Data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2 (FP8), or all' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s r -l root -d 'Root rank for broadcast, reduce, gather, scatter, or all' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s m -l agg_iters -d 'Operations per iteration, launched as one group' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s a -l average -d 'Combine per-rank times: 0 rank 0, 1 mean, 2 min, 3 max' -r

@@ -10,6 +10,7 @@
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 namespace rnccl_check {
 
@@ -55,6 +56,20 @@ struct Compare<__nv_bfloat16> {
   }
 };
 
+template <>
+struct Compare<__nv_fp8_e4m3> {
+  static __device__ __forceinline__ bool ok(__nv_fp8_e4m3 out, __nv_fp8_e4m3 want, double tol) {
+    return close((double)(float)out, (double)(float)want, tol);
+  }
+};
+
+template <>
+struct Compare<__nv_fp8_e5m2> {
+  static __device__ __forceinline__ bool ok(__nv_fp8_e5m2 out, __nv_fp8_e5m2 want, double tol) {
+    return close((double)(float)out, (double)(float)want, tol);
+  }
+};
+
 template <typename T>
 __device__ __forceinline__ void check(const T* out, const T* want, u64 count, double tol,
                                       u64* wrong) {
@@ -85,3 +100,5 @@ RNCCL_CHECK_TYPE(f16, __half)
 RNCCL_CHECK_TYPE(f32, float)
 RNCCL_CHECK_TYPE(f64, double)
 RNCCL_CHECK_TYPE(bf16, __nv_bfloat16)
+RNCCL_CHECK_TYPE(f8e4m3, __nv_fp8_e4m3)
+RNCCL_CHECK_TYPE(f8e5m2, __nv_fp8_e5m2)

@@ -203,7 +203,7 @@ __device__ void direct_run(const LlArgs& a) {
   }
   op_started(P, a.seq);
   __syncthreads();
-  const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
+  const Scalars sc = scalars<T>(P);
   // Shard s: bytes [s * shard, (s + 1) * shard) of the all-reduce's buffers (16-byte aligned
   // shards), of the reduce-scatter's input, of the all-gather's output; `a.bytes` is the
   // all-reduce's buffer and the others' per-rank part. A round moves `unit` bytes of every

@@ -14,6 +14,21 @@
 
 namespace rnccl {
 
+// The transforms' scalars of program `P` for elements of type T: the header's, or with
+// `pre_at` set (ncclScalarDevice) the element there, read now, when the kernel runs, so a value
+// written earlier on the stream, or between replays of a graph, is the one used. Used by the
+// interpreter, the LL and the direct kernels.
+template <typename T>
+__device__ __forceinline__ Scalars scalars(const Program* P) {
+  Scalars s = {P->pre_f, P->pre_i, P->post_div};
+  if (P->pre_at != 0) {
+    const typename Arith<T>::Acc v = Arith<T>::load(*(const T*)P->pre_at);
+    s.pre_f = (double)v;
+    s.pre_i = (i64)v;
+  }
+  return s;
+}
+
 __device__ __forceinline__ u64 globaltimer() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -321,7 +336,7 @@ __device__ void run(const Program* G, u64 seq) {
   const Lane lane = cached.lane;
   const Conn* conns = cached.conns;
   const Step* steps = cached.steps;
-  const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
+  const Scalars sc = scalars<T>(P);
   const u64 slot = P->slot_bytes;
   op_started(P, seq);
   const u64 guard = tid == 0 ? op_guard(P) : 0;
@@ -486,4 +501,12 @@ RNCCL_INTERP_TYPE(f64, double)
 #endif
 #if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 9
 RNCCL_INTERP_TYPE(bf16, __nv_bfloat16)
+#endif
+// FP8 from sm_90 on (entry.rs FP8_MIN_ARCH), as NCCL's FP8 reductions; earlier GPUs emulate its
+// conversions, which multiplied this module's build time.
+#if (!defined(RNCCL_DTYPE) || RNCCL_DTYPE == 10) && __CUDA_ARCH__ >= 900
+RNCCL_INTERP_TYPE(f8e4m3, __nv_fp8_e4m3)
+#endif
+#if (!defined(RNCCL_DTYPE) || RNCCL_DTYPE == 11) && __CUDA_ARCH__ >= 900
+RNCCL_INTERP_TYPE(f8e5m2, __nv_fp8_e5m2)
 #endif

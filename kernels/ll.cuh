@@ -50,7 +50,7 @@ struct LlArgs {
   u64 in_step[RNCCL_LL_MAX_RANKS];
   u64 in_live[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 560, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 568, "LlArgs layout");
 
 #ifndef RNCCL_ABI_ONLY
 
@@ -179,7 +179,7 @@ __device__ void ll_allreduce(const LlArgs& a) {
   }
   op_started(P, a.seq);
   __syncthreads();
-  const Scalars sc = {P->pre_f, P->pre_i, P->post_div};
+  const Scalars sc = scalars<T>(P);
   const u64 payload = RNCCL_LL_HALF / 2;
   const u64 nchunks = a.bytes == 0 ? 0 : (a.bytes + payload - 1) / payload;
   const u64 me = P->rank;

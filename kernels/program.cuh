@@ -118,11 +118,13 @@ struct Program {
   double pre_f;    // Scalars (reduce.cuh)
   long long pre_i;
   u64 post_div;
+  u64 pre_at;      // const T* (device memory): the pre-multiplier, read as the kernel starts
+                   // (ncclScalarDevice); 0 when pre_f/pre_i hold it
   u32 nlanes;
   u32 nconns;
   u32 nsteps;
   u32 rank;
 };
-static_assert(sizeof(Program) == 120, "Program layout");
+static_assert(sizeof(Program) == 128, "Program layout");
 
 }  // namespace rnccl

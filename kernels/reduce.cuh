@@ -5,12 +5,31 @@
 //   * float and double: IEEE operations in the type itself, `pre` multiplies by the scalar
 //     rounded to the type;
 //   * half and bfloat16 (CUDA's __half / __nv_bfloat16): widened to float, combined, rounded
-//     back once; `pre` multiplies in float.
+//     back once; `pre` multiplies in float;
+//   * FP8 (__nv_fp8_e4m3 / __nv_fp8_e5m2), NCCL's rules (src/device/reduce_kernel.h): each step
+//     rounds the exact result to half, then to FP8 with saturation (__NV_SATFINITE); `pre`
+//     multiplies by the scalar rounded to FP8 and rounds the product the same way. In float the
+//     sum and product of two FP8 values are exact or correctly rounded (24 ≥ 2·11 + 2 bits), so
+//     float → half → FP8 is what __hadd/__hmul then the FP8 conversion give (src/fp8.rs).
 // Avg on floating point is lowered by the host to PreMulSum(1/nranks) (NCCL does the same).
 #pragma once
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+// __ldcg for the FP8 types, which cuda_fp8.h does not declare: the byte, loaded cache-global.
+// In the global namespace beside CUDA's overloads, so unqualified calls in rnccl:: find them all.
+static __device__ __forceinline__ __nv_fp8_e4m3 __ldcg(const __nv_fp8_e4m3* p) {
+  __nv_fp8_e4m3 r;
+  r.__x = __ldcg((const unsigned char*)p);
+  return r;
+}
+static __device__ __forceinline__ __nv_fp8_e5m2 __ldcg(const __nv_fp8_e5m2* p) {
+  __nv_fp8_e5m2 r;
+  r.__x = __ldcg((const unsigned char*)p);
+  return r;
+}
 
 namespace rnccl {
 
@@ -44,6 +63,14 @@ template <> struct Arith<__nv_bfloat16> {
   static __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
   static __device__ __forceinline__ __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
+
+template <typename F> struct Fp8Arith {
+  typedef float Acc;
+  static __device__ __forceinline__ float load(F v) { return (float)v; }
+  static __device__ __forceinline__ F store(float v) { return F(__float2half_rn(v)); }
+};
+template <> struct Arith<__nv_fp8_e4m3> : Fp8Arith<__nv_fp8_e4m3> {};
+template <> struct Arith<__nv_fp8_e5m2> : Fp8Arith<__nv_fp8_e5m2> {};
 
 template <typename T> struct IsInt { static const bool value = false; };
 template <> struct IsInt<signed char> { static const bool value = true; };
@@ -102,6 +129,15 @@ template <> struct Pre<__nv_bfloat16> {
     return x * (float)s.pre_f;
   }
 };
+
+template <typename F> struct Fp8Pre {
+  static __device__ __forceinline__ float apply(float x, const Scalars& s) {
+    const float k = (float)F((float)s.pre_f);
+    return Arith<F>::load(Arith<F>::store(x * k));
+  }
+};
+template <> struct Pre<__nv_fp8_e4m3> : Fp8Pre<__nv_fp8_e4m3> {};
+template <> struct Pre<__nv_fp8_e5m2> : Fp8Pre<__nv_fp8_e5m2> {};
 
 // `post(x)`: integer division by the divisor (only integer averages have a post).
 template <typename T> struct Post {

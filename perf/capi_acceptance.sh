@@ -13,8 +13,9 @@
 #
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
 #   there: perf/capi_acceptance.sh   (carry .devbin and .nccl-tests; knobs TESTS (empty: none),
-#          MODES, MAXBYTES, RUN_LIMIT seconds per program run, TORCH=0 skips PyTorch,
-#          NONBLOCKING=0 skips the rnccl run with TORCH_NCCL_USE_COMM_NONBLOCKING=1)
+#          MODES (plain G1 R1 R2, and Dall: every data type, `-d all`), MAXBYTES, RUN_LIMIT
+#          seconds per program run, TORCH=0 skips PyTorch, NONBLOCKING=0 skips the rnccl run
+#          with TORCH_NCCL_USE_COMM_NONBLOCKING=1)
 #
 # NVLink multicast stays off everywhere (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -52,7 +53,7 @@ if [ -n "$tests" ] && ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NC
 fi
 for t in $tests; do
   for m in $modes; do
-    flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; esac
+    flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; Dall) flags="-d all";; esac
     for who in nccl rnccl; do
       home=$nh; [ $who = rnccl ] && home=$rh
       LD_LIBRARY_PATH="$home/lib:$base_ld" NCCL_DEBUG=VERSION timeout "$limit" /tmp/nt/${t}_perf -g "$gpus" -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \

@@ -12,6 +12,13 @@ Scenarios:
           TORCH_NCCL_ASYNC_ERROR_HANDLING=0) see their collective time out in Work.wait(5 s),
           call dist.shrink_group on the dead rank with SHRINK_ABORT (1) and run 20 more
           all_reduce steps on the shrunk group, checking every result.
+          (PyTorch 2.11 aborts the communicator of a Work.wait that timed out, on NCCL as on
+          rnccl, so the shrink of the aborted parent fails on both: kept to show they agree.)
+  train   DDP training (a small MLP, 20 steps) on every rank; then the last rank SIGKILLs itself
+          between steps, after telling the store its pid (the failure detector torchft-style
+          recovery has); the survivors wait until that process is dead, call dist.shrink_group
+          on it (SHRINK_ABORT) and train 20 more steps with DDP over the shrunk group. Each
+          survivor reports its last loss, so NCCL's and rnccl's runs can be compared.
   exclude the last rank leaves on purpose after step 20 (no death): the others shrink it out
           with SHRINK_DEFAULT (0) and go on.
   stuck   the last rank never enters step 20's all_reduce (it sleeps); the others' watchdog
@@ -63,6 +70,40 @@ def steps(rank, world, dev, group, first, count, die_at=None, wait=None):
     return count
 
 
+def train(dev, group, first, count):
+    """`count` DDP steps of a fixed MLP (seeded, step-dependent inputs) over `group`; the last loss."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)).to(dev)
+    ddp = DDP(model, device_ids=[dev], process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    loss = None
+    for i in range(first, first + count):
+        g = torch.Generator(device=dev).manual_seed(1000 * i + dist.get_rank(group))
+        x = torch.randn(64, 256, device=dev, generator=g)
+        opt.zero_grad()
+        loss = (ddp(x) - x).pow(2).mean()
+        loss.backward()
+        opt.step()
+    torch.cuda.synchronize()
+    return float(loss)
+
+
+def wait_gone(pid, seconds):
+    """Waits until process `pid` is dead (gone, or a zombie its parent has not reaped)."""
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"process {pid} still runs after {seconds} s")
+
+
 def main():
     scenario, out = sys.argv[1], sys.argv[2]
     rank = int(os.environ["RANK"])
@@ -72,7 +113,7 @@ def main():
     last = world - 1
     # Shrink scenarios wait 5 s for the collective the dead rank misses: the watchdog's
     # timeout (30 s there) must not abort the parent first.
-    pg_timeout = 30 if scenario in ("shrink", "exclude") else 10
+    pg_timeout = 30 if scenario in ("shrink", "exclude", "train") else 10
     dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=pg_timeout))
     t0 = time.time()
     try:
@@ -95,6 +136,20 @@ def main():
             took = time.time() - t1
             report(out, rank=rank, scenario=scenario, ok=took < 30,
                    why=f"the stuck all_reduce ended after {took:.1f} s ({outcome})", seconds=round(took, 1))
+        elif scenario == "train":
+            store = dist.distributed_c10d._get_default_store()
+            before = train(dev, None, 0, STEPS)
+            if rank == last:
+                store.set("dead", str(os.getpid()))
+                torch.cuda.synchronize()
+                os.kill(os.getpid(), signal.SIGKILL)
+            store.wait(["dead"], datetime.timedelta(seconds=30))
+            wait_gone(int(store.get("dead")), 30)
+            new = dist.shrink_group([last], shrink_flags=1)
+            after = train(dev, new, STEPS, STEPS)
+            report(out, rank=rank, scenario=scenario, ok=after == after,
+                   why=f"{STEPS} DDP steps on the shrunk group, loss {before:.6f} before the death, {after:.6f} after",
+                   seconds=round(time.time() - t0, 1))
         elif scenario in ("shrink", "exclude"):
             died = False
             try:

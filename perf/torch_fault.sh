@@ -15,7 +15,7 @@ out=${OUT:-torch-fault-out}
 mkdir -p "$out"
 gpus=${GPUS:-2}
 limit=${RUN_LIMIT:-150}
-scenarios=${SCENARIOS:-"death stuck exclude shrink"}
+scenarios=${SCENARIOS:-"death stuck exclude shrink train"}
 libs=${LIBS:-"nccl rnccl"}
 [ -f .devbin/libnccl.so ] || { echo "torch_fault.sh: .devbin/libnccl.so is missing: run perf/gpu_build.sh" >&2; exit 2; }
 mkdir -p /tmp/rnccl-home/lib && cp .devbin/libnccl.so /tmp/rnccl-home/lib/libnccl.so.2
@@ -37,7 +37,7 @@ for s in $scenarios; do
     # death and stuck: the watchdog tears the process down (1); shrink and exclude: no watchdog
     # teardown (0): the survivors' Work.wait(timeout) raises and they shrink the parent, as
     # torchft-style recovery runs.
-    handling=1; case $s in shrink | exclude) handling=0 ;; esac
+    handling=1; case $s in shrink | exclude | train) handling=0 ;; esac
     rm -f "$out/$s.$lib.jsonl"
     start=$(date +%s%N)
     # One process per GPU started by hand: torchrun would tear every rank down when one dies.

@@ -30,11 +30,15 @@ pub enum DataType {
     Float64 = 8,
     /// `ncclBfloat16` = 9.
     Bfloat16 = 9,
+    /// `ncclFloat8e4m3` = 10, OCP FP8 E4M3 ([`crate::F8E4M3`]).
+    Float8e4m3 = 10,
+    /// `ncclFloat8e5m2` = 11, OCP FP8 E5M2 ([`crate::F8E5M2`]).
+    Float8e5m2 = 11,
 }
 
 impl DataType {
     /// Every data type, in NCCL's enum order.
-    pub const ALL: [DataType; 10] = [
+    pub const ALL: [DataType; 12] = [
         DataType::Int8,
         DataType::Uint8,
         DataType::Int32,
@@ -45,12 +49,14 @@ impl DataType {
         DataType::Float32,
         DataType::Float64,
         DataType::Bfloat16,
+        DataType::Float8e4m3,
+        DataType::Float8e5m2,
     ];
 
     /// Size of one element in bytes.
     pub const fn size(self) -> usize {
         match self {
-            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Int8 | DataType::Uint8 | DataType::Float8e4m3 | DataType::Float8e5m2 => 1,
             DataType::Float16 | DataType::Bfloat16 => 2,
             DataType::Int32 | DataType::Uint32 | DataType::Float32 => 4,
             DataType::Int64 | DataType::Uint64 | DataType::Float64 => 8,
@@ -61,8 +67,22 @@ impl DataType {
     pub const fn is_float(self) -> bool {
         matches!(
             self,
-            DataType::Float16 | DataType::Bfloat16 | DataType::Float32 | DataType::Float64
+            DataType::Float16
+                | DataType::Bfloat16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Float8e4m3
+                | DataType::Float8e5m2
         )
+    }
+
+    /// The FP8 format of `ncclFloat8e4m3` and `ncclFloat8e5m2`, else `None`.
+    pub(crate) const fn fp8(self) -> Option<crate::fp8::Fp8Format> {
+        match self {
+            DataType::Float8e4m3 => Some(crate::fp8::Fp8Format::E4M3),
+            DataType::Float8e5m2 => Some(crate::fp8::Fp8Format::E5M2),
+            _ => None,
+        }
     }
 
     /// The name nccl-tests prints in its `type` column (`int8`, `half`, `float`, `double`, `bfloat16`…).
@@ -78,6 +98,8 @@ impl DataType {
             DataType::Float32 => "float",
             DataType::Float64 => "double",
             DataType::Bfloat16 => "bfloat16",
+            DataType::Float8e4m3 => "f8e4m3",
+            DataType::Float8e5m2 => "f8e5m2",
         }
     }
 
@@ -94,6 +116,8 @@ impl DataType {
             DataType::Float32 => "float32",
             DataType::Float64 => "float64",
             DataType::Bfloat16 => "bfloat16",
+            DataType::Float8e4m3 => "float8e4m3",
+            DataType::Float8e5m2 => "float8e5m2",
         }
     }
 }
@@ -121,10 +145,13 @@ impl FromStr for DataType {
             "float32" | "float" | "fp32" | "f32" => DataType::Float32,
             "float64" | "double" | "fp64" | "f64" => DataType::Float64,
             "bfloat16" | "bf16" => DataType::Bfloat16,
+            "float8e4m3" | "f8e4m3" | "fp8e4m3" | "e4m3" => DataType::Float8e4m3,
+            "float8e5m2" | "f8e5m2" | "fp8e5m2" | "e5m2" => DataType::Float8e5m2,
             _ => {
                 return Err(Error::invalid_arg(format!(
                     "unknown data type '{s}': use one of int8 uint8 int32 uint32 int64 uint64 \
-                     float16 (half) float32 (float) float64 (double) bfloat16"
+                     float16 (half) float32 (float) float64 (double) bfloat16 float8e4m3 \
+                     (f8e4m3) float8e5m2 (f8e5m2)"
                 )));
             }
         };
@@ -136,8 +163,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A Rust type that is one NCCL element. Implemented for `i8 u8 i32 u32 i64 u64 f32 f64` and
-/// `half::f16`, `half::bf16`; sealed.
+/// A Rust type that is one NCCL element. Implemented for `i8 u8 i32 u32 i64 u64 f32 f64`,
+/// `half::f16`, `half::bf16` and [`crate::F8E4M3`], [`crate::F8E5M2`]; sealed.
 pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// The NCCL data type of `Self`.
     const DTYPE: DataType;
@@ -150,7 +177,8 @@ macro_rules! element {
     )*};
 }
 element!(i8 => Int8, u8 => Uint8, i32 => Int32, u32 => Uint32, i64 => Int64, u64 => Uint64,
-         half::f16 => Float16, f32 => Float32, f64 => Float64, half::bf16 => Bfloat16);
+         half::f16 => Float16, f32 => Float32, f64 => Float64, half::bf16 => Bfloat16,
+         crate::fp8::F8E4M3 => Float8e4m3, crate::fp8::F8E5M2 => Float8e5m2);
 
 /// Views a slice of elements as bytes.
 pub(crate) fn as_bytes<T: Element>(s: &[T]) -> &[u8] {

@@ -20,24 +20,41 @@ pub enum Scalar {
     Uint(u64),
     /// A floating-point value.
     Float(f64),
+    /// One element of the operation's data type in GPU memory at this device address, read by
+    /// the kernel when the collective runs, so a value written before it on the stream (or
+    /// between replays of a CUDA graph) is the one used (`ncclScalarDevice`). GPU communicators
+    /// only: a host communicator returns [`Error::InvalidUsage`] for it.
+    Device(u64),
 }
 
 impl Scalar {
-    /// The scalar as f64 (for floating-point data types).
+    /// The scalar as f64 (for floating-point data types); 1 for [`Scalar::Device`], whose value
+    /// only the kernel reads.
     pub fn as_f64(self) -> f64 {
         match self {
             Scalar::Int(v) => v as f64,
             Scalar::Uint(v) => v as f64,
             Scalar::Float(v) => v,
+            Scalar::Device(_) => 1.0,
         }
     }
 
-    /// The scalar as a wrapping 64-bit integer (for integer data types).
+    /// The scalar as a wrapping 64-bit integer (for integer data types); 1 for
+    /// [`Scalar::Device`].
     pub fn as_i64(self) -> i64 {
         match self {
             Scalar::Int(v) => v,
             Scalar::Uint(v) => v as i64,
             Scalar::Float(v) => v as i64,
+            Scalar::Device(_) => 1,
+        }
+    }
+
+    /// The device address of a [`Scalar::Device`], else `None`.
+    pub fn device_address(self) -> Option<u64> {
+        match self {
+            Scalar::Device(at) => Some(at),
+            _ => None,
         }
     }
 }

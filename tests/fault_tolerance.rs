@@ -155,6 +155,31 @@ fn a_rank_excluded_on_purpose_is_shrunk_out_with_the_default_mode() {
     assert_eq!(got, vec![Some((0, 3)), Some((1, 3)), Some((2, 3)), None]);
 }
 
+/// Rank 2 leaves between collectives; the others shrink it out with NCCL_SHRINK_ABORT, as
+/// PyTorch's `shrink_group` after a death does. As in NCCL, the abort flag comes down again
+/// once nothing runs: the parent reports no asynchronous error (PyTorch's watchdog polls it),
+/// but takes no new collectives; the child works.
+#[test]
+fn a_parent_shrunk_with_abort_reports_no_error_and_takes_no_new_work() {
+    let got = on_threads(3, |c| {
+        all_reduce_steps(&c, 0, 2).unwrap();
+        if c.rank() == 2 {
+            return None;
+        }
+        let child = c.shrink(&[2], ShrinkMode::Abort).unwrap();
+        c.async_error().unwrap();
+        let refused = all_reduce_steps(&c, 2, 1).unwrap_err();
+        assert!(
+            matches!(refused, Error::InvalidUsage(_))
+                && refused.to_string().contains("NCCL_SHRINK_ABORT"),
+            "{refused}"
+        );
+        all_reduce_steps(&child, 2, 3).unwrap();
+        Some(child.nranks())
+    });
+    assert_eq!(got, vec![Some(2), Some(2), None]);
+}
+
 /// Rank 2 never enters its collective; an abort from another thread (as PyTorch's watchdog
 /// calls ncclCommAbort / ncclCommRevoke) ends the others' blocked all-reduce at once; they
 /// revoke, shrink rank 2 out, and go on. A revoked communicator refuses new collectives and a

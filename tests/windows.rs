@@ -232,6 +232,8 @@ fn matrix_all_types(c: &Communicator) -> Result<(), String> {
             DataType::Bfloat16 => matrix::<bf16>(c, &counts)?,
             DataType::Float32 => matrix::<f32>(c, &counts)?,
             DataType::Float64 => matrix::<f64>(c, &counts)?,
+            DataType::Float8e4m3 => matrix::<rnccl::F8E4M3>(c, &counts)?,
+            DataType::Float8e5m2 => matrix::<rnccl::F8E5M2>(c, &counts)?,
         }
     }
     Ok(())

@@ -157,7 +157,7 @@ typedef enum { ncclSum        = 0,
                ncclMaxRedOp   = 0x7fffffff>>(32-8*sizeof(ncclRedOp_dummy_t))
              } ncclRedOp_t;
 
-/* Data types (rnccl rejects the FP8 types with ncclInvalidArgument). */
+/* Data types. */
 typedef enum { ncclInt8       = 0, ncclChar       = 0,
                ncclUint8      = 1,
                ncclInt32      = 2, ncclInt        = 2,

@@ -495,14 +495,25 @@ unsafe fn read_scalar(p: *const c_void, dtype: DataType) -> Scalar {
             }
             DataType::Float32 => Scalar::Float(p.cast::<f32>().read_unaligned().into()),
             DataType::Float64 => Scalar::Float(p.cast::<f64>().read_unaligned()),
+            DataType::Float8e4m3 => Scalar::Float(
+                rnccl::F8E4M3::from_bits(p.cast::<u8>().read())
+                    .to_f32()
+                    .into(),
+            ),
+            DataType::Float8e5m2 => Scalar::Float(
+                rnccl::F8E5M2::from_bits(p.cast::<u8>().read())
+                    .to_f32()
+                    .into(),
+            ),
         }
     }
 }
 
 /// `ncclRedOpCreatePreMulSum`: a reduction for `comm` and `datatype` that multiplies every
-/// input by `*scalar` and sums; its id (≥ `ncclNumOps`) goes to `*op`. Only
-/// `ncclScalarHostImmediate` scalars (read now) are supported; `ncclScalarDevice` returns
-/// `ncclInvalidUsage`.
+/// input by `*scalar` and sums; its id (≥ `ncclNumOps`) goes to `*op`. An
+/// `ncclScalarHostImmediate` scalar is read now; an `ncclScalarDevice` scalar (one element in
+/// device memory, which must stay valid while operations use the reduction) is read by each
+/// collective's kernel when it runs, as NCCL does.
 ///
 /// # Safety
 /// `op` NULL or writable; `scalar` one readable element of `datatype`; `comm` as
@@ -527,12 +538,7 @@ pub unsafe extern "C" fn ncclRedOpCreatePreMulSum(
         let s = match residence {
             // SAFETY: the caller passes one readable element of `datatype`.
             ncclScalarHostImmediate => unsafe { read_scalar(scalar, dtype) },
-            ncclScalarDevice => {
-                return Err(Failure::unimplemented(
-                    F,
-                    "scalars in device memory (ncclScalarDevice; pass ncclScalarHostImmediate)",
-                ));
-            }
+            ncclScalarDevice => Scalar::Device(scalar as u64),
             r => return Err(Failure::arg(F, format!("invalid scalar residence {r}"))),
         };
         let entry = DynOp {

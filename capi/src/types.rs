@@ -59,9 +59,9 @@ pub const ncclFloat64: ncclDataType_t = 8;
 pub const ncclDouble: ncclDataType_t = 8;
 /// bfloat16.
 pub const ncclBfloat16: ncclDataType_t = 9;
-/// FP8 E4M3 (rnccl does not support it: calls return `ncclInvalidArgument`).
+/// FP8 E4M3 (`__nv_fp8_e4m3`).
 pub const ncclFloat8e4m3: ncclDataType_t = 10;
-/// FP8 E5M2 (rnccl does not support it: calls return `ncclInvalidArgument`).
+/// FP8 E5M2 (`__nv_fp8_e5m2`).
 pub const ncclFloat8e5m2: ncclDataType_t = 11;
 /// Number of data types.
 pub const ncclNumTypes: ncclDataType_t = 12;
@@ -248,17 +248,12 @@ pub struct ncclDevComm {
 
 /// The rnccl data type of an `ncclDataType_t`.
 ///
-/// Errors: a message for the FP8 types (not supported) and for values outside the enum.
+/// Errors: a message for values outside the enum.
 pub fn data_type(t: ncclDataType_t) -> Result<DataType, String> {
-    match t {
-        ncclFloat8e4m3 | ncclFloat8e5m2 => {
-            Err(format!("data type {t} (FP8) is not supported by rnccl"))
-        }
-        _ => DataType::ALL
-            .into_iter()
-            .find(|d| *d as c_int == t)
-            .ok_or_else(|| format!("invalid data type {t} (valid: 0..{})", ncclNumTypes - 1)),
-    }
+    DataType::ALL
+        .into_iter()
+        .find(|d| *d as c_int == t)
+        .ok_or_else(|| format!("invalid data type {t} (valid: 0..{})", ncclNumTypes - 1))
 }
 
 /// The rnccl operation of a built-in `ncclRedOp_t` (`ncclSum`..`ncclAvg`), or `None`.

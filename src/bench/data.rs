@@ -2,16 +2,18 @@
 //! result of each collective, and the count of wrong elements.
 //!
 //! Inputs are small integers (−3…4, 0…7 for unsigned types; ±0.5, ±1, ±2 for floating-point
-//! products), so sums, maxima and products are exact in every type, including bfloat16, and
-//! integer wrap-around (products in 8-bit types) is reproduced exactly. Floating-point averages
-//! round once per step; they are compared with a tolerance of `eps(type) × (nranks + 2) ×
-//! max(|expected|, 4)` ([`tolerance`]).
+//! products), so sums, maxima and products are exact in every type, including bfloat16 (in FP8
+//! while they stay within 16 (E4M3) or 8 (E5M2)), and integer wrap-around (products in 8-bit
+//! types) is reproduced exactly. Floating-point averages round once per step; they are compared
+//! with a tolerance of `eps(type) × (nranks + 2) × max(|expected|, 4)` ([`tolerance`]).
 //!
 //! A check writes the expected output in the element type ([`expected_output`]) and compares it
 //! with the output: on the host ([`count_wrong`]) or, for GPU ranks, by `kernels/check.cu` with
 //! the same rule.
 
 use half::{bf16, f16};
+
+use crate::fp8::{F8E4M3, F8E5M2};
 
 use super::coll::BenchColl;
 use crate::dtype::DataType;
@@ -121,6 +123,16 @@ macro_rules! per_type {
             DataType::Bfloat16 => $flt!(bf16, bf16::from_f64, bf16::to_f64),
             DataType::Float32 => $flt!(f32, |v: f64| v as f32, |v: f32| v as f64),
             DataType::Float64 => $flt!(f64, |v: f64| v, |v: f64| v),
+            DataType::Float8e4m3 => {
+                $flt!(F8E4M3, |v: f64| F8E4M3::from_f32(v as f32), |v: F8E4M3| {
+                    f64::from(v.to_f32())
+                })
+            }
+            DataType::Float8e5m2 => {
+                $flt!(F8E5M2, |v: f64| F8E5M2::from_f32(v as f32), |v: F8E5M2| {
+                    f64::from(v.to_f32())
+                })
+            }
         }
     };
 }
@@ -176,7 +188,7 @@ pub(super) fn repeat_head(buf: &mut [u8], head: usize) {
 
 /// The tolerance of the check for `dtype` on `nranks` ranks, as a fraction of
 /// `max(|expected|, 4)`: `eps × (nranks + 2)` for floating-point types, with eps 2^-10 (half),
-/// 2^-7 (bfloat16), 2^-23 (float), 2^-52 (double): an average rounds once per step, and the
+/// 2^-7 (bfloat16), 2^-23 (float), 2^-52 (double), 2^-3 (FP8 E4M3), 2^-2 (FP8 E5M2): an average rounds once per step, and the
 /// expected value itself is rounded to the type. 0 for integers, which must be exact.
 pub(super) fn tolerance(dtype: DataType, nranks: usize) -> f64 {
     let eps = match dtype {
@@ -184,6 +196,8 @@ pub(super) fn tolerance(dtype: DataType, nranks: usize) -> f64 {
         DataType::Bfloat16 => 2f64.powi(-7),
         DataType::Float32 => 2f64.powi(-23),
         DataType::Float64 => 2f64.powi(-52),
+        DataType::Float8e4m3 => 2f64.powi(-3),
+        DataType::Float8e5m2 => 2f64.powi(-2),
         _ => return 0.0,
     };
     eps * (nranks as f64 + 2.0)

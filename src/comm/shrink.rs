@@ -55,8 +55,11 @@ impl Communicator {
     /// Makes the communicator of every rank but `exclude` (parent ranks), numbered in parent
     /// order (`ncclCommShrink`). Every rank that stays calls it with the same list; excluded
     /// ranks do not call it. It works on a parent that failed because a peer died: with
-    /// [`ShrinkMode::Abort`] the parent's operations in flight are stopped first, after which
-    /// the parent is unusable (as after [`Communicator::revoke`]).
+    /// [`ShrinkMode::Abort`] the parent's operations in flight are stopped first and its abort
+    /// flag is lowered again once they have left (as NCCL does: the parent reports no
+    /// asynchronous error of its own, which PyTorch's watchdog polls after `shrink_group`), after
+    /// which the parent takes no new operations (one stopped midway leaves its connections out of
+    /// step) but can still be split, shrunk or destroyed.
     ///
     /// Errors: [`Error::InvalidArgument`] for a rank out of range, listed twice, or this rank
     /// itself; [`Error::InvalidUsage`] when operations run on the parent in
@@ -88,10 +91,14 @@ impl Communicator {
         match mode {
             ShrinkMode::Abort => {
                 self.stop_in_flight()?;
-                let mut st = self.state.borrow_mut();
-                if st.failed.is_none() {
-                    st.failed = Some("it was shrunk with NCCL_SHRINK_ABORT".to_string());
+                core.abort.store(false, Ordering::SeqCst);
+                if let Some(g) = core.watch.gpu() {
+                    g.lower_abort();
                 }
+                self.state.borrow_mut().retired = Some(
+                    "it was shrunk with NCCL_SHRINK_ABORT, which stopped its operations in \
+                     flight: use the shrunk communicator",
+                );
             }
             ShrinkMode::Default => {
                 if let Some(op) = core.watch.gpu().and_then(|g| g.in_flight()) {

@@ -85,6 +85,9 @@ pub(crate) struct State {
     pub failed: Option<String>,
     /// Set while suspended (`ncclCommSuspend`): whether its GPU scratch was released.
     pub suspended: Option<bool>,
+    /// Set when the communicator takes no new operations although nothing failed (shrunk with
+    /// `NCCL_SHRINK_ABORT`): why. Unlike `failed`, not an asynchronous error.
+    pub retired: Option<&'static str>,
     /// Operations queued so far (the last one's number).
     pub ops: u64,
     /// Plans of operations seen before.
@@ -99,6 +102,7 @@ impl State {
         State {
             failed: None,
             suspended: None,
+            retired: None,
             ops: 0,
             plans: plans::PlanCache::default(),
             engine,
@@ -123,6 +127,11 @@ impl State {
             return Err(Error::invalid_usage(
                 "the communicator is suspended (ncclCommSuspend): resume it first",
             ));
+        }
+        if let Some(why) = self.retired {
+            return Err(Error::invalid_usage(format!(
+                "this communicator takes no new operations: {why}"
+            )));
         }
         Ok(())
     }

@@ -40,6 +40,7 @@ fn op_key(op: RedOp) -> (u8, u8, u64) {
         Scalar::Int(v) => (0, v as u64),
         Scalar::Uint(v) => (1, v),
         Scalar::Float(v) => (2, v.to_bits()),
+        Scalar::Device(at) => (3, at),
     };
     match op {
         RedOp::Sum => (0, 0, 0),

@@ -163,6 +163,52 @@ float_elem!(f64, 2f64.powi(-50), |v: f64| v, |v: f64| v);
 float_elem!(f16, 2f64.powi(-9), f16::from_f64, f16::to_f64);
 float_elem!(bf16, 2f64.powi(-6), bf16::from_f64, bf16::to_f64);
 
+/// FP8 elements: the float rules, with inputs in ±10 (E4M3 saturates at 448, so eight ranks'
+/// sums of ±100 would leave its range) and a tolerance of FP8's eps per rank.
+macro_rules! fp8_elem {
+    ($t:ty, $eps:expr) => {
+        impl TElem for $t {
+            fn value(rank: usize, idx: usize, seed: u64, op: RedOp) -> Self {
+                let h = mix(rank, idx, seed);
+                let u = (h >> 11) as f32 / (1u64 << 53) as f32;
+                <$t>::from_f32(match op {
+                    RedOp::Prod => 0.5 + 1.5 * u,
+                    _ => 20.0 * u - 10.0,
+                })
+            }
+            fn combine(a: Self, b: Self, op: RedOp) -> Self {
+                let (x, y) = (a.to_f32(), b.to_f32());
+                <$t>::from_f32(match op {
+                    RedOp::Prod => x * y,
+                    RedOp::Max => x.max(y),
+                    RedOp::Min => x.min(y),
+                    _ => x + y,
+                })
+            }
+            fn pre(x: Self, op: RedOp, n: usize) -> Self {
+                let k = match op {
+                    RedOp::PreMulSum(s) => s.as_f64() as f32,
+                    RedOp::Avg => 1.0 / n as f32,
+                    _ => return x,
+                };
+                <$t>::from_f32(x.to_f32() * <$t>::from_f32(k).to_f32())
+            }
+            fn post(x: Self, _op: RedOp, _n: usize) -> Self {
+                x
+            }
+            fn close(got: Self, want: Self, n: usize, mag: f64) -> bool {
+                let (g, w) = (f64::from(got.to_f32()), f64::from(want.to_f32()));
+                (g - w).abs() <= $eps * (n as f64 + 1.0) * mag.max(w.abs()).max(1e-30)
+            }
+            fn mag(x: Self) -> f64 {
+                f64::from(x.to_f32()).abs()
+            }
+        }
+    };
+}
+fp8_elem!(rnccl::F8E4M3, 2f64.powi(-3));
+fp8_elem!(rnccl::F8E5M2, 2f64.powi(-2));
+
 /// Dispatches a generic body over the runtime data type.
 #[macro_export]
 macro_rules! with_type {
@@ -178,6 +224,8 @@ macro_rules! with_type {
             rnccl::DataType::Float32 => $f::<f32>($($arg),*),
             rnccl::DataType::Float64 => $f::<f64>($($arg),*),
             rnccl::DataType::Bfloat16 => $f::<half::bf16>($($arg),*),
+            rnccl::DataType::Float8e4m3 => $f::<rnccl::F8E4M3>($($arg),*),
+            rnccl::DataType::Float8e5m2 => $f::<rnccl::F8E5M2>($($arg),*),
         }
     };
 }

@@ -85,7 +85,7 @@ pub struct Args {
     /// Reduction: sum, prod, max, min, avg, mulsum, or all.
     #[arg(short = 'o', long = "op", default_value = "sum")]
     pub op: String,
-    /// Data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all.
+    /// Data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2 (FP8), or all.
     #[arg(short = 'd', long = "datatype", default_value = "float")]
     pub datatype: String,
     /// Root rank for broadcast, reduce, gather, scatter, or all.

@@ -11,6 +11,7 @@ use half::{bf16, f16};
 
 use crate::device::{ReduceSpec, Streams, Transforms};
 use crate::dtype::DataType;
+use crate::fp8::Fp8Format;
 use crate::redop::{Combine, Scalar};
 
 use super::elementwise::{map_binary, map_unary};
@@ -78,6 +79,12 @@ pub(crate) unsafe fn reduce_with(
             DataType::Float64 => float_kernel::<f64>(spec.combine, pre, d0, d1, a, b, n, s),
             DataType::Float16 => half_kernel::<f16>(spec.combine, pre, d0, d1, a, b, n, s),
             DataType::Bfloat16 => half_kernel::<bf16>(spec.combine, pre, d0, d1, a, b, n, s),
+            DataType::Float8e4m3 => {
+                fp8_kernel(Fp8Format::E4M3, spec.combine, pre, d0, d1, a, b, n, s)
+            }
+            DataType::Float8e5m2 => {
+                fp8_kernel(Fp8Format::E5M2, spec.combine, pre, d0, d1, a, b, n, s)
+            }
         }
     }
 }
@@ -162,6 +169,12 @@ unsafe fn transform(
             let s = scalar.map_or(1.0, |s| s.as_f64());
             // SAFETY: caller contract.
             unsafe { map_unary::<f64>(d0, d1, src, n, |x| x * s) }
+        }
+        DataType::Float8e4m3 | DataType::Float8e5m2 => {
+            let f = spec.dtype.fp8().expect("an FP8 type");
+            let k = fp8_scalar(f, scalar);
+            // SAFETY: caller contract.
+            unsafe { map_unary::<u8>(d0, d1, src, n, |x| f.round_step(f.value(x) * k)) }
         }
         DataType::Float16 | DataType::Bfloat16 => {
             // Scale through the reduce kernel: 0 + pre(x) rounds once, like the GPU's half multiply.
@@ -409,6 +422,62 @@ unsafe fn half_kernel<H: Half>(
     }
 }
 
+/// The pre-multiplier of an FP8 reduction: the scalar rounded to the format (NCCL keeps
+/// PreMulSum's scalar in the element type), as an f32; 1 without one.
+fn fp8_scalar(f: Fp8Format, scalar: Option<Scalar>) -> f32 {
+    scalar.map_or(1.0, |s| f.value(f.encode(s.as_f64() as f32)))
+}
+
+/// [`reduce_with`] for an FP8 type, with NCCL's rules (`src/device/reduce_kernel.h`): each step
+/// is the exact result rounded to binary16, then to FP8 with saturation; `pre` multiplies by the
+/// scalar rounded to FP8 and rounds the product the same way before it is combined. Values are
+/// decoded and rounded through tables ([`Fp8Format::value`], [`Fp8Format::round_step`]).
+///
+/// # Safety
+/// As [`int_kernel`], for elements of one byte.
+#[allow(clippy::too_many_arguments)]
+unsafe fn fp8_kernel(
+    f: Fp8Format,
+    c: Combine,
+    pre: Option<Scalar>,
+    d0: *mut u8,
+    d1: Option<*mut u8>,
+    a: *const u8,
+    b: *const u8,
+    n: usize,
+    s: Streams,
+) {
+    let k = pre.map(|p| fp8_scalar(f, Some(p)));
+    let op = move |x: f32, y: f32| match c {
+        Combine::Sum => x + y,
+        Combine::Prod => x * y,
+        // The order the float kernels use: a NaN `y` keeps `x`.
+        Combine::Max => {
+            if x > y {
+                x
+            } else {
+                y
+            }
+        }
+        Combine::Min => {
+            if x < y {
+                x
+            } else {
+                y
+            }
+        }
+    };
+    let step = move |x: u8, y: u8| {
+        let y = match k {
+            Some(k) => f.value(f.round_step(f.value(y) * k)),
+            None => f.value(y),
+        };
+        f.round_step(op(f.value(x), y))
+    };
+    // SAFETY: caller contract.
+    unsafe { map_binary::<u8>(d0, d1, a, b, n, step, s) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,6 +565,66 @@ mod tests {
             &[bf16::from_f32(-2.0)],
         );
         assert_eq!(d, vec![bf16::from_f32(-6.0)]);
+    }
+
+    #[test]
+    fn fp8_follows_nccl_rounding_rules() {
+        use crate::fp8::{F8E4M3, F8E5M2};
+        let e4 = |v: f32| F8E4M3::from_f32(v);
+        // The scalar is rounded to E4M3 (0.3 → 0.3125) and the product to E4M3 (0.9375) before
+        // the sum, whose tie (1.9375, between 1.875 and 2) goes to the even code: 2. Rounding
+        // only once would give 1 + 0.9 = 1.9 → 1.875.
+        let spec = ReduceSpec::new(
+            DataType::Float8e4m3,
+            RedOp::PreMulSum(Scalar::Float(0.3)).lower(DataType::Float8e4m3, 2),
+        );
+        let pre = Transforms {
+            pre: true,
+            post: false,
+        };
+        assert_eq!(run(&spec, pre, &[e4(1.0)], &[e4(3.0)]), vec![e4(2.0)]);
+        // Past the largest finite value the sum saturates (E5M2 through binary16's infinity).
+        let spec = ReduceSpec::new(
+            DataType::Float8e5m2,
+            RedOp::Sum.lower(DataType::Float8e5m2, 2),
+        );
+        let big = F8E5M2::from_f32(57344.0);
+        let d = run(
+            &spec,
+            Transforms::default(),
+            &[big, big],
+            &[big, F8E5M2::from_f32(-1.0)],
+        );
+        assert_eq!(d, vec![big, big]);
+        let spec = ReduceSpec::new(
+            DataType::Float8e4m3,
+            RedOp::Max.lower(DataType::Float8e4m3, 2),
+        );
+        let d = run(
+            &spec,
+            Transforms::default(),
+            &[e4(-3.0), e4(2.5)],
+            &[e4(-4.0), e4(6.0)],
+        );
+        assert_eq!(d, vec![e4(-3.0), e4(6.0)]);
+        // Avg on four ranks multiplies each input by E4M3(1/4) first.
+        let spec = ReduceSpec::new(
+            DataType::Float8e4m3,
+            RedOp::Avg.lower(DataType::Float8e4m3, 4),
+        );
+        let mut d = vec![F8E4M3::default(); 1];
+        // SAFETY: `d` and the source hold one element each.
+        unsafe {
+            copy(
+                &spec,
+                pre,
+                d.as_mut_ptr().cast(),
+                None,
+                [e4(6.0)].as_ptr().cast(),
+                1,
+            )
+        };
+        assert_eq!(d, vec![e4(1.5)]);
     }
 
     #[test]

@@ -185,6 +185,9 @@ pub(crate) struct Program {
     pub pre_i: i64,
     /// The post-divisor (1: none).
     pub post_div: u64,
+    /// `const T*` (device memory): the pre-multiplier, read by the kernel when it starts
+    /// (`ncclScalarDevice`); 0 when `pre_f`/`pre_i` hold it.
+    pub pre_at: u64,
     pub nlanes: u32,
     pub nconns: u32,
     pub nsteps: u32,
@@ -328,7 +331,7 @@ const _: () = {
     assert!(size_of::<DevConn>() == 6 * 8 + 4 + 2 + 2);
     assert!(size_of::<Lane>() == 4 * 4);
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
-    assert!(size_of::<Program>() == 13 * 8 + 4 * 4);
+    assert!(size_of::<Program>() == 14 * 8 + 4 * 4);
     assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 2 * 4 + 6 * 8 * LL_MAX_RANKS);
 };
 
@@ -378,7 +381,7 @@ pub(crate) fn layout_asserts() -> String {
         Program,
         [
             lanes, conns, steps, slot_bytes, report, abort, claim, timeout_ns, ops, finished,
-            pre_f, pre_i, post_div, nlanes, nconns, nsteps, rank
+            pre_f, pre_i, post_div, pre_at, nlanes, nconns, nsteps, rank
         ]
     );
     fields!(
@@ -480,8 +483,8 @@ mod tests {
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
             "((Conn*)0)->head)) == 24",
-            "sizeof(LlArgs) == 560",
-            "((LlArgs*)0)->in)) == 240",
+            "sizeof(LlArgs) == 568",
+            "((LlArgs*)0)->in)) == 248",
             "OP_EXCHANGE == 8",
         ] {
             assert!(src.contains(s), "{s} missing from:\n{src}");

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, sys};
 
 use super::abi::{LlArgs, THREADS};
 use super::compile::cache::cubin;
-use super::compile::entry::{COMBINES, direct_kernel, interp_kernel, ll_kernel};
+use super::compile::entry::{COMBINES, FP8_MIN_ARCH, direct_kernel, interp_kernel, ll_kernel};
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
 use crate::dtype::DataType;
@@ -59,6 +59,13 @@ impl Interp {
         type Loaded = Mutex<HashMap<(usize, DataType), Arc<Interp>>>;
         static LOADED: OnceLock<Loaded> = OnceLock::new();
         let map = LOADED.get_or_init(Default::default);
+        if dtype.fp8().is_some() && arch < FP8_MIN_ARCH {
+            return Err(Error::invalid_arg(format!(
+                "{dtype} reductions need a GPU of compute capability 9.0 (Hopper) or later, as in \
+                 NCCL; GPU {} is sm_{arch} (FP8 collectives that only move data run anywhere)",
+                ctx.ordinal()
+            )));
+        }
         let key = (ctx.ordinal(), dtype);
         if let Some(i) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(i.clone());

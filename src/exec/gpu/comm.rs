@@ -223,6 +223,13 @@ impl GpuComm {
         unsafe { self.control.ptr().cast::<u32>().write_volatile(1) };
     }
 
+    /// Lowers the abort flag [`GpuComm::raise_abort`] raised, once no kernel runs: a shrink with
+    /// `NCCL_SHRINK_ABORT` waits for them to leave, then lowers it, as NCCL's does.
+    pub(crate) fn lower_abort(&self) {
+        // SAFETY: as in `raise_abort`.
+        unsafe { self.control.ptr().cast::<u32>().write_volatile(0) };
+    }
+
     /// What the kernels said of the operations so far: the last started and finished, and
     /// whether one failed (once a caller was told, see `failure_told`).
     pub(crate) fn device_ops(&self) -> super::ops::DeviceOps {

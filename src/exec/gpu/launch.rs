@@ -190,7 +190,13 @@ fn launch_all(
             }
             continue;
         }
-        let spec = ReduceSpec::new(a.dtype, a.op.lower(a.dtype, n));
+        // FP8 data that is only moved runs the byte kernels (the same bytes; FP8's own kernels,
+        // built for sm_90 and later as NCCL's FP8 arithmetic is, are for reductions).
+        let dtype = match a.dtype.fp8() {
+            Some(_) if !a.func.reduces() => DataType::Uint8,
+            _ => a.dtype,
+        };
+        let spec = ReduceSpec::new(dtype, a.op.lower(dtype, n));
         let plain = spec.pre.is_none() && spec.post_div.is_none_or(|d| d == 1);
         if n == 1 && plain && input.1 == bufs.output.1 {
             launches.push(Launch {
@@ -205,7 +211,11 @@ fn launch_all(
             });
             continue;
         }
-        let ll = gpu_ll(core, a.func, input.1)
+        // The LL and direct kernels reduce every rank's input with this rank's scalars; a
+        // PreMulSum scalar belongs to its rank (each rank scales its own input, and the scalars
+        // may differ), so those operations take the plan, which applies it where the input is.
+        let own_scalar = matches!(a.op, RedOp::PreMulSum(_));
+        let ll = (!own_scalar && gpu_ll(core, a.func, input.1))
             .then(|| gpu.ll_op(input.0, bufs.output.0, input.1))
             .flatten();
         let (out, total) = (bufs.output, input.1.max(bufs.output.1));
@@ -216,7 +226,7 @@ fn launch_all(
             _ => None,
         };
         let direct = mode
-            .filter(|_| ll.is_none() && gpu_direct(core, a.func, total))
+            .filter(|_| !own_scalar && ll.is_none() && gpu_direct(core, a.func, total))
             .and_then(|(mode, bytes)| gpu.direct_op(mode, input.0, out.0, bytes));
         // The LL and direct kernels store straight into the peers' memory, without the plan.
         let work = match (ll, direct) {

@@ -118,6 +118,7 @@ pub(super) fn header(
         pre_f: pre.as_f64(),
         pre_i: pre.as_i64(),
         post_div: spec.post_div.unwrap_or(1),
+        pre_at: spec.pre.and_then(Scalar::device_address).unwrap_or(0),
         nlanes: counts[0],
         nconns: counts[1],
         nsteps: counts[2],

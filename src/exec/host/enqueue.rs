@@ -17,8 +17,9 @@ use crate::coll::{CollArgs, Func, LaneKey};
 use crate::conn::ConnKey;
 use crate::device::ReduceSpec;
 use crate::device::cpu::stream::STREAM_THRESHOLD;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::exec::{Core, Op, Share, State};
+use crate::redop::{RedOp, Scalar};
 use crate::transport::setup::{ConnectJob, Endpoints};
 
 /// Operations of one communicator that run together.
@@ -75,6 +76,14 @@ fn plan_phases(core: &Core, st: &mut State, ops: &[Op]) -> Result<Vec<Phase>> {
     let mut p2p_phase: Option<usize> = None;
     for q in ops {
         let a = q.args;
+        if let RedOp::PreMulSum(Scalar::Device(at)) = a.op {
+            return Err(Error::InvalidUsage(format!(
+                "{}: the PreMulSum scalar is in GPU memory ({at:#x}), which only the kernels of \
+                 operations on GPU buffers read; pass its value (Scalar::Int/Uint/Float) for \
+                 buffers in host memory",
+                a.func.nccl_name()
+            )));
+        }
         let plan = st.plans.get(core, &a)?;
         st.ops += 1;
         let seq = st.ops;
@@ -172,7 +181,6 @@ fn direct_sync(core: &Core, host: &mut HostEngine, q: &Op, b: &OpBuffers) -> Syn
 
 /// What every rank of a direct operation must agree on: function, type, operation, root.
 fn signature(a: &CollArgs) -> u64 {
-    use crate::redop::{RedOp, Scalar};
     let (op, scalar) = match a.op {
         RedOp::Sum => (0, 0),
         RedOp::Prod => (1, 0),
@@ -182,6 +190,8 @@ fn signature(a: &CollArgs) -> u64 {
         RedOp::PreMulSum(Scalar::Int(v)) => (5, v as u64),
         RedOp::PreMulSum(Scalar::Uint(v)) => (6, v),
         RedOp::PreMulSum(Scalar::Float(v)) => (7, v.to_bits()),
+        // Each rank's scalar has its own address: only the kind must agree.
+        RedOp::PreMulSum(Scalar::Device(_)) => (8, 0),
     };
     let head = a.func as u64 | (a.dtype as u64) << 8 | op << 16 | (a.root as u64) << 24;
     crate::hash::fnv1a(&[head.to_le_bytes(), scalar.to_le_bytes()].concat())

@@ -22,6 +22,8 @@ pub(crate) fn type_name(dtype: DataType) -> &'static str {
         DataType::Float32 => "f32",
         DataType::Float64 => "f64",
         DataType::Bfloat16 => "bf16",
+        DataType::Float8e4m3 => "f8e4m3",
+        DataType::Float8e5m2 => "f8e5m2",
     }
 }
 
@@ -58,19 +60,25 @@ fn op_name(combine: Combine) -> &'static str {
     }
 }
 
+/// The first architecture `kernels/interp.cu` builds the FP8 kernels for: sm_90 (Hopper), where
+/// NCCL's FP8 reductions start too (they are emulated, slowly to build, on earlier GPUs).
+pub(crate) const FP8_MIN_ARCH: u32 = 90;
+
 /// The result check of `kernels/check.cu` for `dtype`: `rnccl_check_<type>`.
 pub(crate) fn check_kernel(dtype: DataType) -> String {
     format!("rnccl_check_{}", type_name(dtype))
 }
 
-/// The kernels `program` (a `*.cu` file name of `kernels/`) exports, or `None` for a program
-/// this list does not know yet (add it here when adding a program to `kernels/`).
+/// The kernels `program` (a `*.cu` file name of `kernels/`) exports when built for `sm_<arch>`,
+/// or `None` for a program this list does not know yet (add it here when adding a program to
+/// `kernels/`). The FP8 interpreters exist from sm_90 on ([`FP8_MIN_ARCH`]).
 #[cfg(test)]
-pub(crate) fn entry_points(program: &str) -> Option<Vec<String>> {
+pub(crate) fn entry_points(program: &str, arch: u32) -> Option<Vec<String>> {
     match program {
         "interp.cu" => Some(
             DataType::ALL
                 .iter()
+                .filter(|d| d.fp8().is_none() || arch >= FP8_MIN_ARCH)
                 .flat_map(|&d| {
                     COMBINES.iter().flat_map(move |&c| {
                         [interp_kernel(d, c), ll_kernel(d, c), direct_kernel(d, c)]
@@ -111,8 +119,13 @@ mod tests {
             assert!(check.contains(&want), "check.cu lacks `{want}`");
         }
         assert_eq!(check_kernel(DataType::Bfloat16), "rnccl_check_bf16");
-        let all = entry_points("interp.cu").unwrap();
+        let all = entry_points("interp.cu", 90).unwrap();
         assert_eq!(all.len(), 3 * DataType::ALL.len() * COMBINES.len());
+        let before_fp8 = entry_points("interp.cu", 80).unwrap();
+        assert_eq!(
+            before_fp8.len(),
+            3 * (DataType::ALL.len() - 2) * COMBINES.len()
+        );
         let mut unique = all.clone();
         unique.sort();
         unique.dedup();
@@ -123,11 +136,11 @@ mod tests {
     fn every_program_has_its_entry_points_listed() {
         for p in sources::programs() {
             assert!(
-                entry_points(p.name).is_some_and(|e| !e.is_empty()),
+                entry_points(p.name, 90).is_some_and(|e| !e.is_empty()),
                 "kernels/{}: list its kernels in src/device/cuda/compile/entry.rs",
                 p.name
             );
         }
-        assert_eq!(entry_points("nothing.cu"), None);
+        assert_eq!(entry_points("nothing.cu", 90), None);
     }
 }

@@ -41,6 +41,8 @@ pub(crate) struct Header {
     pub pre_i: i64,
     /// The post-divisor.
     pub post_div: u64,
+    /// `const T*`: the pre-multiplier in device memory (0: none).
+    pub pre_at: u64,
     /// Lanes (thread blocks).
     pub nlanes: u32,
     /// Connection ends.
@@ -257,6 +259,7 @@ pub(super) fn header(bytes: &[u8]) -> Result<Header> {
         pre_f: r.f64()?,
         pre_i: r.i64()?,
         post_div: r.u64()?,
+        pre_at: r.u64()?,
         nlanes: r.u32()?,
         nconns: r.u32()?,
         nsteps: r.u32()?,
@@ -276,6 +279,12 @@ pub(super) fn header(bytes: &[u8]) -> Result<Header> {
     {
         return Err(bad(format!(
             "a zero slot size, divisor or control address in its header ({h:?})"
+        )));
+    }
+    if h.pre_at != 0 {
+        return Err(bad(format!(
+            "a scalar in device memory at {:#x}, which the emulator cannot read",
+            h.pre_at
         )));
     }
     Ok(h)

@@ -148,7 +148,11 @@ impl Setup {
             .collect();
         let in_len = args.func.input_elems(args.count, n).expect("input size");
         let inputs: Vec<Vec<f64>> = (0..n)
-            .map(|r| (0..in_len).map(|i| input_value(r, i, args.op)).collect())
+            .map(|r| {
+                (0..in_len)
+                    .map(|i| input_value(r, i, args.op, args.dtype))
+                    .collect()
+            })
             .collect();
         let mems = (0..n)
             .map(|r| {

@@ -82,6 +82,10 @@ fn every_reduction_and_data_type() {
                 if op == RedOp::Avg && dtype.is_float() && !n.is_power_of_two() {
                     continue;
                 }
+                // Inputs scaled by 3 leave the integers FP8 holds exactly (9 in E5M2).
+                if op == RedOp::PreMulSum(Scalar::Int(3)) && dtype.fp8().is_some() {
+                    continue;
+                }
                 for (func, algo) in shapes {
                     let a = args(func, 67, dtype, op, n - 1);
                     check(Case {

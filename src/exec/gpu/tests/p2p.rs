@@ -27,7 +27,7 @@ fn p2p_plan(func: Func, rank: usize, peer: usize, n: usize, count: usize) -> Pla
 /// `count` elements rank `r` sends.
 fn payload(r: usize, count: usize) -> Vec<u8> {
     let v: Vec<f64> = (0..count)
-        .map(|i| input_value(r, i, RedOp::Sum) + 8.0 * r as f64)
+        .map(|i| input_value(r, i, RedOp::Sum, DataType::Int64) + 8.0 * r as f64)
         .collect();
     to_bytes(DataType::Int64, &v)
 }

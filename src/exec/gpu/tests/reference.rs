@@ -6,14 +6,17 @@ use half::{bf16, f16};
 
 use crate::coll::{CollArgs, Func};
 use crate::dtype::DataType;
+use crate::fp8::{F8E4M3, F8E5M2};
 use crate::redop::RedOp;
 
-/// Element `i` of rank `r`'s input for a reduction `op`: 0..=7, or 1..=2 for products (so a
-/// product of four stays exact in bfloat16).
-pub(super) fn input_value(r: usize, i: usize, op: RedOp) -> f64 {
+/// Element `i` of rank `r`'s input for a reduction `op` in `dtype`: 0..=7 (0..=2 in FP8, so
+/// every partial sum of four ranks stays an integer up to 8, which E5M2 holds), or 1..=2 for
+/// products (so a product of four stays exact in bfloat16 and FP8).
+pub(super) fn input_value(r: usize, i: usize, op: RedOp, dtype: DataType) -> f64 {
     let h = (r * 7919 + i * 104_729 + 17) % 97;
     match op {
         RedOp::Prod => (1 + h % 2) as f64,
+        _ if dtype.fp8().is_some() => (h % 3) as f64,
         _ => (h % 8) as f64,
     }
 }
@@ -32,6 +35,8 @@ pub(super) fn to_bytes(dtype: DataType, vals: &[f64]) -> Vec<u8> {
             DataType::Float32 => (v as f32).to_le_bytes().to_vec(),
             DataType::Float64 => v.to_le_bytes().to_vec(),
             DataType::Bfloat16 => bf16::from_f64(v).to_le_bytes().to_vec(),
+            DataType::Float8e4m3 => F8E4M3::from_f32(v as f32).to_ne_bytes().to_vec(),
+            DataType::Float8e5m2 => F8E5M2::from_f32(v as f32).to_ne_bytes().to_vec(),
         })
         .collect()
 }
