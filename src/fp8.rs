@@ -13,7 +13,7 @@
 //!
 //! NCCL reduces FP8 pairwise through half precision (`src/device/reduce_kernel.h`:
 //! `__nv_fp8_e4m3(__hadd(__half(x), __half(y)))`): each step is computed exactly, rounded to
-//! binary16, then rounded to FP8. [`Fp8::reduce_step`] is that rounding.
+//! binary16, then rounded to FP8. [`Fp8Format::round_step`] is that rounding.
 
 use std::sync::OnceLock;
 
@@ -96,8 +96,7 @@ impl Fp8Format {
         let m = self.mantissa_bits();
         let emin = 1 - self.bias();
         // The exponent of `a`'s leading bit, at least the smallest normal one (subnormals share
-        // its quantum).
-        // (Every nonzero f32 is a normal f64, whose exponent field is exact.)
+        // its quantum), read from the f64's exponent field (every nonzero f32 is a normal f64).
         let e = if a == 0.0 {
             emin
         } else {

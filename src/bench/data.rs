@@ -188,8 +188,9 @@ pub(super) fn repeat_head(buf: &mut [u8], head: usize) {
 
 /// The tolerance of the check for `dtype` on `nranks` ranks, as a fraction of
 /// `max(|expected|, 4)`: `eps × (nranks + 2)` for floating-point types, with eps 2^-10 (half),
-/// 2^-7 (bfloat16), 2^-23 (float), 2^-52 (double), 2^-3 (FP8 E4M3), 2^-2 (FP8 E5M2): an average rounds once per step, and the
-/// expected value itself is rounded to the type. 0 for integers, which must be exact.
+/// 2^-7 (bfloat16), 2^-23 (float), 2^-52 (double), 2^-3 (FP8 E4M3), 2^-2 (FP8 E5M2): an
+/// average rounds once per step, and the expected value itself is rounded to the type. 0 for
+/// integers, which must be exact.
 pub(super) fn tolerance(dtype: DataType, nranks: usize) -> f64 {
     let eps = match dtype {
         DataType::Float16 => 2f64.powi(-10),

@@ -171,7 +171,10 @@ unsafe fn transform(
             unsafe { map_unary::<f64>(d0, d1, src, n, |x| x * s) }
         }
         DataType::Float8e4m3 | DataType::Float8e5m2 => {
-            let f = spec.dtype.fp8().expect("an FP8 type");
+            let f = match spec.dtype {
+                DataType::Float8e4m3 => Fp8Format::E4M3,
+                _ => Fp8Format::E5M2,
+            };
             let k = fp8_scalar(f, scalar);
             // SAFETY: caller contract.
             unsafe { map_unary::<u8>(d0, d1, src, n, |x| f.round_step(f.value(x) * k)) }
@@ -451,7 +454,7 @@ unsafe fn fp8_kernel(
     let op = move |x: f32, y: f32| match c {
         Combine::Sum => x + y,
         Combine::Prod => x * y,
-        // The order the float kernels use: a NaN `y` keeps `x`.
+        // As the float kernels compare (`x > y ? x : y`, kernels/reduce.cuh).
         Combine::Max => {
             if x > y {
                 x
