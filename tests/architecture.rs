@@ -137,7 +137,7 @@ fn nothing_creates_nvlink_multicast_objects() {
 /// and the imports between modules have no cycle.
 const FLOORS: &[&[&str]] = &[
     &[
-        "error", "dtype", "func", "redop", "conn", "hash", "os", "mem",
+        "error", "dtype", "fp8", "func", "redop", "conn", "hash", "os", "mem",
     ],
     &["config", "version"],
     &["topo"],
