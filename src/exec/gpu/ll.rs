@@ -189,29 +189,31 @@ mod tests {
         let mut b = Vec::new();
         crate::device::cuda::abi::put(&mut b, &args);
         assert_eq!(b.len(), size_of::<LlArgs>());
+        // The arguments follow the program header (`ctl`).
+        let h = size_of::<crate::device::cuda::abi::Program>();
         let at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        assert_eq!(at(120), 0x1000);
-        assert_eq!(at(120 + 16), 12);
-        assert_eq!(at(120 + 24), 0x3000);
-        assert_eq!(at(120 + 32), 7, "seq");
+        assert_eq!(at(h), 0x1000);
+        assert_eq!(at(h + 16), 12);
+        assert_eq!(at(h + 24), 0x3000);
+        assert_eq!(at(h + 32), 7, "seq");
         assert_eq!(
-            at(120 + 40),
+            at(h + 40),
             0,
             "unit: the launch sets it for the direct kernel"
         );
-        assert_eq!(u32::from_le_bytes(b[168..172].try_into().unwrap()), 2);
+        assert_eq!(u32::from_le_bytes(b[h + 48..h + 52].try_into().unwrap()), 2);
         assert_eq!(
-            u32::from_le_bytes(b[172..176].try_into().unwrap()),
+            u32::from_le_bytes(b[h + 52..h + 56].try_into().unwrap()),
             2,
             "mode"
         );
-        assert_eq!(at(176), 0xa0, "out[0]");
-        assert_eq!(at(176 + 64), 0xb0, "in[0]");
-        assert_eq!(at(176 + 8 * 15), 0, "unused ranks are zero");
+        assert_eq!(at(h + 56), 0xa0, "out[0]");
+        assert_eq!(at(h + 56 + 64), 0xb0, "in[0]");
+        assert_eq!(at(h + 56 + 8 * 15), 0, "unused ranks are zero");
         for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
-            assert_eq!(at(176 + 64 * list), want, "counter list {list}");
+            assert_eq!(at(h + 56 + 64 * list), want, "counter list {list}");
         }
-        assert_eq!(176 + 64 * 6, size_of::<LlArgs>());
+        assert_eq!(h + 56 + 64 * 6, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],

@@ -430,6 +430,8 @@ mod tests {
         b.extend_from_slice(&1.0f64.to_le_bytes());
         b.extend_from_slice(&1i64.to_le_bytes());
         b.extend_from_slice(&1u64.to_le_bytes());
+        // pre_at: no scalar in device memory.
+        b.extend_from_slice(&0u64.to_le_bytes());
         for v in [1u32, 0, 1, 0] {
             b.extend_from_slice(&v.to_le_bytes());
         }
