@@ -1,6 +1,7 @@
 //! The CPU backend: vectorised reductions and copies on host buffers.
 
 mod elementwise;
+mod fp8;
 pub(crate) mod reduce;
 pub(crate) mod stream;
 
