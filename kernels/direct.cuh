@@ -25,9 +25,12 @@
 // A reduce-scatter is the all-reduce's first shot (its shards are the ranks' outputs), run by
 // two groups of warps: one stores the scatters round after round as far ahead as the peers'
 // gather flags allow, the other reduces each round as it arrives. An all-gather is the second
-// shot (every rank stores its input into every peer's area). Every rank stores into its peers
-// in turn from the next rank on, so at any time each rank's links carry one peer's stores
-// rather than every rank writing into rank 0 first.
+// shot (every rank stores its input into every peer's area). A broadcast is an all-gather in
+// which only the root's shard holds bytes (the others still raise their gather flags, which
+// tell the root its slots are free again), and an all-to-all one in which each rank stores a
+// different block of its input into each peer's area. Every rank stores into its peers in turn
+// from the next rank on, so at any time each rank's links carry one peer's stores rather than
+// every rank writing into rank 0 first.
 //
 // Mirrored by src/device/cuda/abi.rs (the constants); change both together.
 #pragma once
@@ -46,7 +49,13 @@ namespace rnccl {
 #define RNCCL_DIRECT_ROUNDS_WORD 8
 
 // What a direct kernel runs (LlArgs::mode).
-enum DirectMode { DIRECT_ALL_REDUCE = 0, DIRECT_REDUCE_SCATTER = 1, DIRECT_ALL_GATHER = 2 };
+enum DirectMode {
+  DIRECT_ALL_REDUCE = 0,
+  DIRECT_REDUCE_SCATTER = 1,
+  DIRECT_ALL_GATHER = 2,
+  DIRECT_BROADCAST = 3,
+  DIRECT_ALL_TO_ALL = 4
+};
 
 #ifndef RNCCL_ABI_ONLY
 
@@ -185,7 +194,8 @@ __device__ __forceinline__ void direct_need(const LlArgs& a, u32 kind, u32 b, u6
 // scatter of round k + 1 goes out before the wait for round k's gather flags, so its stores
 // overlap that hop. Reduce-scatter: A and B without the gather data; B still raises the gather
 // flag, which tells the peers the scatter slots of that round are read. All-gather: B stores
-// this rank's input to every peer, then C.
+// this rank's input to every peer, then C; a broadcast's root does the same with its buffer
+// (the other ranks' B stores nothing), an all-to-all's B stores block r of the input to peer r.
 template <typename T, int OP>
 __device__ void direct_run(const LlArgs& a) {
   __shared__ u64 base_round;
@@ -193,7 +203,8 @@ __device__ void direct_run(const LlArgs& a) {
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x, b = blockIdx.x, B = gridDim.x, n = a.nranks, me = P->rank;
   const u32 mode = a.mode;
-  const bool rs = mode == DIRECT_REDUCE_SCATTER;
+  const bool rs = mode == DIRECT_REDUCE_SCATTER, bcast = mode == DIRECT_BROADCAST,
+             a2a = mode == DIRECT_ALL_TO_ALL;
   u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + b;
   u64 guard = 0;
   if (tid == 0) {
@@ -205,10 +216,12 @@ __device__ void direct_run(const LlArgs& a) {
   __syncthreads();
   const Scalars sc = scalars<T>(P);
   // Shard s: bytes [s * shard, (s + 1) * shard) of the all-reduce's buffers (16-byte aligned
-  // shards), of the reduce-scatter's input, of the all-gather's output; `a.bytes` is the
-  // all-reduce's buffer and the others' per-rank part. A round moves `unit` bytes of every
-  // shard per block.
-  const u64 total = mode == DIRECT_ALL_REDUCE ? a.bytes : a.bytes * n;
+  // shards), of the reduce-scatter's input, of the all-gather's and the all-to-all's output
+  // (and of the all-to-all's input, the block for rank s); `a.bytes` is the all-reduce's and
+  // the broadcast's buffer and the others' per-rank part. A broadcast has one shard, the
+  // root's: the whole buffer. A round moves `unit` bytes of every shard per block.
+  const bool whole = mode == DIRECT_ALL_REDUCE || bcast;
+  const u64 total = whole ? a.bytes : a.bytes * n;
   const u64 shard = mode == DIRECT_ALL_REDUCE ? ((a.bytes + n - 1) / n + 15) & ~15ull : a.bytes;
   const u64 unit = max(16ull, a.unit);
   // Block b runs the rounds whose piece starts inside the shard, and counts only those: the
@@ -218,17 +231,18 @@ __device__ void direct_run(const LlArgs& a) {
   // Where shard s of this block's piece of round k is in the input and in the output.
   auto off = [&](u64 k) { return (k * B + b) * unit; };
   auto piece = [&](u32 s, u64 k) -> u64 {
-    const u64 o = off(k);
-    const u64 at = s * shard + o, end = min(s * shard + min(o + unit, shard), total);
+    if (bcast && s != a.root) return 0;
+    const u64 o = off(k), base = bcast ? 0 : s * shard;
+    const u64 at = base + o, end = min(base + min(o + unit, shard), total);
     return end > at ? end - at : 0;
   };
   auto in_at = [&](u32 s, u64 k) {
-    return a.src + (mode == DIRECT_ALL_GATHER ? 0 : s * shard) + off(k);
+    return a.src + (mode == DIRECT_ALL_GATHER || bcast ? 0 : s * shard) + off(k);
   };
   auto out_at = [&](u32 s, u64 k) {
-    return a.dst + (rs ? 0 : s * shard) + off(k);
+    return a.dst + (rs || bcast ? 0 : s * shard) + off(k);
   };
-  const bool scatters = mode != DIRECT_ALL_GATHER;
+  const bool scatters = mode == DIRECT_ALL_REDUCE || rs;
   // Stores this rank's scatter of round k into the peers' slots and raises its flags, with the
   // `nt` threads of barrier `bar` (this one number `t`); false once `st` holds a failure. A
   // slot's parity was last used two rounds before: first the peers' gather flags of that round
@@ -250,10 +264,19 @@ __device__ void direct_run(const LlArgs& a) {
     return true;
   };
   // The reduction of round k's shard of this rank: its input and what every peer stored, in
-  // rank order, into `dsts` (after the output, the peers' gather slots when `gathers`).
+  // rank order, into `dsts` (after the output, the peers' gather slots when `gathers`). Without
+  // scatters, the copy of this rank's shard; an all-to-all's block for each peer to that peer.
   auto reduce = [&](u64 k, u32 t, u32 nt, bool gathers) {
     const u64 round = base_round + k + 1;
     const u32 par = (u32)(round & 1);
+    if (a2a) {
+      for (u32 j = 0; j < n; j++) {
+        const u32 r = (me + j) % n;
+        const u64 to = j == 0 ? out_at(me, k) : direct_slot(a.out[r] + RNCCL_LL_AREA, 1, par, b);
+        direct_copy<T>(to, in_at(r, k), piece(r, k), t, nt);
+      }
+      return;
+    }
     u64 srcs[RNCCL_LL_MAX_RANKS], dsts[RNCCL_LL_MAX_RANKS];
     u32 nsrc = 0, ndst = 0;
     if (scatters) {
@@ -262,7 +285,8 @@ __device__ void direct_run(const LlArgs& a) {
     } else {
       srcs[nsrc++] = in_at(me, k);
     }
-    dsts[ndst++] = out_at(me, k);
+    // An in-place copy has its shard in place already.
+    if (scatters || out_at(me, k) != srcs[0]) dsts[ndst++] = out_at(me, k);
     if (gathers)
       for (u32 j = 1; j < n; j++)
         dsts[ndst++] = direct_slot(a.out[(me + j) % n] + RNCCL_LL_AREA, 1, par, b);
@@ -318,11 +342,12 @@ __device__ void direct_run(const LlArgs& a) {
   __syncthreads();
   if (tid == 0) {
     *rounds_done = base_round + nrounds;
-    // Bytes each way with every peer r.
+    // Bytes sent to (way 0) and received from (way 1) every peer r.
     const u64 mine = min(shard, total - min(total, me * shard));
-    ll_finish(a, guard, (const u32*)0, [&](u32 r) -> u64 {
+    ll_finish(a, guard, (const u32*)0, [&](u32 r, int way) -> u64 {
       const u64 theirs = min(shard, total - min(total, r * shard));
-      return mode == DIRECT_ALL_REDUCE ? mine + theirs : rs ? theirs : mine;
+      if (bcast) return (way == 0 ? me : r) == a.root ? a.bytes : 0;
+      return mode == DIRECT_ALL_REDUCE ? mine + theirs : rs ? theirs : a2a ? shard : mine;
     });
   }
 }

@@ -39,6 +39,8 @@ struct LlArgs {
   u64 unit;     // direct.cuh: bytes of a shard per block and round (16..RNCCL_DIRECT_SLOT); 0 for LL
   u32 nranks;
   u32 mode;     // direct.cuh: what the direct kernel runs (DirectMode); 0 for LL
+  u32 root;     // direct.cuh: the broadcast's root; 0 otherwise
+  u32 pad;
   u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
   u64 in[RNCCL_LL_MAX_RANKS];   // per rank: this rank's LL area for that rank's lines
   // Per rank, the byte counters of this rank's first point-to-point connection ends with it
@@ -50,7 +52,7 @@ struct LlArgs {
   u64 in_step[RNCCL_LL_MAX_RANKS];
   u64 in_live[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 568, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 576, "LlArgs layout");
 
 #ifndef RNCCL_ABI_ONLY
 
@@ -138,9 +140,10 @@ __device__ __forceinline__ u64 reduce_unit(u64 acc, u64 x, bool first, bool last
 }
 
 // Thread 0 of every block, after the block's last store: the last block to finish sets the
-// epoch to `*epoch` (unless null), resets the count, adds `moved(r)` bytes to the counters of
-// the connections with every peer r and, unless this is a CUDA-graph replay of an operation
-// already reported, says the operation finished.
+// epoch to `*epoch` (unless null), resets the count, adds `moved(r, way)` bytes to the
+// counters of the connection ends with every peer r (way 0 the send end, 1 the receive end)
+// and, unless this is a CUDA-graph replay of an operation already reported, says the operation
+// finished.
 template <typename F>
 __device__ void ll_finish(const LlArgs& a, u64 guard, const u32* epoch, F moved) {
   __threadfence();
@@ -153,7 +156,7 @@ __device__ void ll_finish(const LlArgs& a, u64 guard, const u32* epoch, F moved)
     const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};
     for (int k = 0; k < 2; k++) {
       u64* c = (u64*)steps[k];
-      const u64 b = c[1] + moved(r);
+      const u64 b = c[1] + moved(r, k);
       c[1] = b;
       st_volatile((u64*)live[k] + 1, b);
     }
@@ -219,7 +222,7 @@ __device__ void ll_allreduce(const LlArgs& a) {
   __syncthreads();
   if (tid == 0) {
     const u32 epoch = epoch0 + (u32)nchunks;
-    ll_finish(a, guard, &epoch, [&](u32) { return a.bytes; });
+    ll_finish(a, guard, &epoch, [&](u32, int) { return a.bytes; });
   }
 }
 

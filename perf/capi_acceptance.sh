@@ -32,7 +32,7 @@ gpus=${GPUS:-$(( $(nvidia-smi -L | wc -l) >= 2 ? 2 : 1 ))}
 for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
   [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done
-export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"  # a shared one when set
 base_ld=$LD_LIBRARY_PATH
 # NCCL's home (the wheel), and rnccl's library under NCCL's soname.
 wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')

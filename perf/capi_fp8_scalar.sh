@@ -13,7 +13,7 @@ export NCCL_NVLS_ENABLE=0
 out=${OUT:-capi-fp8-out}
 mkdir -p "$out"
 [ -f .devbin/libnccl.so ] || { echo "capi_fp8_scalar.sh: .devbin/libnccl.so is missing: run perf/gpu_build.sh" >&2; exit 2; }
-export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"  # a shared one when set
 wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
 nh=/tmp/nccl-fp8-home rh=/tmp/rnccl-fp8-home
 rm -rf $nh $rh && mkdir -p $nh/lib $rh/lib

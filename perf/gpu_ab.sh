@@ -19,7 +19,7 @@ for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.j
 done
 out=${OUT:-gpu-ab-out}
 mkdir -p "$out"
-export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"  # a shared one when set
 rounds=${ROUNDS:-5}
 for r in $(seq 1 "$rounds"); do
   for which in a b; do

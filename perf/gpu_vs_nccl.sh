@@ -41,7 +41,7 @@ limit=${RUN_LIMIT:-120}  # seconds per program run: a hang costs one run, not th
 for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
   [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done
-export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"  # a shared one when set
 # NCCL from the wheel, as PyTorch loads it; nccl-tests wants lib/libnccl.so and include/nccl.h.
 wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
 home=/tmp/nccl-home

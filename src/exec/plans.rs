@@ -179,34 +179,58 @@ pub(crate) fn ll_allowed(proto: Option<&AlgoProtoList>, func: Func, bytes: usize
     allows("LL") && (bytes <= LL_AUTO_MAX_BYTES || !allows("Simple"))
 }
 
-/// Collectives whose largest buffer is more than this many bytes run the direct kernel
-/// (`kernels/direct.cuh`) rather than the ring: an all-reduce below it runs the LL kernel.
-pub(crate) const DIRECT_AUTO_MIN_BYTES: usize = LL_AUTO_MAX_BYTES;
-/// ... and at most this many. Measured on 2×H200 and 4×H200 (perf/gpu_midsize.sh, 2026-11-27,
-/// busbw ÷ NCCL 2.28.9's, one process per GPU, 128 blocks): on 2 GPUs all-reduce direct 1.46 /
-/// 1.29 / 1.26 / 1.21 / 1.26 at 2 / 4 / 8 / 16 / 32 MB, reduce-scatter 1.23 / 1.31 / 1.30 /
-/// 1.15 / 1.03, all-gather 1.71 / 1.67 / 1.59 / 1.50 / 1.32; on 4 GPUs all-reduce 1.70 / 1.29 /
-/// 1.10 / 1.04 / 1.04, reduce-scatter 1.74 / 1.64 / 1.26 / 1.11 / 0.98 (the ring 0.91 at 32
-/// MB), all-gather 2.20 / 1.83 / 1.40 / 1.26 / 1.12. At 64 MB the ring is at 0.96-1.05.
-pub(crate) const DIRECT_AUTO_MAX_BYTES: usize = 32 << 20;
-
-/// Whether `func` with `bytes` in its largest buffer is in the direct kernel's window: an
-/// all-reduce, all-gather or reduce-scatter above [`DIRECT_AUTO_MIN_BYTES`] and at most
-/// [`DIRECT_AUTO_MAX_BYTES`].
-fn direct_window(func: Func, bytes: usize) -> bool {
-    matches!(
-        func,
-        Func::AllReduce | Func::AllGather | Func::ReduceScatter
-    ) && (DIRECT_AUTO_MIN_BYTES + 1..=DIRECT_AUTO_MAX_BYTES).contains(&bytes)
+/// The sizes (largest buffer, bytes) at which each collective runs the direct kernel
+/// (`kernels/direct.cuh`) rather than the ring (`None`: never), from measurements on 2×H200
+/// and 4×H200 against NCCL 2.28.9 (perf/gpu_midsize.sh, busbw ÷ NCCL's, one process per GPU,
+/// 128 blocks):
+/// - all-reduce above the one-shot LL kernel's sizes up to 32 MiB: on 2 GPUs 1.46 / 1.29 /
+///   1.26 / 1.21 / 1.26 at 2 / 4 / 8 / 16 / 32 MB, on 4 GPUs 1.70 / 1.29 / 1.10 / 1.04 / 1.04
+///   (2026-11-27); at 64 MB the ring is at 0.96-1.05;
+/// - reduce-scatter and all-gather up to 32 MiB: on 2 GPUs reduce-scatter 1.23 / 1.31 / 1.30 /
+///   1.15 / 1.03, all-gather 1.71 / 1.67 / 1.59 / 1.50 / 1.32; on 4 GPUs reduce-scatter 1.74 /
+///   1.64 / 1.26 / 1.11 / 0.98 (the ring 0.91 at 32 MB), all-gather 2.20 / 1.83 / 1.40 / 1.26 /
+///   1.12 (2026-11-27);
+/// - all-gather, reduce-scatter, broadcast and all-to-all from the first byte: from 32 B to
+///   512 KB 1.3-2.0× NCCL on 2 GPUs, 2.1-3.4× on 4 where the rings and point-to-point were
+///   1.0-2.0 and 1.4-3.0 (2026-11-28);
+/// - all-to-all up to 64 MiB: on 2 GPUs 1.33 / 1.24 / 1.26 / 1.39 / 1.40 / 1.12 at 1 / 2 / 4 /
+///   8 / 16 / 32 MB where point-to-point was 0.62 / 0.62 / 0.75 / 0.85 / 0.91 / 0.94, on 4 GPUs
+///   1.56 at 8 MB and 1.12 at 32 MB (point-to-point 1.01 and 0.70) (2026-11-28);
+/// - broadcast on 2 GPUs up to 64 MiB: 1.42 / 1.35 / 1.21 / 1.20 / 1.12 / 1.05 at 1 / 2 / 4 /
+///   8 / 16 / 32 MB where the ring was 0.96 / 1.08 / 0.90 / 0.86 / 0.93 / 0.93; on more GPUs up
+///   to 1 MiB only: the root stores every byte once per peer, so on 4 GPUs the direct kernel
+///   fell to 1.31× at 2 MB and 0.57× at 8 MB where the ring ran 1.79× and 0.79×
+///   (2026-11-28).
+fn direct_sizes(func: Func, nranks: usize) -> Option<std::ops::RangeInclusive<usize>> {
+    match func {
+        Func::AllReduce => Some(LL_AUTO_MAX_BYTES + 1..=32 << 20),
+        Func::AllGather | Func::ReduceScatter => Some(1..=32 << 20),
+        Func::AllToAll => Some(1..=64 << 20),
+        Func::Broadcast if nranks <= 2 => Some(1..=64 << 20),
+        Func::Broadcast => Some(1..=1 << 20),
+        _ => None,
+    }
 }
 
-/// Whether a GPU all-reduce, all-gather or reduce-scatter whose largest buffer holds `bytes`
+/// Whether `func` with `bytes` in its largest buffer over `nranks` ranks is in the direct
+/// kernel's window ([`direct_sizes`]).
+fn direct_window(func: Func, bytes: usize, nranks: usize) -> bool {
+    direct_sizes(func, nranks).is_some_and(|r| r.contains(&bytes))
+}
+
+/// Whether a GPU collective of [`direct_window`]'s functions whose largest buffer holds `bytes`
 /// bytes runs the direct kernel rather than the ring: inside [`direct_window`] (an all-reduce
 /// the LL kernel takes runs that), when `NCCL_PROTO` allows Simple for the function and
 /// `NCCL_ALGO` is unset (setting it, e.g. to Ring, runs the rings it names). The caller checks
 /// that the communicator has the direct areas; every rank decides alike.
 pub(crate) fn gpu_direct(core: &Core, func: Func, bytes: usize) -> bool {
-    direct_allowed(core.algo_knob.as_deref(), core.proto.as_ref(), func, bytes)
+    direct_allowed(
+        core.algo_knob.as_deref(),
+        core.proto.as_ref(),
+        func,
+        bytes,
+        core.nranks,
+    )
 }
 
 /// [`gpu_direct`] for the knobs `NCCL_ALGO` (`algo`, as set) and `NCCL_PROTO` (`proto`,
@@ -216,9 +240,13 @@ pub(crate) fn direct_allowed(
     proto: Option<&AlgoProtoList>,
     func: Func,
     bytes: usize,
+    nranks: usize,
 ) -> bool {
     let simple = proto.is_none_or(|l| l.allows(func.nccl_name(), "Simple", &PROTOCOLS));
-    direct_window(func, bytes) && algo.is_none() && simple && !ll_allowed(proto, func, bytes)
+    direct_window(func, bytes, nranks)
+        && algo.is_none()
+        && simple
+        && !ll_allowed(proto, func, bytes)
 }
 
 /// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
@@ -250,19 +278,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_direct_window_holds_the_mid_sizes_of_three_collectives() {
-        for f in [Func::AllReduce, Func::AllGather, Func::ReduceScatter] {
-            assert!(!direct_window(f, LL_AUTO_MAX_BYTES), "{f}: LL's sizes");
-            assert!(direct_window(f, LL_AUTO_MAX_BYTES + 1), "{f}");
-            assert!(direct_window(f, 8 << 20), "{f}");
-            assert!(direct_window(f, DIRECT_AUTO_MAX_BYTES), "{f}");
-            assert!(
-                !direct_window(f, DIRECT_AUTO_MAX_BYTES + 1),
-                "{f}: the ring's sizes"
-            );
+    fn the_direct_window_holds_the_mid_sizes_of_five_collectives() {
+        let two = |f, bytes| direct_window(f, bytes, 2);
+        assert!(!two(Func::AllReduce, LL_AUTO_MAX_BYTES), "LL's sizes");
+        assert!(two(Func::AllReduce, LL_AUTO_MAX_BYTES + 1));
+        for f in [
+            Func::AllReduce,
+            Func::AllGather,
+            Func::ReduceScatter,
+            Func::Broadcast,
+            Func::AllToAll,
+        ] {
+            let max = *direct_sizes(f, 2).unwrap().end();
+            assert!(two(f, 8 << 20), "{f}");
+            assert!(two(f, max), "{f}");
+            assert!(!two(f, max + 1), "{f}: the ring's sizes");
+            assert!(!two(f, 0), "{f}: nothing to move");
         }
-        for f in [Func::Broadcast, Func::AllToAll, Func::Send, Func::Reduce] {
-            assert!(!direct_window(f, 8 << 20), "{f}");
+        assert!(two(Func::AllToAll, 8), "all-to-all at every size");
+        assert!(two(Func::Broadcast, 64 << 20));
+        assert!(
+            !direct_window(Func::Broadcast, 2 << 20, 4),
+            "the root's stores multiply with its peers"
+        );
+        assert!(direct_window(Func::Broadcast, 1 << 20, 4));
+        for f in [
+            Func::Send,
+            Func::Recv,
+            Func::Reduce,
+            Func::Gather,
+            Func::Scatter,
+        ] {
+            assert!(!two(f, 8 << 20), "{f}");
         }
     }
 }

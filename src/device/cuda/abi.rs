@@ -224,6 +224,11 @@ pub(crate) enum DirectMode {
     ReduceScatter = 1,
     /// All-gather: `bytes` is the input's size (each output is `nranks` × `bytes`).
     AllGather = 2,
+    /// Broadcast from `LlArgs::root`: `bytes` is the buffer's size.
+    Broadcast = 3,
+    /// All-to-all: `bytes` is the block each rank sends to each rank (each buffer is `nranks`
+    /// × `bytes`).
+    AllToAll = 4,
 }
 
 /// Word of the LL state where the direct blocks' round counts start
@@ -254,6 +259,10 @@ pub(crate) struct LlArgs {
     pub nranks: u32,
     /// What the direct kernel runs ([`DirectMode`]); 0 for the LL kernel.
     pub mode: u32,
+    /// The direct broadcast's root (a rank); 0 otherwise.
+    pub root: u32,
+    /// Padding to the next `u64`.
+    pub pad: u32,
     /// Per rank: the LL area it reads this rank's lines from.
     pub out: [u64; LL_MAX_RANKS],
     /// Per rank: this rank's LL area for that rank's lines (`in` in CUDA).
@@ -332,7 +341,7 @@ const _: () = {
     assert!(size_of::<Lane>() == 4 * 4);
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
     assert!(size_of::<Program>() == 14 * 8 + 4 * 4);
-    assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 2 * 4 + 6 * 8 * LL_MAX_RANKS);
+    assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 4 * 4 + 6 * 8 * LL_MAX_RANKS);
 };
 
 // The kernels' hosts are little-endian, as every CUDA host is: the bytes of these structs are
@@ -388,7 +397,7 @@ pub(crate) fn layout_asserts() -> String {
         "LlArgs",
         LlArgs,
         [
-            ctl, src, dst, bytes, state, seq, unit, nranks, mode, out, inp => "in", out_step,
+            ctl, src, dst, bytes, state, seq, unit, nranks, mode, root, pad, out, inp => "in", out_step,
             out_live, in_step, in_live
         ]
     );
@@ -399,6 +408,8 @@ pub(crate) fn layout_asserts() -> String {
         (DirectMode::AllReduce, "DIRECT_ALL_REDUCE"),
         (DirectMode::ReduceScatter, "DIRECT_REDUCE_SCATTER"),
         (DirectMode::AllGather, "DIRECT_ALL_GATHER"),
+        (DirectMode::Broadcast, "DIRECT_BROADCAST"),
+        (DirectMode::AllToAll, "DIRECT_ALL_TO_ALL"),
     ] {
         check(name.to_string(), mode as usize);
     }
@@ -483,8 +494,8 @@ mod tests {
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
             "((Conn*)0)->head)) == 24",
-            "sizeof(LlArgs) == 568",
-            "((LlArgs*)0)->in)) == 248",
+            "sizeof(LlArgs) == 576",
+            "((LlArgs*)0)->in)) == 256",
             "OP_EXCHANGE == 8",
         ] {
             assert!(src.contains(s), "{s} missing from:\n{src}");

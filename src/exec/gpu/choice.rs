@@ -74,8 +74,9 @@ pub(crate) fn direct_block_bound(cfg: &Config) -> usize {
 /// The kernel rnccl runs for `func` whose largest buffer holds `bytes` bytes (nccl-tests'
 /// size) over `nranks` GPU ranks of one node that all reach each other over peer access, with
 /// the knobs of `cfg`: the one-shot LL kernel for all-reduces up to 512 KiB, the direct kernel
-/// for all-reduce, all-gather and reduce-scatter up to 32 MiB, the rings otherwise (and always
-/// across nodes or without peer access, which the caller knows and this does not).
+/// for all-reduce, all-gather, reduce-scatter, broadcast and all-to-all in the sizes
+/// `plans::direct_sizes` gives, the rings otherwise (and always across nodes or without peer
+/// access, which the caller knows and this does not).
 ///
 /// Errors: [`Error::InvalidUsage`] for an `NCCL_PROTO` value that does not parse.
 pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Result<GpuKernel> {
@@ -91,7 +92,7 @@ pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Resu
             blocks: ll::blocks(bytes, THREADS as usize),
         });
     }
-    if !direct_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes) {
+    if !direct_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes, nranks) {
         return Ok(GpuKernel::Ring);
     }
     // The launch path hands the kernel the all-reduce's buffer, the others' per-rank part.
@@ -100,6 +101,8 @@ pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Resu
         Func::AllReduce => (DirectMode::AllReduce, bytes),
         Func::AllGather => (DirectMode::AllGather, bytes / n),
         Func::ReduceScatter => (DirectMode::ReduceScatter, bytes / n),
+        Func::Broadcast => (DirectMode::Broadcast, bytes),
+        Func::AllToAll => (DirectMode::AllToAll, bytes / n),
         _ => return Ok(GpuKernel::Ring),
     };
     let p = ll::direct_plan(mode, per_rank, n, direct_block_bound(cfg));
@@ -135,12 +138,26 @@ mod tests {
         assert_eq!(ar(32 << 20, 4).to_string(), "Direct 128x64K x1");
         assert_eq!(ar((32 << 20) + 1, 2), GpuKernel::Ring);
         // All-gather and reduce-scatter: no LL, the largest buffer sets the window.
-        assert_eq!(kernel(&[], Func::AllGather, 8, 2), GpuKernel::Ring);
+        assert_eq!(
+            kernel(&[], Func::AllGather, 8, 2).to_string(),
+            "Direct 1x16B x1"
+        );
+        assert_eq!(kernel(&[], Func::AllGather, 64 << 20, 2), GpuKernel::Ring);
         assert!(matches!(
             kernel(&[], Func::ReduceScatter, 32 << 20, 4),
             GpuKernel::Direct { .. }
         ));
-        assert_eq!(kernel(&[], Func::Broadcast, 8 << 20, 2), GpuKernel::Ring);
+        assert_eq!(
+            kernel(&[], Func::Broadcast, 8 << 20, 2).to_string(),
+            "Direct 128x64K x1",
+            "the root's whole buffer is the one shard"
+        );
+        assert_eq!(
+            kernel(&[], Func::AllToAll, 8 << 20, 4).to_string(),
+            "Direct 128x16K x1",
+            "a block per peer"
+        );
+        assert_eq!(kernel(&[], Func::Reduce, 8 << 20, 2), GpuKernel::Ring);
     }
 
     #[test]

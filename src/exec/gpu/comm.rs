@@ -170,6 +170,7 @@ impl GpuComm {
     pub(crate) fn direct_op(
         &self,
         mode: DirectMode,
+        root: u32,
         src: u64,
         dst: u64,
         bytes: usize,
@@ -178,7 +179,7 @@ impl GpuComm {
             .ll()
             .filter(|l| l.direct)
             .and_then(|_| self.ll_op(src, dst, bytes))
-            .map(|op| LlOp { mode, ..op })
+            .map(|op| LlOp { mode, root, ..op })
     }
 
     /// The one-shot LL all-reduce of `bytes` bytes per rank from `src` into `dst` (device
@@ -189,6 +190,7 @@ impl GpuComm {
             dst,
             bytes,
             mode: DirectMode::AllReduce,
+            root: 0,
             state: l.state.ptr(),
             out: l.out.clone(),
             inp: l.inp.clone(),

@@ -223,11 +223,13 @@ fn launch_all(
             Func::AllGather => Some((DirectMode::AllGather, input.1)),
             Func::ReduceScatter => Some((DirectMode::ReduceScatter, out.1)),
             Func::AllReduce => Some((DirectMode::AllReduce, input.1)),
+            Func::Broadcast => Some((DirectMode::Broadcast, out.1)),
+            Func::AllToAll => Some((DirectMode::AllToAll, out.1 / n)),
             _ => None,
         };
         let direct = mode
             .filter(|_| !own_scalar && ll.is_none() && gpu_direct(core, a.func, total))
-            .and_then(|(mode, bytes)| gpu.direct_op(mode, input.0, out.0, bytes));
+            .and_then(|(mode, bytes)| gpu.direct_op(mode, a.root as u32, input.0, out.0, bytes));
         // The LL and direct kernels store straight into the peers' memory, without the plan.
         let work = match (ll, direct) {
             (Some(op), _) => Work::Ll(op),

@@ -36,6 +36,8 @@ pub(crate) struct LlOp {
     pub bytes: usize,
     /// What the direct kernel runs (the LL kernel only all-reduces).
     pub mode: DirectMode,
+    /// The direct broadcast's root (a rank); 0 otherwise.
+    pub root: u32,
     /// Device memory: the last epoch used and the blocks finished (`u32` each), the last
     /// operation reported finished (`u64`), and from word `DIRECT_ROUNDS_WORD` the direct
     /// kernel's round count per block (`u64` each).
@@ -75,7 +77,10 @@ pub(crate) struct DirectPlan {
 fn direct_shard(mode: DirectMode, bytes: usize, nranks: usize) -> usize {
     match mode {
         DirectMode::AllReduce => bytes.div_ceil(nranks.max(1)).next_multiple_of(16),
-        DirectMode::AllGather | DirectMode::ReduceScatter => bytes,
+        DirectMode::AllGather
+        | DirectMode::ReduceScatter
+        | DirectMode::Broadcast
+        | DirectMode::AllToAll => bytes,
     }
 }
 
@@ -143,6 +148,8 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
         unit: 0,
         nranks: n as u32,
         mode: op.mode as u32,
+        root: op.root,
+        pad: 0,
         out: list(&|r| op.out[r]),
         inp: list(&|r| op.inp[r]),
         out_step: list(&|r| op.out_counts[r].0),
@@ -172,7 +179,8 @@ mod tests {
             src: 0x1000,
             dst: 0x2000,
             bytes: 12,
-            mode: DirectMode::AllGather,
+            mode: DirectMode::Broadcast,
+            root: 1,
             state: 0x3000,
             out: vec![0xa0, 0],
             inp: vec![0xb0, 0],
@@ -202,18 +210,16 @@ mod tests {
             "unit: the launch sets it for the direct kernel"
         );
         assert_eq!(u32::from_le_bytes(b[h + 48..h + 52].try_into().unwrap()), 2);
-        assert_eq!(
-            u32::from_le_bytes(b[h + 52..h + 56].try_into().unwrap()),
-            2,
-            "mode"
-        );
-        assert_eq!(at(h + 56), 0xa0, "out[0]");
-        assert_eq!(at(h + 56 + 64), 0xb0, "in[0]");
-        assert_eq!(at(h + 56 + 8 * 15), 0, "unused ranks are zero");
+        let word = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(word(h + 52), 3, "mode");
+        assert_eq!(word(h + 56), 1, "root");
+        assert_eq!(at(h + 64), 0xa0, "out[0]");
+        assert_eq!(at(h + 64 + 64), 0xb0, "in[0]");
+        assert_eq!(at(h + 64 + 8 * 15), 0, "unused ranks are zero");
         for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
-            assert_eq!(at(h + 56 + 64 * list), want, "counter list {list}");
+            assert_eq!(at(h + 64 + 64 * list), want, "counter list {list}");
         }
-        assert_eq!(h + 56 + 64 * 6, size_of::<LlArgs>());
+        assert_eq!(h + 64 + 64 * 6, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],

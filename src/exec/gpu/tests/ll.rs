@@ -74,6 +74,7 @@ impl LlFabric {
             dst,
             bytes,
             mode: crate::device::cuda::abi::DirectMode::AllReduce,
+            root: 0,
             state: self.state[rank].addr(),
             out: (0..self.n).map(|r| area(rank, r)).collect(),
             inp: (0..self.n).map(|r| area(r, rank)).collect(),
