@@ -1,6 +1,9 @@
 //! One socket of a connection and its frames: slot `s` travels on socket `s % nsocks`, framed
 //! by an 8-byte header (`u32` byte count, `u32` low bits of the slot sequence number, little
-//! endian), then its bytes.
+//! endian), then its bytes. The sender writes a frame with one `sendmsg(2)`; the receiver reads
+//! a header into its read-ahead buffer ([`ReadAhead`]), which takes a small frame's bytes (and
+//! the start of the next frame) in the same `read(2)`: a small message crosses with one send
+//! and one receive. A large frame's bytes past the buffer go straight into the slot.
 //!
 //! **Goodbyes.** An end that goes tells its far end on every socket with a goodbye record: a
 //! header whose byte count is [`BYE`] and whose second word says whether it aborted
@@ -32,6 +35,48 @@ pub(super) const BYE: u32 = u32::MAX;
 pub(super) const BYE_ABORTED: u32 = 1;
 /// A sending socket with nothing to send reads back once every this many idle passes.
 const READ_BACK_EVERY: u32 = 64;
+/// Bytes of a receiving socket's read-ahead buffer: a header and the bytes of a frame up to
+/// 4 KiB - 8 arrive in one `read(2)` (a large frame pays one extra copy of this much).
+pub(super) const READ_AHEAD: usize = 4096;
+
+/// Bytes a receiving socket read beyond what it has placed: `buf[at..len]`.
+struct ReadAhead {
+    buf: Box<[u8]>,
+    at: usize,
+    len: usize,
+}
+
+impl ReadAhead {
+    fn new(bytes: usize) -> ReadAhead {
+        ReadAhead {
+            buf: vec![0; bytes].into_boxed_slice(),
+            at: 0,
+            len: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at == self.len
+    }
+
+    /// One `read(2)` into the (empty) buffer.
+    fn fill(&mut self, sock: &mut TcpStream) -> std::io::Result<usize> {
+        debug_assert!(self.is_empty());
+        self.at = 0;
+        self.len = 0;
+        let n = sock.read(&mut self.buf)?;
+        self.len = n;
+        Ok(n)
+    }
+
+    /// Copies up to `dst.len()` buffered bytes into `dst`; returns how many.
+    fn take(&mut self, dst: &mut [u8]) -> usize {
+        let n = dst.len().min(self.len - self.at);
+        dst[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        n
+    }
+}
 
 /// Which direction a stream moves bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,6 +103,8 @@ pub(super) struct Stream {
     /// Bytes of the current frame (header included) done so far.
     done: usize,
     header: [u8; FRAME_HEADER],
+    /// Receiver: bytes read but not placed yet (empty for a sender).
+    ahead: ReadAhead,
     peer: String,
     /// The far end's address (read at set-up: a failed socket no longer knows it).
     addr: String,
@@ -88,6 +135,7 @@ impl Stream {
             seq: index as u64,
             done: 0,
             header: [0; FRAME_HEADER],
+            ahead: ReadAhead::new(if dir == Dir::Recv { READ_AHEAD } else { 0 }),
             peer: peer.to_string(),
             eof: false,
             back: Back::Open,
@@ -108,9 +156,10 @@ impl Stream {
         }
     }
 
-    /// Whether part of a frame has moved on this socket and the rest has not.
+    /// Whether part of a frame has moved on this socket and the rest has not (a receiver's
+    /// read-ahead holding the start of its next frame included).
     pub(super) fn mid_frame(&self) -> bool {
-        self.done > 0
+        self.done > 0 || !self.ahead.is_empty()
     }
 
     fn progress_send(&mut self, sh: &Shared) -> Result<bool, TransportError> {
@@ -255,43 +304,62 @@ impl Stream {
                 return Ok(moved); // every slot this socket could fill is still full
             }
             let slot = sh.mem.slot(self.seq);
-            let r = if self.done < FRAME_HEADER {
-                self.sock.read(&mut self.header[self.done..])
-            } else {
-                let size = word(&self.header[..4]) as usize;
-                // SAFETY: the slot is free (seq < released + NSLOTS) and size <= slot_bytes was
-                // checked when the header completed.
-                let buf = unsafe { std::slice::from_raw_parts_mut(slot, size) };
-                self.sock.read(&mut buf[self.done - FRAME_HEADER..])
-            };
-            match r {
-                Ok(0) if self.done == 0 => {
-                    // A close between frames: fine unless more data is wanted later, which the
-                    // receiver's peer_state reports once every socket has closed.
-                    self.eof = true;
-                    sh.socket_closed(false);
-                    return Ok(true);
+            // The frame's byte count, once its header is in (checked against the slot then).
+            let size = (self.done >= FRAME_HEADER).then(|| word(&self.header[..4]) as usize);
+            if self.ahead.is_empty() {
+                // Nothing read ahead: a header comes into the read-ahead buffer (with a small
+                // frame's bytes); the rest of a large frame's bytes go straight into the slot.
+                let r = match size {
+                    None => self.ahead.fill(&mut self.sock),
+                    Some(size) => {
+                        // SAFETY: the slot is free (seq < released + NSLOTS) and size <=
+                        // slot_bytes was checked when the header completed.
+                        let buf = unsafe { std::slice::from_raw_parts_mut(slot, size) };
+                        self.sock.read(&mut buf[self.done - FRAME_HEADER..])
+                    }
+                };
+                match r {
+                    Ok(0) if self.done == 0 => {
+                        // A close between frames: fine unless more data is wanted later, which
+                        // the receiver's peer_state reports once every socket has closed.
+                        self.eof = true;
+                        sh.socket_closed(false);
+                        return Ok(true);
+                    }
+                    Ok(0) => {
+                        return Err(TransportError::Closed {
+                            peer: self.peer.clone(),
+                            when: "in the middle of a slot",
+                        });
+                    }
+                    Ok(n) => {
+                        moved = true;
+                        if size.is_some() {
+                            self.done += n;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(moved),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        return Err(TransportError::tcp(
+                            "receiving from",
+                            &self.peer,
+                            &self.addr,
+                            &e,
+                        ));
+                    }
                 }
-                Ok(0) => {
-                    return Err(TransportError::Closed {
-                        peer: self.peer.clone(),
-                        when: "in the middle of a slot",
-                    });
-                }
-                Ok(n) => {
-                    moved = true;
-                    self.done += n;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(moved),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(TransportError::tcp(
-                        "receiving from",
-                        &self.peer,
-                        &self.addr,
-                        &e,
-                    ));
-                }
+            }
+            if !self.ahead.is_empty() {
+                moved = true;
+                self.done += match size {
+                    None => self.ahead.take(&mut self.header[self.done..]),
+                    Some(size) => {
+                        // SAFETY: as above.
+                        let buf = unsafe { std::slice::from_raw_parts_mut(slot, size) };
+                        self.ahead.take(&mut buf[self.done - FRAME_HEADER..])
+                    }
+                };
             }
             if self.done < FRAME_HEADER {
                 continue;
@@ -329,14 +397,20 @@ impl Stream {
     }
 
     /// What the socket waits for, when it has work waiting on readiness: a sender, room for
-    /// its next frame; a receiver, data it has a free slot for.
+    /// its next frame; a receiver, data it has a free slot for. A receiver whose read-ahead
+    /// already holds such data waits for nothing: it asks for POLLOUT, which a connected
+    /// socket reports at once, so the caller comes back to progress instead of sleeping.
     pub(super) fn wants_poll(&self, sh: &Shared) -> Option<PollFlags> {
         match self.dir {
             Dir::Send if self.seq < sh.counter.load(Ordering::Acquire) => Some(PollFlags::POLLOUT),
             Dir::Recv
                 if !self.eof && self.seq < sh.counter.load(Ordering::Acquire) + NSLOTS as u64 =>
             {
-                Some(PollFlags::POLLIN)
+                Some(if self.ahead.is_empty() {
+                    PollFlags::POLLIN
+                } else {
+                    PollFlags::POLLOUT
+                })
             }
             _ => None,
         }

@@ -23,8 +23,12 @@ fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
 }
 
 fn stream_through(nsocks: usize, nthreads: usize) {
+    stream_slots(nsocks, nthreads, 4096, |i| 1 + (i * 37) % 4096);
+}
+
+/// 300 slots of `size(i)` bytes each (at most `slot`) through `nsocks` sockets, checked.
+fn stream_slots(nsocks: usize, nthreads: usize, slot: usize, size: impl Fn(usize) -> usize) {
     let (tx, rx) = socket_pairs(nsocks);
-    let slot = 4096;
     let mut s = TcpSender::new(tx, slot, nthreads, "rank 1", Slots::owned()).unwrap();
     let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0", Slots::owned()).unwrap();
     let total = 300usize;
@@ -33,7 +37,7 @@ fn stream_through(nsocks: usize, nthreads: usize) {
         if sent < total
             && let Some(p) = s.acquire()
         {
-            let n = 1 + (sent * 37) % slot;
+            let n = size(sent);
             // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
             unsafe { std::ptr::write_bytes(p, (sent % 251) as u8, n) };
             s.post(n);
@@ -42,7 +46,7 @@ fn stream_through(nsocks: usize, nthreads: usize) {
         s.progress().unwrap();
         r.progress().unwrap();
         if let Some((p, n)) = r.peek() {
-            assert_eq!(n, 1 + (got * 37) % slot);
+            assert_eq!(n, size(got));
             // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
             let data = unsafe { std::slice::from_raw_parts(p, n) };
             assert!(data.iter().all(|&b| b == (got % 251) as u8), "slot {got}");
@@ -68,6 +72,21 @@ fn several_sockets_inline() {
 #[test]
 fn several_sockets_with_helper_threads() {
     stream_through(4, 2);
+}
+
+/// Tiny frames, whose headers and bytes share one read-ahead buffer (several to a read), among
+/// frames larger than it, whose bytes past it go straight into their slots.
+#[test]
+fn small_and_large_frames_share_the_read_ahead() {
+    let slot = 64 << 10;
+    let size = |i: usize| match i % 4 {
+        0 | 1 => 1 + i % 13,
+        // Just past what one read-ahead buffer holds with the header.
+        2 => framing::READ_AHEAD - framing::FRAME_HEADER + 1 + i,
+        _ => slot - i,
+    };
+    stream_slots(1, 0, slot, size);
+    stream_slots(2, 0, slot, size);
 }
 
 /// Slots sent from the caller's memory (`post_from`, no copy into the slot) and from the slot
