@@ -122,8 +122,8 @@ fn json_plan() {
     assert_eq!(v["ring"]["nchannels"], 12);
     assert_eq!(v["tree"]["channels"][6]["ranks"], serde_json::json!([1, 0]));
     assert_eq!(v["tuning"]["collective"], "AllGather");
-    // rnccl's own kernel per size: none below the direct window for an all-gather, then the
-    // direct kernel (the size is the gathered output), then the rings.
+    // rnccl's own kernel per size: the direct kernel from the first byte for an all-gather
+    // (the size is the gathered output), then the rings.
     let sweep = v["tuning"]["sweep"].as_array().unwrap();
     let at = |bytes: u64| {
         sweep
@@ -132,7 +132,10 @@ fn json_plan() {
             .map(|r| r["rnccl"].clone())
             .unwrap()
     };
-    assert_eq!(at(8), serde_json::json!({"kernel": "ring"}));
+    assert_eq!(
+        at(8),
+        serde_json::json!({"kernel": "direct", "blocks": 1, "unit": 16, "rounds": 1})
+    );
     assert_eq!(
         at(8 << 20),
         serde_json::json!({"kernel": "direct", "blocks": 128, "unit": 32768, "rounds": 1})

@@ -16,10 +16,16 @@ use super::slots::{GOODBYE_ABORTED, GOODBYE_CLEAN, GOODBYE_NONE, Shared};
 use crate::error::{Error, Result};
 use crate::transport::{PollInterest, TransportError};
 
+/// A receiver driven inline reads every socket once in this many calls that moved nothing;
+/// the other calls stop at the first socket with nothing for its next slot
+/// ([`progress_in_order`]).
+const FULL_PASS_EVERY: u32 = 16;
+
 /// Drives a connection's streams.
 pub(super) enum Driver {
-    /// The executor calls [`Driver::progress`] from its loop.
-    Inline(Vec<Stream>),
+    /// The executor calls [`Driver::progress`] from its loop; a receiver counts the calls that
+    /// moved nothing since it last read every socket.
+    Inline(Vec<Stream>, u32),
     /// Helper threads own the streams.
     Threads {
         handles: Vec<JoinHandle<()>>,
@@ -68,7 +74,7 @@ impl Driver {
         shared: &Arc<Shared>,
     ) -> Result<Driver> {
         if nthreads == 0 {
-            return Ok(Driver::Inline(streams));
+            return Ok(Driver::Inline(streams, 0));
         }
         let mut groups: Vec<Vec<Stream>> = (0..nthreads).map(|_| Vec::new()).collect();
         for (i, s) in streams.into_iter().enumerate() {
@@ -104,7 +110,10 @@ impl Driver {
     /// Errors: the first [`TransportError`] any stream hit.
     pub(super) fn progress(&mut self, sh: &Shared) -> Result<bool, TransportError> {
         match self {
-            Driver::Inline(streams) => {
+            Driver::Inline(streams, idle) if streams.len() > 1 && streams[0].receives() => {
+                progress_in_order(streams, idle, sh)
+            }
+            Driver::Inline(streams, _) => {
                 let mut moved = false;
                 for s in streams {
                     moved |= s.progress(sh)?;
@@ -125,7 +134,7 @@ impl Driver {
     /// the sockets).
     pub(super) fn interest(&self, sh: &Shared) -> Vec<PollInterest> {
         match self {
-            Driver::Inline(streams) => streams
+            Driver::Inline(streams, _) => streams
                 .iter()
                 .filter_map(|s| s.wants_poll(sh).map(|f| (s.sock.as_raw_fd(), f)))
                 .collect(),
@@ -137,7 +146,7 @@ impl Driver {
     /// keep their sockets to themselves).
     pub(super) fn mid_frame(&self) -> bool {
         match self {
-            Driver::Inline(streams) => streams.iter().any(Stream::mid_frame),
+            Driver::Inline(streams, _) => streams.iter().any(Stream::mid_frame),
             Driver::Threads { .. } => false,
         }
     }
@@ -147,7 +156,7 @@ impl Driver {
     pub(super) fn goodbye(&mut self, sh: &Shared, aborted: bool) {
         let until = Instant::now() + GOODBYE_WAIT;
         match self {
-            Driver::Inline(streams) => {
+            Driver::Inline(streams, _) => {
                 for s in streams {
                     s.goodbye(aborted, until);
                 }
@@ -179,6 +188,36 @@ impl Driver {
 }
 
 /// Starts one helper thread over `group`.
+/// One inline pass over a receiver's sockets in the order their frames complete (slot `s`
+/// travels on socket `s % nsocks`: the socket whose next slot is lowest first), stopping at the
+/// first open socket that moved nothing: the slots after its are of no use before it arrives
+/// (they are consumed in order) and their bytes wait in the kernel meanwhile. An idle
+/// connection then costs one `read(2)` per pass instead of one per socket, which is what a
+/// small message waits through. Every [`FULL_PASS_EVERY`]th call that moved nothing reads
+/// every socket, so a goodbye or a failure on a socket without data is still seen.
+///
+/// Errors: the first [`TransportError`] of a socket.
+fn progress_in_order(
+    streams: &mut [Stream],
+    idle: &mut u32,
+    sh: &Shared,
+) -> Result<bool, TransportError> {
+    let n = streams.len();
+    let first = (0..n).min_by_key(|&i| streams[i].next_seq()).unwrap_or(0);
+    let full = *idle + 1 >= FULL_PASS_EVERY;
+    let mut moved = false;
+    for k in 0..n {
+        let s = &mut streams[(first + k) % n];
+        let m = s.progress(sh)?;
+        moved |= m;
+        if !m && !full && !s.ended() {
+            break;
+        }
+    }
+    *idle = if moved || full { 0 } else { *idle + 1 };
+    Ok(moved)
+}
+
 fn start_helper(group: Vec<Stream>, shared: &Arc<Shared>) -> Result<(JoinHandle<()>, Arc<Waker>)> {
     let waker = Arc::new(Waker::new()?);
     let (sh, wk) = (shared.clone(), waker.clone());

@@ -156,6 +156,21 @@ impl Stream {
         }
     }
 
+    /// Whether this socket receives slots.
+    pub(super) fn receives(&self) -> bool {
+        self.dir == Dir::Recv
+    }
+
+    /// The next slot sequence number this socket carries.
+    pub(super) fn next_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether a receiving socket reached the end of its stream (nothing more comes on it).
+    pub(super) fn ended(&self) -> bool {
+        self.eof
+    }
+
     /// Whether part of a frame has moved on this socket and the rest has not (a receiver's
     /// read-ahead holding the start of its next frame included).
     pub(super) fn mid_frame(&self) -> bool {
