@@ -187,7 +187,6 @@ impl Driver {
     }
 }
 
-/// Starts one helper thread over `group`.
 /// One inline pass over a receiver's sockets in the order their frames complete (slot `s`
 /// travels on socket `s % nsocks`: the socket whose next slot is lowest first), stopping at the
 /// first open socket that moved nothing: the slots after its are of no use before it arrives
@@ -218,6 +217,7 @@ fn progress_in_order(
     Ok(moved)
 }
 
+/// Starts one helper thread over `group`.
 fn start_helper(group: Vec<Stream>, shared: &Arc<Shared>) -> Result<(JoinHandle<()>, Arc<Waker>)> {
     let waker = Arc::new(Waker::new()?);
     let (sh, wk) = (shared.clone(), waker.clone());
