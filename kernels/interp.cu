@@ -7,7 +7,8 @@
 //
 // One kernel per (data type, reduction): rnccl_interp_<type>_<op>, and beside it the one-shot
 // LL all-reduce of ll.cuh, rnccl_ll_allreduce_<type>_<op>, and the two-shot direct all-reduce
-// of direct.cuh with its reduce-scatter and all-gather, rnccl_direct_<type>_<op>.
+// of direct.cuh with its reduce-scatter and all-gather, rnccl_direct_<type>_<op>. The byte
+// module (u8) also carries the one-sided kernel of rma.cuh, rnccl_rma.
 
 #include "reduce.cuh"
 #include "program.cuh"
@@ -62,8 +63,8 @@ __device__ __forceinline__ void st_volatile32(u32* p, u32 v) {
 }
 
 // Spins until `*p >= want`. Returns ST_OK, or ST_ABORTED / ST_TIMEOUT. A wait that outlasts
-// its first round of polls sets `mark` (the waiting end's host-mapped Conn::bytes[2]) to 1
-// until it ends, so the host can tell which link a rank waits on.
+// its first round of polls sets `mark` (the waiting end's host-mapped Conn::bytes[2]; may be
+// null) to 1 until it ends, so the host can tell which link a rank waits on.
 __device__ int wait_at_least(const u64* p, u64 want, const Program* P, u64* mark) {
   u64 start = 0;
   u32 spins = 0;
@@ -78,13 +79,13 @@ __device__ int wait_at_least(const u64* p, u64 want, const Program* P, u64* mark
     u64 now = globaltimer();
     if (start == 0) {
       start = now;
-      st_volatile(mark, 1);
+      if (mark) st_volatile(mark, 1);
     } else if (now - start > P->timeout_ns) {
       st = ST_TIMEOUT;
       break;
     }
   }
-  if (start) st_volatile(mark, 0);
+  if (start && mark) st_volatile(mark, 0);
   return st;
 }
 
@@ -455,6 +456,7 @@ __device__ void run(const Program* G, u64 seq) {
 
 #include "ll.cuh"
 #include "direct.cuh"
+#include "rma.cuh"
 
 #define RNCCL_INTERP(NAME, T, OP)                                                \
   extern "C" __global__ void __launch_bounds__(512) rnccl_interp_##NAME(        \
@@ -477,6 +479,8 @@ RNCCL_INTERP_TYPE(i8, signed char)
 #endif
 #if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 1
 RNCCL_INTERP_TYPE(u8, unsigned char)
+// The one-sided kernel only moves bytes: the byte module carries it.
+RNCCL_RMA
 #endif
 #if !defined(RNCCL_DTYPE) || RNCCL_DTYPE == 2
 RNCCL_INTERP_TYPE(i32, int)

@@ -105,6 +105,8 @@ def load(tag):
         return [json.load(open(os.path.join(out, f"torch.{tag}.rank{r}.json"))) for r in range(world)]
     except OSError as e:
         return str(e)
+if not os.path.exists(os.path.join(out, "torch.nccl.rc")):
+    sys.exit(0)  # TORCH=0: no PyTorch runs this time
 n, r = load("nccl"), load("rnccl")
 if isinstance(n, str) or isinstance(r, str):
     print(f"PyTorch: missing results (nccl: {'ok' if not isinstance(n, str) else n}; rnccl: {'ok' if not isinstance(r, str) else r})")

@@ -10,7 +10,7 @@ use rnccl::{CollArgs, DataType, Func, RedOp, Scalar};
 
 use crate::comm::{DynOp, handle, lock, ncclComm_t};
 use crate::errors::{Failure, check_ptr, guard};
-use crate::group::{Queued, note_failure, submit};
+use crate::group::{Queued, Work, note_failure, submit};
 use crate::types::*;
 
 /// The reduction `op` means on `comm` for `dtype`.
@@ -128,9 +128,7 @@ unsafe fn enqueue(
     submit(
         Queued {
             comm: h,
-            args,
-            send,
-            recv,
+            work: Work::Coll { args, send, recv },
             stream,
         },
         name,

@@ -9,20 +9,32 @@ use rnccl::{CollArgs, Communicator};
 use crate::comm::{State, ncclComm, not_ready};
 use crate::errors::{Failure, guard};
 use crate::init::InitJob;
+use crate::register::{WindowJob, run_windows};
 use crate::types::*;
 
-/// One collective or Send/Recv waiting for the group's end.
+/// One operation waiting for the group's end.
 pub struct Queued {
     /// The communicator (a live handle: NCCL forbids destroying it inside a group).
     pub comm: *const ncclComm,
     /// The operation.
-    pub args: CollArgs,
-    /// Send buffer, a device address (0 for in-place operations and Recv).
-    pub send: u64,
-    /// Receive buffer, a device address (the one buffer of an in-place operation).
-    pub recv: u64,
+    pub work: Work,
     /// The CUDA stream.
     pub stream: cudaStream_t,
+}
+
+/// What a queued operation does.
+pub enum Work {
+    /// A collective or Send/Recv.
+    Coll {
+        /// The operation.
+        args: CollArgs,
+        /// Send buffer, a device address (0 for in-place operations and Recv).
+        send: u64,
+        /// Receive buffer, a device address (the one buffer of an in-place operation).
+        recv: u64,
+    },
+    /// A one-sided operation (`ncclPutSignal`, `ncclSignal`, `ncclWaitSignal`).
+    OneSided(crate::rma::OneSided),
 }
 
 #[derive(Default)]
@@ -30,6 +42,8 @@ struct GroupState {
     depth: usize,
     ops: Vec<Queued>,
     inits: Vec<InitJob>,
+    /// Window registrations, exchanged after the initialisations.
+    windows: Vec<WindowJob>,
     /// The first failure of a call inside the group; `ncclGroupEnd` returns it.
     error: Option<Failure>,
 }
@@ -46,6 +60,11 @@ pub fn depth() -> usize {
 /// Queues a communicator initialisation for the group's end.
 pub fn defer_init(job: InitJob) {
     GROUP.with(|g| g.borrow_mut().inits.push(job));
+}
+
+/// Queues a window registration for the group's end.
+pub fn defer_window(job: WindowJob) {
+    GROUP.with(|g| g.borrow_mut().windows.push(job));
 }
 
 /// Records a call's failure inside a group, for `ncclGroupEnd` to return.
@@ -77,9 +96,10 @@ pub fn submit(op: Queued, func: &str) -> Result<(), Failure> {
     }
 }
 
-/// Launches `ops` as one rnccl group: every communicator involved is locked (in address order,
-/// so two threads cannot deadlock), the operations are pushed as device operations and the
-/// group ends, enqueueing them on their streams.
+/// Launches `ops` in order: every communicator involved is locked (in address order, so two
+/// threads cannot deadlock), collectives and Send/Recv are pushed as device operations of one
+/// rnccl group, which ends (enqueueing them on their streams) before each one-sided operation
+/// runs, so every stream gets its operations in call order.
 ///
 /// Errors: `ncclInvalidUsage` for a communicator that is not ready; rnccl's launch errors.
 pub fn run_ops(ops: Vec<Queued>, func: &str) -> Result<(), Failure> {
@@ -103,11 +123,23 @@ pub fn run_ops(ops: Vec<Queued>, func: &str) -> Result<(), Failure> {
     for op in &ops {
         let i = comms.binary_search(&op.comm).unwrap_or_default();
         let c = ready[i];
-        // SAFETY: the caller of the nccl.h function promised device buffers valid for the
-        // operation on the communicator's GPU and a live stream of it, until the stream has
-        // run the operation.
-        unsafe { group.push_device(c, op.args, op.send, op.recv, op.stream.cast()) }
-            .map_err(|e| Failure::from_error(func, &e))?;
+        match &op.work {
+            &Work::Coll { args, send, recv } => {
+                // SAFETY: the caller of the nccl.h function promised device buffers valid for
+                // the operation on the communicator's GPU and a live stream of it, until the
+                // stream has run the operation.
+                unsafe { group.push_device(c, args, send, recv, op.stream.cast()) }
+                    .map(|_| ())
+                    .map_err(|e| Failure::from_error(func, &e))?
+            }
+            Work::OneSided(o) => {
+                std::mem::replace(&mut group, rnccl::group_start())
+                    .end()
+                    .map_err(|e| Failure::from_error(func, &e))?;
+                // SAFETY: as above, for the one-sided operation's buffers, window and stream.
+                unsafe { o.run(c, op.stream, func) }?;
+            }
+        }
     }
     group.end().map_err(|e| Failure::from_error(func, &e))
 }
@@ -203,10 +235,11 @@ fn end_group(func: &str) -> Result<Option<Vec<Queued>>, Failure> {
         Ok(Some((
             std::mem::take(&mut g.ops),
             std::mem::take(&mut g.inits),
+            std::mem::take(&mut g.windows),
             g.error.take(),
         )))
     })?;
-    let Some((ops, inits, error)) = taken else {
+    let Some((ops, inits, windows, error)) = taken else {
         return Ok(None);
     };
     if let Some(f) = error {
@@ -219,6 +252,9 @@ fn end_group(func: &str) -> Result<Option<Vec<Queued>>, Failure> {
     if let Some(f) = run_inits(inits) {
         return Err(f);
     }
+    if let Some(f) = run_windows(windows) {
+        return Err(f);
+    }
     Ok(Some(ops))
 }
 
@@ -228,8 +264,9 @@ const SIM_INFO_MAGIC: u32 = 0x7468_5283;
 /// `ncclGroupSimulateEnd`: ends the group as `ncclGroupEnd` does, except that its collectives
 /// are not launched: `simInfo->estimatedTime` gets the time the tuning model predicts for them,
 /// µs (each communicator's operations one after another, communicators side by side: the
-/// longest communicator's sum). Communicators created in the group are initialised. Send and
-/// Recv, which the model does not tune, count 0. Nested: only the outermost end simulates.
+/// longest communicator's sum). Communicators created in the group are initialised and
+/// windows registered in it exchanged. Send and Recv, which the model does not tune, and
+/// one-sided operations count 0. Nested: only the outermost end simulates.
 ///
 /// Errors: `ncclInvalidArgument` for a NULL or uninitialised `simInfo` (not from
 /// `NCCL_SIM_INFO_INITIALIZER`); otherwise as `ncclGroupEnd`.
@@ -256,9 +293,12 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(simInfo: *mut ncclSimInfo_t) -> nc
         for op in &ops {
             // SAFETY: as in run_ops.
             let h = unsafe { &*op.comm };
-            let t = match &*h.state() {
-                State::Ready(c) => c.predicted_time_us(&op.args).unwrap_or(0.0),
-                other => return Err(not_ready(F, other)),
+            let t = match (&*h.state(), &op.work) {
+                (State::Ready(c), Work::Coll { args, .. }) => {
+                    c.predicted_time_us(args).unwrap_or(0.0)
+                }
+                (State::Ready(_), Work::OneSided(_)) => 0.0,
+                (other, _) => return Err(not_ready(F, other)),
             };
             match per_comm.iter_mut().find(|(c, _)| *c == op.comm) {
                 Some((_, sum)) => *sum += t,

@@ -33,5 +33,6 @@ pub mod param;
 pub mod profiling;
 pub mod query;
 pub mod register;
+pub mod rma;
 pub mod suspend;
 pub mod types;

@@ -2,7 +2,7 @@
 //! profiling library can define `ncclXxx` itself and forward to `pncclXxx`. Each alias calls
 //! the function it names with the same arguments.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::comm::ncclComm_t;
 use crate::param::ncclParamHandle_t;
@@ -52,6 +52,9 @@ aliases! {
     pncclCommRevoke => lifecycle::ncclCommRevoke(comm: ncclComm_t, revokeFlags: c_int) -> ncclResult_t;
     pncclCommGetUniqueId => grow::ncclCommGetUniqueId(comm: ncclComm_t, uniqueId: *mut ncclUniqueId) -> ncclResult_t;
     pncclCommGrow => grow::ncclCommGrow(comm: ncclComm_t, nRanks: c_int, uniqueId: *const ncclUniqueId, rank: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t) -> ncclResult_t;
+    pncclPutSignal => rma::ncclPutSignal(localbuff: *const c_void, count: usize, datatype: ncclDataType_t, peer: c_int, peerWin: ncclWindow_t, peerWinOffset: usize, sigIdx: c_int, ctx: c_int, flags: c_uint, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclSignal => rma::ncclSignal(peer: c_int, sigIdx: c_int, ctx: c_int, flags: c_uint, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    pncclWaitSignal => rma::ncclWaitSignal(nDesc: c_int, signalDescs: *mut ncclWaitSignalDesc_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
     pncclWinGetUserPtr => register::ncclWinGetUserPtr(comm: ncclComm_t, win: ncclWindow_t, outUserPtr: *mut *mut c_void) -> ncclResult_t;
     pncclCommSuspend => suspend::ncclCommSuspend(comm: ncclComm_t, flags: c_int) -> ncclResult_t;
     pncclCommResume => suspend::ncclCommResume(comm: ncclComm_t) -> ncclResult_t;

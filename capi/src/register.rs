@@ -1,13 +1,19 @@
 //! Buffer registration: `ncclCommRegister`/`Deregister` and `ncclCommWindowRegister`/
 //! `Deregister`, and the device-communicator calls rnccl does not implement yet.
 //!
-//! NCCL documents both registrations as optimisations (zero-copy transfers, symmetric-memory
-//! kernels): a collective on a registered buffer gives the same result as on any other. rnccl's
-//! kernels move data through its own buffers either way, so it records each registration and
-//! hands out a handle that only the same call's deregistration, on the same communicator, takes
-//! back; results are identical and only NCCL's registered-buffer speed-up is missing.
+//! NCCL documents both registrations as optimisations for collectives (zero-copy transfers,
+//! symmetric-memory kernels): a collective on a registered buffer gives the same result as on
+//! any other. rnccl's kernels move collectives' data through its own buffers either way, so a
+//! registration is recorded and its handle only taken back by the same call's deregistration,
+//! on the same communicator. A window on a GPU communicator is more: every rank learns where
+//! the others' ranges are ([`rnccl::DeviceWindow`], collective like NCCL's: inside a group the
+//! ranks' ranges are exchanged at `ncclGroupEnd`, so one thread can register on several GPUs),
+//! and one-sided operations (`crate::rma`) store into them.
 
 use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+use rnccl::DeviceWindow;
 
 use crate::comm::*;
 use crate::errors::{Failure, check_ptr, guard};
@@ -17,12 +23,81 @@ use crate::types::*;
 const WIN_FLAGS: c_int = 0x01;
 
 /// What either registration hands out.
-struct Registration {
+pub struct Registration {
     comm: usize,
     buff: usize,
     size: usize,
     /// Made by `ncclCommWindowRegister` (else `ncclCommRegister`).
     window: bool,
+    /// A window of a GPU communicator: the ranks' ranges once exchanged (at `ncclGroupEnd`
+    /// inside a group), or why the exchange failed.
+    device: OnceLock<Result<DeviceWindow, Failure>>,
+}
+
+impl Registration {
+    /// The ranks' ranges of this window, for a one-sided operation in `func`.
+    ///
+    /// Errors: `ncclInvalidUsage` for a window of a communicator without a GPU, one whose
+    /// group has not ended, or whose exchange failed (with that failure).
+    pub fn device_window(&self, func: &str) -> Result<&DeviceWindow, Failure> {
+        match self.device.get() {
+            Some(Ok(w)) => Ok(w),
+            Some(Err(f)) => Err(Failure::usage(
+                func,
+                format!("the window's registration failed: {}", f.msg),
+            )),
+            None if self.window => Err(Failure::usage(
+                func,
+                "the window's registration has not completed: end the group it was registered \
+                 in (ncclGroupEnd) first, or register it on a communicator with a GPU",
+            )),
+            None => Err(Failure::arg(
+                func,
+                "the handle came from ncclCommRegister, not a window",
+            )),
+        }
+    }
+}
+
+/// A window registration waiting for its group's end.
+pub struct WindowJob {
+    comm: *const ncclComm,
+    reg: *const Registration,
+}
+
+/// Exchanges the ranges of `jobs`' windows: every rank's offer is posted first, then all are
+/// collected, so one thread registering on several communicators of a job does not wait for
+/// itself. Returns the first failure; every window records its own outcome.
+pub fn run_windows(jobs: Vec<WindowJob>) -> Option<Failure> {
+    const F: &str = "ncclCommWindowRegister";
+    let started: Vec<_> = jobs
+        .iter()
+        .map(|j| {
+            // SAFETY: handles and registrations queued by this thread's calls stay live until
+            // the group ends (NCCL forbids destroying them inside a group).
+            let (h, r) = unsafe { (&*j.comm, &*j.reg) };
+            h.with_ready(F, |c| {
+                c.device_window_start(r.buff as u64, r.size)
+                    .map_err(|e| Failure::from_error(F, &e))
+            })
+        })
+        .collect();
+    let mut first = None;
+    for (j, p) in jobs.iter().zip(started) {
+        // SAFETY: as above.
+        let (h, r) = unsafe { (&*j.comm, &*j.reg) };
+        let w = p.and_then(|p| {
+            h.with_ready(F, |c| {
+                c.device_window_finish(p)
+                    .map_err(|e| Failure::from_error(F, &e))
+            })
+        });
+        if let Err(f) = &w {
+            first.get_or_insert_with(|| f.clone());
+        }
+        let _ = r.device.set(w);
+    }
+    first
 }
 
 /// Records `size` bytes at `buff` for `comm`; the handle for the matching deregistration.
@@ -49,6 +124,7 @@ unsafe fn register(
         buff: buff as usize,
         size,
         window,
+        device: OnceLock::new(),
     })))
 }
 
@@ -58,7 +134,7 @@ unsafe fn register(
 ///
 /// # Safety
 /// `comm` as [`handle`]; `reg` NULL or a live handle from [`register`].
-unsafe fn owned<'a>(
+pub(crate) unsafe fn owned<'a>(
     f: &'static str,
     comm: ncclComm_t,
     reg: *mut Registration,
@@ -147,13 +223,14 @@ pub unsafe extern "C" fn ncclCommDeregister(
     })
 }
 
-/// `ncclCommWindowRegister`: records the window `buff` (`size` bytes of device memory, flags
+/// `ncclCommWindowRegister`: registers the window `buff` (`size` bytes of device memory, flags
 /// `NCCL_WIN_DEFAULT` or `NCCL_WIN_COLL_SYMMETRIC`) and writes its handle for
-/// [`ncclCommWindowDeregister`] (see the module docs). Collective in NCCL; rnccl needs no
-/// exchange, so it returns at once on every rank.
+/// [`ncclCommWindowDeregister`]. Collective on a GPU communicator, as in NCCL: every rank
+/// registers its windows in the same order, and the call returns once every rank did; inside a
+/// group the exchange runs at `ncclGroupEnd` (see the module docs).
 ///
 /// Errors: `ncclInvalidArgument` for a null buffer or window pointer, a zero size or flags
-/// nccl.h does not define.
+/// nccl.h does not define; bootstrap errors when a rank does not register.
 ///
 /// # Safety
 /// `comm` as [`handle`]; `win` NULL or writable.
@@ -178,7 +255,19 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
             ));
         }
         // SAFETY: forwarded from the caller.
+        let h = unsafe { handle(comm, F) }?;
+        // SAFETY: forwarded from the caller.
         let r = unsafe { register(F, comm, buff, size, true) }?;
+        if h.device.is_some() {
+            let job = WindowJob { comm: h, reg: r };
+            if crate::group::depth() > 0 {
+                crate::group::defer_window(job);
+            } else if let Some(f) = run_windows(vec![job]) {
+                // SAFETY: made above by Box::into_raw and handed to no one.
+                drop(unsafe { Box::from_raw(r) });
+                return Err(f);
+            }
+        }
         // SAFETY: checked non-null and aligned; the caller passes a writable pointer.
         unsafe { win.write(r.cast()) };
         Ok(())

@@ -234,6 +234,20 @@ pub type cudaStream_t = *mut c_void;
 pub struct ncclWindow_vidmem {
     _private: [u8; 0],
 }
+/// `ncclWaitSignalDesc_t`: how many signals to wait for from a rank.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ncclWaitSignalDesc_t {
+    /// Signals to wait for, at least 1.
+    pub opCnt: c_int,
+    /// The rank whose signals count.
+    pub peer: c_int,
+    /// Signal index: must be 0 (NCCL 2.30 defines one).
+    pub sigIdx: c_int,
+    /// Context: must be 0.
+    pub ctx: c_int,
+}
+
 /// `ncclWindow_t`: a registered memory window.
 pub type ncclWindow_t = *mut ncclWindow_vidmem;
 

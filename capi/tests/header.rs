@@ -217,6 +217,10 @@ fn header_values_match_the_rust_definitions() {
     check("sizeof(ncclResult_t)", size_of::<ncclResult_t>() as i128);
     check("sizeof(ncclConfig_t)", size_of::<ncclConfig_t>() as i128);
     check("sizeof(ncclSimInfo_t)", size_of::<ncclSimInfo_t>() as i128);
+    check(
+        "sizeof(ncclWaitSignalDesc_t)",
+        size_of::<ncclWaitSignalDesc_t>() as i128,
+    );
     macro_rules! offsets {
         ($t:ident: $($f:ident),*) => {
             $(check(
@@ -229,6 +233,7 @@ fn header_values_match_the_rust_definitions() {
         netName, splitShare, trafficClass, commName, collnetEnable, CTAPolicy, shrinkShare,
         nvlsCTAs, nChannelsPerNetPeer, nvlinkCentricSched);
     offsets!(ncclSimInfo_t: size, magic, version, estimatedTime);
+    offsets!(ncclWaitSignalDesc_t: opCnt, peer, sigIdx, ctx);
     // NCCL_CONFIG_INITIALIZER writes what the Rust INITIALIZER holds.
     let i = ncclConfig_t::INITIALIZER;
     c.push_str("static const ncclConfig_t init = NCCL_CONFIG_INITIALIZER;\n");

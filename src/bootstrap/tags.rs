@@ -40,6 +40,9 @@ enum Kind {
     Shrink = 12,
     /// A grow's unique id, from the rank that made it to the other existing ranks.
     Grow = 13,
+    /// A GPU window registration: where each rank's memory is and how to map it
+    /// ([`crate::comm::device_window`]).
+    DeviceWindow = 14,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -111,6 +114,11 @@ pub(crate) fn failure_notice() -> u64 {
     tag(Kind::FailureNotice, 0)
 }
 
+/// GPU window registration `id` of a communicator: the ranks' offers.
+pub(crate) fn device_window(id: u64) -> u64 {
+    tag(Kind::DeviceWindow, id)
+}
+
 /// Window registration `id`: phase 0 swaps names, phase 1 says every rank has mapped.
 pub(crate) fn window(id: u64, mapped: bool) -> u64 {
     tag(Kind::Window, (id << 1) | u64::from(mapped))
@@ -145,6 +153,7 @@ mod tests {
             assert!(all.insert(grow(n)), "grow {n}");
             assert!(all.insert(window(n, false)), "window {n}");
             assert!(all.insert(window(n, true)), "window {n} mapped");
+            assert!(all.insert(device_window(n)), "device window {n}");
         }
         // A key too large for its field cannot reach another kind's tags.
         assert_eq!(split(u64::MAX) >> KIND_SHIFT, Kind::Split as u64);

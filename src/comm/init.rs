@@ -299,6 +299,7 @@ impl Communicator {
             splits: std::cell::Cell::new(0),
             revoked: std::cell::Cell::new(false),
             grow_id: RefCell::new(None),
+            device_windows: std::cell::Cell::new(0),
             _page: page,
         }
     }

@@ -2,11 +2,13 @@
 
 mod api;
 mod config;
+pub mod device_window;
 mod group;
 mod grow;
 mod init;
 pub(crate) mod layout;
 mod pending;
+mod rma;
 mod shrink;
 mod split;
 mod status;
@@ -18,8 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use config::CommConfig;
+pub use device_window::{DeviceWindow, PendingDeviceWindow};
 pub use group::{Group, group_end, group_start};
 pub use pending::Pending;
+pub use rma::SignalWait;
 pub use shrink::ShrinkMode;
 pub use split::SPLIT_NOCOLOR;
 pub use suspend::GpuMemory;
@@ -46,6 +50,8 @@ pub struct Communicator {
     pub(crate) splits: Cell<u64>,
     /// Set by [`Communicator::revoke`].
     pub(crate) revoked: Cell<bool>,
+    /// GPU windows registered so far (each registration's number counts them).
+    pub(crate) device_windows: Cell<u64>,
     /// The grow id [`Communicator::grow_id`] made and no grow used yet.
     pub(crate) grow_id: RefCell<Option<crate::bootstrap::unique_id::UniqueId>>,
     /// Its place on the process's counter page (`None` with `RNCCL_STATS=0`).

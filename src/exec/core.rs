@@ -108,8 +108,42 @@ impl Core {
         mine: &[u8],
         what: &str,
     ) -> Result<Vec<Vec<u8>>> {
-        let all: Vec<usize> = (0..self.nranks).collect();
-        self.all_gather_among(self.tag, &all, tag, mine, what, &self.abort)
+        self.post_to_all(tag, mine)?;
+        self.collect_from_all(tag, what)
+    }
+
+    /// The first half of [`Core::all_gather_bytes`]: sends `mine` to every rank (itself
+    /// included) under bootstrap `tag` without waiting for anyone, so one thread can post for
+    /// several communicators before collecting any ([`Core::collect_from_all`]).
+    ///
+    /// Errors: bootstrap errors of the sends (a peer that left).
+    pub(crate) fn post_to_all(&self, tag: u64, mine: &[u8]) -> Result<()> {
+        let deadline = self.deadline();
+        for r in 0..self.nranks {
+            self.net
+                .send(self.net_rank[r], self.tag, tag, mine, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// The second half of [`Core::all_gather_bytes`]: what each rank posted under `tag`,
+    /// indexed by rank.
+    ///
+    /// Errors: as [`Core::all_gather_among`].
+    pub(crate) fn collect_from_all(&self, tag: u64, what: &str) -> Result<Vec<Vec<u8>>> {
+        let deadline = self.deadline();
+        (0..self.nranks)
+            .map(|r| {
+                self.net.recv_abortable(
+                    self.net_rank[r],
+                    self.tag,
+                    tag,
+                    deadline,
+                    what,
+                    &self.abort,
+                )
+            })
+            .collect()
     }
 
     /// As [`Core::all_gather_bytes`] among `ranks` only (this rank among them) under bootstrap

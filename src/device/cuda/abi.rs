@@ -1,6 +1,7 @@
 //! The device ABI: the Rust mirror of what the kernels read and write, field for field —
 //! `kernels/program.cuh` (the step interpreter's program: [`Program`], [`Lane`], [`DevConn`],
 //! [`Step`], the error [`Report`]), `kernels/ll.cuh` (the one-shot LL all-reduce's [`LlArgs`]),
+//! `kernels/rma.cuh` (the one-sided kernel's [`RmaArgs`]),
 //! and the host-side layouts the kernels are handed addresses into: a GPU FIFO's segment
 //! (`[tail][head @ HEAD_OFF][sizes @ SIZES_OFF][slots @ SLOTS_OFF]`) and a communicator's
 //! host-mapped control block (`[abort][report @ REPORT_OFF][operations @ OPS_OFF]`).
@@ -278,6 +279,68 @@ pub(crate) struct LlArgs {
     pub in_live: [u64; LL_MAX_RANKS],
 }
 
+/// Byte offset of the signal word in a direct area (`RNCCL_SIGNAL_OFF`, kernels/rma.cuh): after
+/// the area's two flag rows of [`DIRECT_BLOCKS`] `u64`, inside [`DIRECT_FLAGS_BYTES`].
+pub(crate) const SIGNAL_OFF: usize = 2048;
+const _: () = assert!(2 * DIRECT_BLOCKS * 8 <= SIGNAL_OFF && SIGNAL_OFF + 8 <= DIRECT_FLAGS_BYTES);
+/// Bytes of a communicator's one-sided state (`RNCCL_RMA_STATE`): `u64` signals consumed per
+/// rank ([`LL_MAX_RANKS`]), then `u64` the rank's signal word for itself (at
+/// [`RMA_SELF_SIGNAL_OFF`]).
+pub(crate) const RMA_STATE_BYTES: usize = 8 * LL_MAX_RANKS + 8;
+/// Byte offset of a rank's signal word for its own signals in its one-sided state.
+pub(crate) const RMA_SELF_SIGNAL_OFF: usize = 8 * LL_MAX_RANKS;
+
+/// What the one-sided kernel runs (`enum RmaMode`, kernels/rma.cuh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum RmaMode {
+    /// Store `bytes` bytes into the peer's window; with a `signal` (a put of one block), then
+    /// add one to it.
+    Put = 0,
+    /// Wait for signals from every rank with a nonzero `want`, then consume them.
+    Wait = 1,
+    /// Add one to `signal` and `bytes` to the traffic counters, storing nothing.
+    Signal = 2,
+}
+
+/// The one-sided kernel's arguments (`struct RmaArgs`, kernels/rma.cuh), passed by value.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C)]
+pub(crate) struct RmaArgs {
+    /// Report, abort, claim, timeout and rank; no lanes.
+    pub ctl: Program,
+    /// Put: the caller's bytes (device address).
+    pub src: u64,
+    /// Put: where they go in the peer's window (an address mapped in this process).
+    pub dst: u64,
+    /// Put: bytes to store; signal: bytes to add to the traffic counters.
+    pub bytes: u64,
+    /// Put, signal: the `u64` signal word to add one to (in the peer's memory; a put's may
+    /// be 0: none).
+    pub signal: u64,
+    /// This rank's one-sided state ([`RMA_STATE_BYTES`] of device memory).
+    pub state: u64,
+    /// Put, signal: the send end's `DevConn::step` of this rank's first connection with the
+    /// peer (0: none); the put's bytes add to its byte count.
+    pub out_step: u64,
+    /// Put: the same end's `DevConn::bytes` (host-mapped live counters).
+    pub out_live: u64,
+    /// [`RmaMode`].
+    pub mode: u32,
+    /// Put: the rank stored into.
+    pub peer: u32,
+    pub nranks: u32,
+    /// Padding to the next `u64`.
+    pub pad: u32,
+    /// Wait: per rank, this rank's signal word for that rank's signals.
+    pub word: [u64; LL_MAX_RANKS],
+    /// Wait: per rank, signals to wait for (0: none).
+    pub want: [u64; LL_MAX_RANKS],
+    /// Wait: per rank, where a long wait marks itself (word 2 of the receive end's
+    /// `DevConn::bytes`; 0: nowhere).
+    pub mark: [u64; LL_MAX_RANKS],
+}
+
 /// Byte offset of `head` in a GPU FIFO segment that holds it (its own 128-byte line).
 pub(crate) const HEAD_OFF: usize = 128;
 /// Byte offset of the `u64[NSLOTS]` sizes (tail and head on their own 128-byte lines).
@@ -334,6 +397,8 @@ unsafe impl Pod for Report {}
 unsafe impl Pod for Program {}
 // SAFETY: as above.
 unsafe impl Pod for LlArgs {}
+// SAFETY: as above.
+unsafe impl Pod for RmaArgs {}
 
 const _: () = {
     assert!(size_of::<Step>() == 3 * 8 + 2 * 2 + 2 + 2);
@@ -342,6 +407,7 @@ const _: () = {
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
     assert!(size_of::<Program>() == 14 * 8 + 4 * 4);
     assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 4 * 4 + 6 * 8 * LL_MAX_RANKS);
+    assert!(size_of::<RmaArgs>() == size_of::<Program>() + 7 * 8 + 4 * 4 + 3 * 8 * LL_MAX_RANKS);
 };
 
 // The kernels' hosts are little-endian, as every CUDA host is: the bytes of these structs are
@@ -362,7 +428,7 @@ pub(crate) fn put<T: Pod>(out: &mut Vec<u8>, v: &T) {
 pub(crate) fn layout_asserts() -> String {
     use std::mem::offset_of;
     let mut out = String::from(
-        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\nnamespace rnccl {\n",
+        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\n#include \"rma.cuh\"\nnamespace rnccl {\n",
     );
     let mut check = |what: String, value: usize| {
         out.push_str(&format!("static_assert({what} == {value}, \"{what}\");\n"));
@@ -401,6 +467,21 @@ pub(crate) fn layout_asserts() -> String {
             out_live, in_step, in_live
         ]
     );
+    fields!(
+        "RmaArgs",
+        RmaArgs,
+        [
+            ctl, src, dst, bytes, signal, state, out_step, out_live, mode, peer, nranks, pad, word,
+            want, mark
+        ]
+    );
+    for (mode, name) in [
+        (RmaMode::Put, "RMA_PUT"),
+        (RmaMode::Wait, "RMA_WAIT"),
+        (RmaMode::Signal, "RMA_SIGNAL"),
+    ] {
+        check(name.to_string(), mode as usize);
+    }
     for (op, name) in StepOp::ALL {
         check(name.to_string(), op as usize);
     }
@@ -434,6 +515,8 @@ pub(crate) fn layout_asserts() -> String {
         ("DIRECT_FLAGS", DIRECT_FLAGS_BYTES),
         ("DIRECT_AREA", DIRECT_AREA_BYTES),
         ("DIRECT_ROUNDS_WORD", DIRECT_ROUNDS_WORD),
+        ("SIGNAL_OFF", SIGNAL_OFF),
+        ("RMA_STATE", RMA_STATE_BYTES),
     ] {
         check(format!("RNCCL_{name}"), value);
     }
@@ -463,6 +546,9 @@ mod tests {
         let ll = include_str!("../../../kernels/ll.cuh");
         let want = format!("static_assert(sizeof(LlArgs) == {},", size_of::<LlArgs>());
         assert!(ll.contains(&want), "ll.cuh lacks `{want}`");
+        let rma = include_str!("../../../kernels/rma.cuh");
+        let want = format!("static_assert(sizeof(RmaArgs) == {},", size_of::<RmaArgs>());
+        assert!(rma.contains(&want), "rma.cuh lacks `{want}`");
     }
 
     #[test]

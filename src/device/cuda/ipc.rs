@@ -3,7 +3,8 @@
 //! 64-byte handle of a `cuMemAlloc` allocation, the other process maps it into its own context
 //! and unmaps it when done. Peer access between the two GPUs is enabled lazily by the driver.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use cudarc::driver::{CudaContext, sys};
 
@@ -16,18 +17,40 @@ pub(crate) const HANDLE_BYTES: usize = 64;
 
 /// The IPC handle of `mem` (the whole allocation), for another process to open.
 ///
-/// Errors: [`Error::Cuda`] when the driver refuses (memory not from `cuMemAlloc`, or a
-/// platform without legacy IPC).
+/// Errors: as [`export_base`].
 pub(crate) fn export(mem: &DeviceAlloc) -> Result<Vec<u8>> {
+    export_base(mem.ptr(), "a GPU FIFO")
+}
+
+/// The IPC handle of the allocation whose first byte is `base` (`what` names it in errors),
+/// for another process to open.
+///
+/// Errors: [`Error::Cuda`] when the driver refuses (memory not from `cuMemAlloc`, such as the
+/// virtual memory API's `cuMemCreate`, or a platform without legacy IPC).
+pub(crate) fn export_base(base: u64, what: &str) -> Result<Vec<u8>> {
     let mut h = sys::CUipcMemHandle_st {
         reserved: [0; HANDLE_BYTES],
     };
-    // SAFETY: `mem` is a live cuMemAlloc allocation; the driver writes the 64-byte handle.
-    let r = unsafe { sys::cuIpcGetMemHandle(&mut h, mem.ptr()) };
+    // SAFETY: the driver checks `base` and writes the 64-byte handle.
+    let r = unsafe { sys::cuIpcGetMemHandle(&mut h, base) };
     check(r, || {
-        "exporting a GPU FIFO for another process (cuIpcGetMemHandle)".into()
+        format!("exporting {what} for another process (cuIpcGetMemHandle)")
     })?;
     Ok(h.reserved.iter().map(|&c| c as u8).collect())
+}
+
+/// The allocation holding device address `addr`, in the current context: its first byte and
+/// its size in bytes (`cuMemGetAddressRange`).
+///
+/// Errors: [`Error::Cuda`] when `addr` is not device memory of this context.
+pub(crate) fn allocation_of(addr: u64) -> Result<(u64, usize)> {
+    let (mut base, mut size) = (0, 0);
+    // SAFETY: the driver checks `addr` and writes two values.
+    let r = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, addr) };
+    check(r, || {
+        format!("finding the allocation of device address {addr:#x} (cuMemGetAddressRange)")
+    })?;
+    Ok((base, size))
 }
 
 /// Another process's allocation mapped into this one; unmapped on drop.
@@ -66,6 +89,28 @@ impl Imported {
             ctx: ctx.clone(),
             ptr,
         })
+    }
+
+    /// Maps the allocation `handle` names into `ctx` once per process and context: a later
+    /// call with the same handle while the first mapping lives shares it (the driver maps an
+    /// allocation once per context).
+    ///
+    /// Errors: as [`Imported::open`].
+    pub(crate) fn open_shared(ctx: &Arc<CudaContext>, handle: &[u8]) -> Result<Arc<Imported>> {
+        type Open = Mutex<HashMap<(usize, Vec<u8>), Weak<Imported>>>;
+        static OPEN: OnceLock<Open> = OnceLock::new();
+        let mut open = OPEN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        open.retain(|_, w| w.strong_count() > 0);
+        let key = (ctx.ordinal(), handle.to_vec());
+        if let Some(i) = open.get(&key).and_then(Weak::upgrade) {
+            return Ok(i);
+        }
+        let i = Arc::new(Imported::open(ctx, handle)?);
+        open.insert(key, Arc::downgrade(&i));
+        Ok(i)
     }
 
     /// The mapped allocation's first byte in this process.

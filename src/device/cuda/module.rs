@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, sys};
 
-use super::abi::{LlArgs, THREADS};
+use super::abi::{LlArgs, RmaArgs, THREADS};
 use super::compile::cache::cubin;
-use super::compile::entry::{COMBINES, FP8_MIN_ARCH, direct_kernel, interp_kernel, ll_kernel};
+use super::compile::entry::{
+    COMBINES, FP8_MIN_ARCH, RMA_KERNEL, direct_kernel, interp_kernel, ll_kernel,
+};
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
 use crate::dtype::DataType;
@@ -36,6 +38,8 @@ pub(crate) struct Interp {
     ll: [sys::CUfunction; 4],
     /// The direct kernel per reduction (kernels/direct.cuh).
     direct: [sys::CUfunction; 4],
+    /// The one-sided kernel (kernels/rma.cuh), in the byte module only (null elsewhere).
+    rma: sys::CUfunction,
 }
 
 // SAFETY: module and function handles are plain driver handles, valid in any thread once the
@@ -104,7 +108,11 @@ impl Interp {
             funcs: [std::ptr::null_mut(); 4],
             ll: [std::ptr::null_mut(); 4],
             direct: [std::ptr::null_mut(); 4],
+            rma: std::ptr::null_mut(),
         };
+        if dtype == DataType::Uint8 {
+            interp.rma = function(module, RMA_KERNEL, gpu)?;
+        }
         for (i, c) in COMBINES.into_iter().enumerate() {
             interp.funcs[i] = function(module, &interp_kernel(dtype, c), gpu)?;
             interp.ll[i] = function(module, &ll_kernel(dtype, c), gpu)?;
@@ -202,6 +210,55 @@ impl Interp {
                 )
             },
             || format!("launching {what} on GPU {}", self.ctx.ordinal()),
+        )
+    }
+
+    /// Launches the one-sided kernel (kernels/rma.cuh) on `stream`: `blocks` blocks of
+    /// [`THREADS`] threads, given `args` (copied into the launch by the driver).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context (or null); `args` comes from
+    /// `crate::exec::gpu::rma`, and its addresses stay valid until the kernel completes.
+    ///
+    /// Errors: [`Error::Internal`] on a module of another data type than `uint8` (which alone
+    /// carries the kernel); [`Error::Cuda`] when the launch fails.
+    pub(crate) unsafe fn launch_rma(
+        &self,
+        blocks: u32,
+        stream: sys::CUstream,
+        args: &mut RmaArgs,
+    ) -> Result<()> {
+        if self.rma.is_null() {
+            return Err(Error::Internal(
+                "the one-sided kernel lives in the uint8 module".into(),
+            ));
+        }
+        let mut params = [(args as *mut RmaArgs).cast::<std::ffi::c_void>()];
+        // SAFETY: the function takes one `RmaArgs` by value, which `params` points to (the
+        // struct mirrors the kernel's, `abi`); the caller vouches for the stream and the
+        // addresses inside.
+        check(
+            unsafe {
+                sys::cuLaunchKernel(
+                    self.rma,
+                    blocks.max(1),
+                    1,
+                    1,
+                    THREADS,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            || {
+                format!(
+                    "launching the one-sided kernel on GPU {}",
+                    self.ctx.ordinal()
+                )
+            },
         )
     }
 }

@@ -16,7 +16,9 @@ use cudarc::driver::{CudaContext, sys};
 
 use super::ll::LlOp;
 use super::program::{Control, Part, conn_order};
-use crate::device::cuda::abi::{CONTROL_BYTES, DevConn, DirectMode, OPS_OFF, REPORT_OFF, Status};
+use crate::device::cuda::abi::{
+    CONTROL_BYTES, DevConn, DirectMode, OPS_OFF, REPORT_OFF, RMA_STATE_BYTES, Status,
+};
 use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
 use crate::error::{Error, Result};
 use crate::exec::Core;
@@ -50,7 +52,12 @@ pub(crate) struct GpuComm {
     /// Longest wait of a kernel for a peer.
     timeout: Duration,
     /// This rank.
-    rank: usize,
+    pub(crate) rank: usize,
+    /// Ranks of the communicator.
+    pub(crate) nranks: usize,
+    /// The one-sided operations' state (`RMA_STATE_BYTES` of device memory: signals consumed
+    /// per rank, the rank's signal word for itself; kernels/rma.cuh).
+    pub(crate) rma_state: DeviceAlloc,
     /// Bytes per FIFO slot.
     slot_bytes: usize,
     /// Where compiled kernels are kept (`RNCCL_KERNEL_CACHE`; None: not on disk).
@@ -90,6 +97,7 @@ impl GpuComm {
         let info = cuda.devices[ordinal].clone();
         let control = PinnedHost::zeroed(&ctx, CONTROL_BYTES)?;
         let claim = DeviceAlloc::zeroed(&ctx, 16)?;
+        let rma_state = DeviceAlloc::zeroed(&ctx, RMA_STATE_BYTES)?;
         // Pinned now, before any kernel runs: pinning later would serialise the streams.
         let programs = std::sync::Mutex::new(super::Programs::new(&ctx)?);
         let setup = GpuSetup {
@@ -141,6 +149,8 @@ impl GpuComm {
             hang_report: std::sync::OnceLock::new(),
             timeout: core.timeout,
             rank: core.rank,
+            nranks: core.nranks,
+            rma_state,
             slot_bytes: core.geo.slot_bytes,
             kernel_cache,
             programs,
@@ -305,7 +315,11 @@ impl GpuComm {
                 r.add(6).cast::<u64>().read_volatile(),
             )
         };
-        let what = if waiting == 2 { "a free slot" } else { "data" };
+        let what = match waiting {
+            2 => "a free slot",
+            3 => "signals (ncclWaitSignal; the slot is the signal count waited for)",
+            _ => "data",
+        };
         let gone = self.conns.closed_without_goodbye(peer as usize);
         let peer = describe(peer as usize);
         let note = if gone {
@@ -338,10 +352,10 @@ impl GpuComm {
         }
     }
 
-    /// Device memory held while the communicator lives, bytes: the kernels' claim word and
-    /// its connections' (see [`GpuConns::device_bytes`]).
+    /// Device memory held while the communicator lives, bytes: the kernels' claim word, the
+    /// one-sided state and its connections' (see [`GpuConns::device_bytes`]).
     pub(crate) fn persistent_bytes(&self) -> usize {
-        self.claim.len() + self.conns.device_bytes()
+        self.claim.len() + self.rma_state.len() + self.conns.device_bytes()
     }
 
     /// Every connection end's traffic so far (see [`GpuConns::traffic`]).

@@ -18,6 +18,7 @@ pub(crate) mod ll;
 pub(crate) mod ops;
 pub(crate) mod program;
 mod programs;
+pub(crate) mod rma;
 mod scratch;
 pub(crate) mod spread;
 #[cfg(test)]

@@ -24,4 +24,4 @@ mod tests;
 
 #[cfg(test)]
 pub(crate) use conns::P2P_CHANNELS;
-pub(crate) use conns::{GpuConns, GpuSetup};
+pub(crate) use conns::{GpuConns, GpuSetup, LlPeers};

@@ -64,6 +64,9 @@ fn op_name(combine: Combine) -> &'static str {
 /// NCCL's FP8 reductions start too (they are emulated, slowly to build, on earlier GPUs).
 pub(crate) const FP8_MIN_ARCH: u32 = 90;
 
+/// The one-sided kernel (kernels/rma.cuh), in the byte (`uint8`) module only.
+pub(crate) const RMA_KERNEL: &str = "rnccl_rma";
+
 /// The result check of `kernels/check.cu` for `dtype`: `rnccl_check_<type>`.
 pub(crate) fn check_kernel(dtype: DataType) -> String {
     format!("rnccl_check_{}", type_name(dtype))
@@ -84,6 +87,7 @@ pub(crate) fn entry_points(program: &str, arch: u32) -> Option<Vec<String>> {
                         [interp_kernel(d, c), ll_kernel(d, c), direct_kernel(d, c)]
                     })
                 })
+                .chain([RMA_KERNEL.to_string()])
                 .collect(),
         ),
         "check.cu" => Some(DataType::ALL.iter().map(|&d| check_kernel(d)).collect()),

@@ -38,6 +38,7 @@ pub(crate) const SOURCES: &[Source] = &[
     kernel_file!("ll.cuh"),
     kernel_file!("program.cuh"),
     kernel_file!("reduce.cuh"),
+    kernel_file!("rma.cuh"),
 ];
 
 /// The programs of `kernels/` (`*.cu`), each compiled on its own.
