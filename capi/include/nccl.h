@@ -230,6 +230,9 @@ const char*  ncclGetErrorString(ncclResult_t result);
 const char*  pncclGetErrorString(ncclResult_t result);
 const char*  ncclGetLastError(ncclComm_t comm);
 const char*  pncclGetLastError(ncclComm_t comm);
+/* Reload the environment variables that determine logging (deprecated in NCCL 2.30). */
+void ncclResetDebugInit(void);
+void pncclResetDebugInit(void);
 
 /* Initialisation */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);

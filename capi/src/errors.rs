@@ -99,6 +99,24 @@ pub fn init_log() {
     });
 }
 
+/// `ncclResetDebugInit` (deprecated in NCCL 2.30's nccl.h, which still declares it): reads
+/// `NCCL_DEBUG` and `NCCL_DEBUG_SUBSYS` from the environment again, so the log's level and
+/// subsystems change at once (`rnccl::log::reset`; the destination stays the first one). A
+/// knob that does not parse leaves the log as it was.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclResetDebugInit() {
+    init_log();
+    if let Ok(cfg) = rnccl::config::Config::from_env() {
+        let _ = rnccl::log::reset(&cfg);
+    }
+}
+
+/// `pncclResetDebugInit`: the profiling alias of [`ncclResetDebugInit`].
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclResetDebugInit() {
+    ncclResetDebugInit()
+}
+
 /// Records `f` as the last error and logs it as an NCCL `WARN` line.
 pub fn record(f: &Failure) {
     init_log();

@@ -1,13 +1,16 @@
 //! A C program built with `cc` against `include/nccl.h`, linked to the built `libnccl.so`:
-//! the CPU-side calls work, and creating a communicator on a host without CUDA fails with
-//! `ncclSystemError` and a message saying why.
+//! the CPU-side calls work (`ncclResetDebugInit` turns the log on and off as the environment
+//! changes), and creating a communicator on a host without CUDA fails with `ncclSystemError`
+//! and a message saying why.
 
 mod common;
 
 use std::process::Command;
 
 const PROGRAM: &str = r#"
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "nccl.h"
 
@@ -66,6 +69,29 @@ int main(void) {
   fflush(stdout);
   ncclParamDumpAll();
   fflush(stdout);
+
+  /* ncclResetDebugInit reads the log's knobs again: NCCL_DEBUG is unset at the start (the
+     failures above logged nothing), WARN into a file now, then VERSION (no warnings). */
+  const char* logpath = getenv("RESET_LOG");
+  EXPECT(logpath != NULL);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", logpath, 1);
+  ncclResetDebugInit();
+  EXPECT(ncclCommCount(NULL, &version) == ncclInvalidArgument);
+  setenv("NCCL_DEBUG", "VERSION", 1);
+  pncclResetDebugInit();
+  EXPECT(ncclCommUserRank(NULL, &version) == ncclInvalidArgument);
+  FILE* log = fopen(logpath, "r");
+  EXPECT(log != NULL);
+  char text[8192];
+  size_t got = fread(text, 1, sizeof text - 1, log);
+  text[got] = 0;
+  fclose(log);
+  EXPECT(strstr(text, "ncclCommCount") != NULL);
+  EXPECT(strstr(text, "ncclCommUserRank") == NULL);
+  EXPECT(strstr(text, "ncclParamGetI8") == NULL);
+  unsetenv("NCCL_DEBUG");
+  unsetenv("NCCL_DEBUG_FILE");
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -133,6 +159,9 @@ fn c_program_links_and_gets_the_no_cuda_error() {
         Command::new(&exe)
             .env_remove("NCCL_COMM_ID")
             .env_remove("NCCL_IB_TIMEOUT")
+            .env_remove("NCCL_DEBUG")
+            .env_remove("NCCL_DEBUG_FILE")
+            .env("RESET_LOG", dir.join("reset.log"))
             .env("NCCL_BUFFSIZE", "1048576")
             .env("NCCL_ALGO", "Ring"),
     );

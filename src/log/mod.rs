@@ -3,7 +3,8 @@
 //! read `host:pid:tid NCCL INFO message`, as NCCL's do (src/debug.cc; internals §8).
 //!
 //! [`init`] installs the process-wide subscriber once; every later call is a no-op, so each
-//! communicator's init and the `rnccl` command can all call it. Logs go to standard error or the
+//! communicator's init and the `rnccl` command can all call it. [`reset`] reads the level and
+//! subsystems again (`ncclResetDebugInit`). Logs go to standard error or the
 //! file, never to standard output (a deliberate deviation from NCCL, which writes to stdout:
 //! benchmark tables stay parseable).
 //!
@@ -15,12 +16,12 @@
 mod format;
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::{Layer, filter};
+use tracing_subscriber::{Layer, Registry, filter, reload};
 
 use crate::config::{Config, lookup, value};
 use format::NcclFormat;
@@ -217,19 +218,57 @@ impl From<LogError> for crate::error::Error {
     }
 }
 
-/// The subscriber for `settings`, writing lines through `writer`.
-fn subscriber<W>(settings: LogSettings, writer: W) -> impl tracing::Subscriber + Send + Sync
+/// The log's filter: which events of which subsystems pass.
+type LogFilter = filter::FilterFn<Box<dyn Fn(&Metadata<'_>) -> bool + Send + Sync>>;
+
+/// The filter for `settings`.
+fn log_filter(settings: LogSettings) -> LogFilter {
+    let max = settings.max_level();
+    let f: Box<dyn Fn(&Metadata<'_>) -> bool + Send + Sync> =
+        Box::new(move |meta| settings.enabled(meta));
+    filter::FilterFn::new(f).with_max_level_hint(max)
+}
+
+/// The subscriber for `settings`, writing lines through `writer`, and the handle that swaps its
+/// filter.
+fn subscriber<W>(
+    settings: LogSettings,
+    writer: W,
+) -> (
+    impl tracing::Subscriber + Send + Sync,
+    reload::Handle<LogFilter, Registry>,
+)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let max = settings.max_level();
+    let (filter, handle) = reload::Layer::new(log_filter(settings));
     let layer = tracing_subscriber::fmt::layer()
         .event_format(NcclFormat::for_this_process())
         .with_writer(writer)
-        .with_filter(
-            filter::filter_fn(move |meta| settings.enabled(meta)).with_max_level_hint(max),
-        );
-    tracing_subscriber::registry().with(layer)
+        .with_filter(filter);
+    (tracing_subscriber::registry().with(layer), handle)
+}
+
+/// The filter of the log [`init`] installed, if it installed one.
+static INSTALLED: OnceLock<reload::Handle<LogFilter, Registry>> = OnceLock::new();
+
+/// Whether [`init`] ran (it reads the knobs once).
+static DONE: Mutex<bool> = Mutex::new(false);
+
+/// Reads the log's knobs again from `cfg` (`ncclResetDebugInit`): the level and subsystems of
+/// the log [`init`] installed change at once; when it installed none because `NCCL_DEBUG` was
+/// unset, the log is set up now as [`init`] would. The destination (`NCCL_DEBUG_FILE`) stays
+/// the one chosen first, and a program's own `tracing` subscriber is left alone.
+///
+/// Errors: as [`init`].
+pub fn reset(cfg: &Config) -> Result<(), LogError> {
+    if let Some(h) = INSTALLED.get() {
+        // Reloading also rebuilds the call sites' cached interest.
+        let _ = h.reload(log_filter(LogSettings::from_config(cfg)));
+        return Ok(());
+    }
+    *DONE.lock().unwrap_or_else(|p| p.into_inner()) = false;
+    init(cfg)
 }
 
 /// The version banner NCCL prints first (`NCCL version ...`).
@@ -244,7 +283,6 @@ fn banner() -> String {
 ///
 /// Errors: [`LogError::File`] when `NCCL_DEBUG_FILE` cannot be created (a later call tries again).
 pub fn init(cfg: &Config) -> Result<(), LogError> {
-    static DONE: Mutex<bool> = Mutex::new(false);
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
     if *done {
         return Ok(());
@@ -269,15 +307,19 @@ pub fn init(cfg: &Config) -> Result<(), LogError> {
                 error,
             })?;
             let _ = std::io::Write::write_all(&mut file, line.as_bytes());
-            tracing::subscriber::set_global_default(subscriber(settings, Mutex::new(file)))
+            let (sub, handle) = subscriber(settings, Mutex::new(file));
+            tracing::subscriber::set_global_default(sub).map(|()| handle)
         }
         None => {
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            tracing::subscriber::set_global_default(subscriber(settings, std::io::stderr))
+            let (sub, handle) = subscriber(settings, std::io::stderr);
+            tracing::subscriber::set_global_default(sub).map(|()| handle)
         }
     };
     // An error here means the program installed its own subscriber first: keep it.
-    drop(installed);
+    if let Ok(handle) = installed {
+        let _ = INSTALLED.set(handle);
+    }
     *done = true;
     Ok(())
 }
@@ -302,7 +344,7 @@ mod tests {
         let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
         let sink = buf.clone();
         let make = move || SharedBuf(sink.clone());
-        tracing::subscriber::with_default(subscriber(settings(pairs), make), f);
+        tracing::subscriber::with_default(subscriber(settings(pairs), make).0, f);
         let bytes = buf.lock().unwrap().clone();
         String::from_utf8(bytes).unwrap()
     }
@@ -326,6 +368,24 @@ mod tests {
         tracing::warn!(target: "rnccl::graph", "a warning");
         tracing::debug!(target: "rnccl::bootstrap", "a trace");
         tracing::info!(target: "other_crate", "not ours");
+    }
+
+    #[test]
+    fn reloading_the_filter_applies_new_knobs_at_once() {
+        let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = buf.clone();
+        let make = move || SharedBuf(sink.clone());
+        let (sub, handle) = subscriber(settings(&[("NCCL_DEBUG", "WARN")]), make);
+        tracing::subscriber::with_default(sub, || {
+            tracing::info!(target: "rnccl::init", "before the reset");
+            handle
+                .reload(log_filter(settings(&[("NCCL_DEBUG", "INFO")])))
+                .unwrap();
+            tracing::info!(target: "rnccl::init", "after the reset");
+        });
+        let out = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert!(!out.contains("before the reset"), "{out}");
+        assert!(out.contains("after the reset"), "{out}");
     }
 
     #[test]
