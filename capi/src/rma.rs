@@ -117,12 +117,9 @@ unsafe fn common<'a>(
 }
 
 /// Runs `body`'s checks and queues or runs its operation, recording a failure for the group.
-fn call(
-    func: &'static str,
-    body: impl FnOnce() -> Result<(Queued, &'static str), Failure>,
-) -> ncclResult_t {
+fn call(func: &'static str, body: impl FnOnce() -> Result<Queued, Failure>) -> ncclResult_t {
     guard(func, || {
-        let r = body().and_then(|(q, f)| submit(q, f));
+        let r = body().and_then(|q| submit(q, func));
         if let Err(f) = &r {
             note_failure(f);
         }
@@ -178,7 +175,7 @@ pub unsafe extern "C" fn ncclPutSignal(
             win,
             offset: peerWinOffset,
         };
-        Ok((queued(h, op, stream), F))
+        Ok(queued(h, op, stream))
     })
 }
 
@@ -202,7 +199,7 @@ pub unsafe extern "C" fn ncclSignal(
     call(F, || {
         // SAFETY: forwarded from the caller.
         let (h, peer) = unsafe { common(F, comm, peer, sigIdx, ctx, flags) }?;
-        Ok((queued(h, OneSided::Signal { peer }, stream), F))
+        Ok(queued(h, OneSided::Signal { peer }, stream))
     })
 }
 
@@ -245,7 +242,7 @@ pub unsafe extern "C" fn ncclWaitSignal(
                 .ok_or_else(|| Failure::arg(&at, format!("opCnt {} (at least 1)", d.opCnt)))?;
             waits.push(SignalWait { peer, count });
         }
-        Ok((queued(h, OneSided::Wait(waits), stream), F))
+        Ok(queued(h, OneSided::Wait(waits), stream))
     })
 }
 
