@@ -123,12 +123,14 @@ mod tests {
             assert!(check.contains(&want), "check.cu lacks `{want}`");
         }
         assert_eq!(check_kernel(DataType::Bfloat16), "rnccl_check_bf16");
+        // Three kernels per type and reduction, and the one-sided kernel of the byte module.
         let all = entry_points("interp.cu", 90).unwrap();
-        assert_eq!(all.len(), 3 * DataType::ALL.len() * COMBINES.len());
+        assert_eq!(all.len(), 3 * DataType::ALL.len() * COMBINES.len() + 1);
+        assert!(all.iter().any(|k| k == RMA_KERNEL));
         let before_fp8 = entry_points("interp.cu", 80).unwrap();
         assert_eq!(
             before_fp8.len(),
-            3 * (DataType::ALL.len() - 2) * COMBINES.len()
+            3 * (DataType::ALL.len() - 2) * COMBINES.len() + 1
         );
         let mut unique = all.clone();
         unique.sort();
