@@ -148,6 +148,28 @@ pub(crate) trait RecvEnd: Send {
     /// Frees the slot returned by the last `peek`.
     fn release(&mut self);
 
+    /// Whether [`RecvEnd::receive_into`] can land slots straight in the caller's memory (TCP
+    /// driven by the caller's loop: the socket reads into it, which saves the copy out of the
+    /// slot); false where the sender fills the slots itself.
+    fn receives_into_caller(&self) -> bool {
+        false
+    }
+
+    /// Asks that the slot `ahead` places after the oldest unreleased one (`0..NSLOTS`) land at
+    /// `dst`, which takes at most `len` bytes; [`RecvEnd::peek`] then shows it there. Only a
+    /// hint: a slot whose bytes were already coming into the slot, or that is larger than
+    /// `len`, lands in the slot as usual. A no-op where
+    /// [`RecvEnd::receives_into_caller`] is false.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `len` bytes of host memory that nobody else touches until
+    /// that slot is released or [`RecvEnd::withdraw`] is called.
+    unsafe fn receive_into(&mut self, _ahead: usize, _dst: *mut u8, _len: usize) {}
+
+    /// Takes back every [`RecvEnd::receive_into`] not yet released: what arrives from now on
+    /// lands in the slots (an operation that failed midway gives its buffers back).
+    fn withdraw(&mut self) {}
+
     /// Drives I/O. Returns whether anything moved.
     ///
     /// Errors: [`TransportError`] naming the peer when the connection failed.

@@ -181,6 +181,20 @@ const STALL_ROUNDS: u32 = 64;
 /// Errors: [`Error::Remote`] naming the peer and channel, [`Error::Aborted`],
 /// [`Error::Timeout`] naming what each lane of the first unfinished phase waits for.
 pub(crate) fn drive<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
+    let r = drive_until_done(phases);
+    if r.is_err() {
+        // A failed operation's buffers go back to the caller: no receive may land in them.
+        for d in phases.iter_mut() {
+            for link in &mut d.conns.recvs {
+                link.conn.withdraw();
+            }
+        }
+    }
+    r
+}
+
+/// [`drive`]'s loop.
+fn drive_until_done<L: Display>(phases: &mut [Driven<'_, L>]) -> Result<()> {
     let Some(policy) = phases
         .iter()
         .map(|d| d.peers.policy())

@@ -42,6 +42,9 @@ pub(super) struct Lane {
     pub(super) sent: usize,
     /// Bytes of the current step received.
     pub(super) got: usize,
+    /// Bytes of the current step its receiving end was asked to land in place
+    /// ([`crate::transport::RecvEnd::receive_into`]).
+    pub(super) offered: usize,
     /// The current step's connections as indices into the [`Connections`], once resolved.
     pub(super) ends: Option<Ends>,
     /// Steps finished.
@@ -67,6 +70,7 @@ impl Lane {
         }
         self.sent = 0;
         self.got = 0;
+        self.offered = 0;
         self.ends = None;
     }
 
@@ -151,6 +155,7 @@ impl Execution {
                 cur: 0,
                 sent: 0,
                 got: 0,
+                offered: 0,
                 ends: None,
                 steps_done: 0,
                 bytes_done: 0,

@@ -8,7 +8,7 @@ use super::buffers::OpBuffers;
 use super::conns::{Connections, RecvLink, SendLink};
 use super::execution::{Ends, Lane};
 use crate::coll::{Loc, Op, Step};
-use crate::conn::ConnKey;
+use crate::conn::{ConnKey, NSLOTS};
 use crate::device::{Streams, Transforms};
 use crate::error::{Error, Result};
 
@@ -180,6 +180,37 @@ fn send_from_buffer(
     Ok(!s.conn.pending())
 }
 
+/// Asks a receiving end that can land slots in the caller's memory (TCP) to land this step's
+/// next slots, up to a FIFO's worth ahead, straight at their place in `dst`: they then need no
+/// copy out of the slot.
+///
+/// Errors: [`Error::Internal`] when the plan reaches past the buffer.
+fn land_in_place(
+    lane: &mut Lane,
+    step: &Step,
+    op: &mut OpBuffers,
+    r: &mut RecvLink,
+    dst: Loc,
+) -> Result<()> {
+    if !op.on_host() || !r.conn.receives_into_caller() {
+        return Ok(());
+    }
+    let slot = r.conn.slot_bytes();
+    while lane.offered < step.bytes {
+        let ahead = lane.offered.saturating_sub(lane.got) / slot;
+        if ahead >= NSLOTS {
+            break;
+        }
+        let n = slot.min(step.bytes - lane.offered);
+        let d = op.dst(dst.at(lane.offered), n)?;
+        // SAFETY: `d` holds n bytes of the operation's host output (bounds-checked), which
+        // nothing else writes during this step; a failed operation withdraws it (drive).
+        unsafe { r.conn.receive_into(ahead, d, n) };
+        lane.offered += n;
+    }
+    Ok(())
+}
+
 /// Receives slot by slot into `dst`.
 fn recv(
     lane: &mut Lane,
@@ -189,12 +220,21 @@ fn recv(
     dst: Loc,
 ) -> Result<bool> {
     let esize = op.spec.dtype.size();
+    land_in_place(lane, step, op, r, dst)?;
     while lane.got < step.bytes {
         let Some((p, n)) = r.conn.peek() else {
             return Ok(false);
         };
         expect_size(n, r.conn.slot_bytes().min(step.bytes - lane.got), r.key)?;
         let d = op.dst(dst.at(lane.got), n)?;
+        if p == d.cast_const() {
+            // It landed in place.
+            r.conn.release();
+            r.counters.add(n);
+            lane.got += n;
+            land_in_place(lane, step, op, r, dst)?;
+            continue;
+        }
         let streams = Streams {
             d0: op.stream_output,
             d1: false,
@@ -214,6 +254,7 @@ fn recv(
         r.conn.release();
         r.counters.add(n);
         lane.got += n;
+        land_in_place(lane, step, op, r, dst)?;
     }
     Ok(true)
 }
@@ -254,8 +295,16 @@ fn forward(
         && op.on_host()
         && si.is_some_and(|i| conns.sends[i].conn.sends_from_caller());
     let out = op.stream_output && !from_output;
+    // A copied slot may land in place when nothing else needs its bytes elsewhere.
+    let land = match what {
+        OnRecv::Copy { dst } if from_output || si.is_none() => Some(dst),
+        _ => None,
+    };
     while lane.got < step.bytes {
         let r = &mut conns.recvs[ri];
+        if let Some(dst) = land {
+            land_in_place(lane, step, op, r, dst)?;
+        }
         let Some((p, n)) = r.conn.peek() else {
             return Ok(false);
         };
@@ -271,6 +320,11 @@ fn forward(
         let count = n / esize;
         let at = lane.got;
         match (what, slot) {
+            (OnRecv::Copy { dst }, _)
+                if land.is_some() && p == op.dst(dst.at(at), n)?.cast_const() =>
+            {
+                // It landed in place (and is sent from there, if at all).
+            }
             (OnRecv::Copy { dst }, slot) => {
                 let d = op.dst(dst.at(at), n)?;
                 let s = Streams {

@@ -96,6 +96,11 @@ impl Driver {
         Ok(Driver::Threads { handles, wakers })
     }
 
+    /// Whether the caller's loop drives the sockets (no helper threads).
+    pub(super) fn inline(&self) -> bool {
+        matches!(self, Driver::Inline(..))
+    }
+
     /// Wakes every helper thread (none when sockets are driven inline).
     pub(super) fn wake(&self) {
         if let Driver::Threads { wakers, .. } = self {

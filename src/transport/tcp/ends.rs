@@ -220,20 +220,47 @@ impl RecvEnd for TcpReceiver {
     fn peek(&mut self) -> Option<(*const u8, usize)> {
         match self.state_of(self.released) {
             0 => None,
-            s => Some((
-                self.shared.mem.slot(self.released).cast_const(),
-                s as usize - 1,
-            )),
+            s => {
+                let idx = (self.released % NSLOTS as u64) as usize;
+                let at = match self.shared.landed[idx].load(Ordering::Relaxed) {
+                    0 => self.shared.mem.slot(self.released).cast_const(),
+                    p => p as *const u8,
+                };
+                Some((at, s as usize - 1))
+            }
         }
     }
 
     fn release(&mut self) {
         let idx = (self.released % NSLOTS as u64) as usize;
+        self.shared.dests[idx].store(0, Ordering::Relaxed);
+        self.shared.landed[idx].store(0, Ordering::Relaxed);
         self.shared.state[idx].store(0, Ordering::Relaxed);
         self.released += 1;
         self.arrived = self.arrived.max(self.released);
         self.shared.counter.store(self.released, Ordering::SeqCst);
         self.driver.wake();
+    }
+
+    /// Only with the caller's loop driving the sockets: a helper thread could be inside a
+    /// `read(2)` into the caller's memory when the caller takes it back.
+    fn receives_into_caller(&self) -> bool {
+        self.driver.inline()
+    }
+
+    unsafe fn receive_into(&mut self, ahead: usize, dst: *mut u8, len: usize) {
+        if ahead >= NSLOTS || !self.receives_into_caller() {
+            return;
+        }
+        let idx = ((self.released + ahead as u64) % NSLOTS as u64) as usize;
+        self.shared.dest_lens[idx].store(len, Ordering::Relaxed);
+        self.shared.dests[idx].store(dst as usize, Ordering::Release);
+    }
+
+    fn withdraw(&mut self) {
+        for d in &self.shared.dests {
+            d.store(0, Ordering::Release);
+        }
     }
 
     fn progress(&mut self) -> Result<bool, TransportError> {

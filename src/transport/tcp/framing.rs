@@ -105,6 +105,9 @@ pub(super) struct Stream {
     header: [u8; FRAME_HEADER],
     /// Receiver: bytes read but not placed yet (empty for a sender).
     ahead: ReadAhead,
+    /// Receiver: where the current frame's bytes go, when the consumer asked for them in its
+    /// memory ([`Shared::dests`]; 0: the slot).
+    target: usize,
     peer: String,
     /// The far end's address (read at set-up: a failed socket no longer knows it).
     addr: String,
@@ -136,6 +139,7 @@ impl Stream {
             done: 0,
             header: [0; FRAME_HEADER],
             ahead: ReadAhead::new(if dir == Dir::Recv { READ_AHEAD } else { 0 }),
+            target: 0,
             peer: peer.to_string(),
             eof: false,
             back: Back::Open,
@@ -318,7 +322,15 @@ impl Stream {
             if self.seq >= sh.counter.load(Ordering::Acquire) + NSLOTS as u64 {
                 return Ok(moved); // every slot this socket could fill is still full
             }
-            let slot = sh.mem.slot(self.seq);
+            let idx = (self.seq % NSLOTS as u64) as usize;
+            // Where the frame's bytes go: the consumer's memory while it still asks for them
+            // there (checked before every read: an operation that failed takes it back), else
+            // the slot.
+            let slot = if self.target != 0 && sh.dests[idx].load(Ordering::Acquire) == self.target {
+                self.target as *mut u8
+            } else {
+                sh.mem.slot(self.seq)
+            };
             // The frame's byte count, once its header is in (checked against the slot then).
             let size = (self.done >= FRAME_HEADER).then(|| word(&self.header[..4]) as usize);
             if self.ahead.is_empty() {
@@ -328,7 +340,9 @@ impl Stream {
                     None => self.ahead.fill(&mut self.sock),
                     Some(size) => {
                         // SAFETY: the slot is free (seq < released + NSLOTS) and size <=
-                        // slot_bytes was checked when the header completed.
+                        // slot_bytes was checked when the header completed; a consumer's
+                        // destination takes at least size bytes (checked then too) and is
+                        // the consumer's to lend until the slot is released or withdrawn.
                         let buf = unsafe { std::slice::from_raw_parts_mut(slot, size) };
                         self.sock.read(&mut buf[self.done - FRAME_HEADER..])
                     }
@@ -402,8 +416,21 @@ impl Stream {
                     ),
                 });
             }
+            if self.done == FRAME_HEADER {
+                // The consumer may have asked for this frame in its memory.
+                let dest = sh.dests[idx].load(Ordering::Acquire);
+                let room = sh.dest_lens[idx].load(Ordering::Relaxed);
+                self.target = if dest != 0 && size <= room { dest } else { 0 };
+            }
             if self.done == FRAME_HEADER + size {
-                let idx = (self.seq % NSLOTS as u64) as usize;
+                let at = sh.dests[idx].load(Ordering::Acquire);
+                let landed = if self.target != 0 && at == self.target {
+                    self.target
+                } else {
+                    0
+                };
+                self.target = 0;
+                sh.landed[idx].store(landed, Ordering::Relaxed);
                 sh.state[idx].store(size as u64 + 1, Ordering::Release);
                 self.seq += sh.nsocks as u64;
                 self.done = 0;

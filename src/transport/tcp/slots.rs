@@ -109,6 +109,13 @@ pub(super) struct Shared {
     /// Sender: where a posted slot's bytes are (0: in the slot; else the caller's memory,
     /// [`crate::transport::SendEnd::post_from`]).
     pub(super) sources: [AtomicUsize; NSLOTS],
+    /// Receiver: where the consumer asked the frame of the slot at this index to land (0: in
+    /// the slot; [`crate::transport::RecvEnd::receive_into`]), and at most how many bytes it
+    /// takes there.
+    pub(super) dests: [AtomicUsize; NSLOTS],
+    pub(super) dest_lens: [AtomicUsize; NSLOTS],
+    /// Receiver: where the arrived frame of the slot at this index lies (0: in the slot).
+    pub(super) landed: [AtomicUsize; NSLOTS],
     /// First error a stream hit.
     error: Mutex<Option<TransportError>>,
     failed: AtomicBool,
@@ -133,6 +140,9 @@ impl Shared {
             state: std::array::from_fn(|_| AtomicU64::new(0)),
             sizes: std::array::from_fn(|_| AtomicU64::new(0)),
             sources: std::array::from_fn(|_| AtomicUsize::new(0)),
+            dests: std::array::from_fn(|_| AtomicUsize::new(0)),
+            dest_lens: std::array::from_fn(|_| AtomicUsize::new(0)),
+            landed: std::array::from_fn(|_| AtomicUsize::new(0)),
             error: Mutex::new(None),
             failed: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),

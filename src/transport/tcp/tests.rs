@@ -462,3 +462,135 @@ fn an_oversized_frame_is_refused() {
     drop(r);
     assert!(mem.iter().all(|&b| b == 0), "nothing landed");
 }
+
+/// Sends `n` slots of `size(i)` bytes (byte `j` of slot `i` is `byte(i, j)`) from `s` while
+/// `r` receives them; `ask(i, got)` runs for each slot `i` before it may arrive (the consumer's
+/// requests), `check(i, p, n)` for each slot shown, before its release. Checks every byte.
+fn exchange_slots(
+    s: &mut TcpSender,
+    r: &mut TcpReceiver,
+    n: usize,
+    size: impl Fn(usize) -> usize,
+    mut ask: impl FnMut(&mut TcpReceiver, usize, usize),
+    mut check: impl FnMut(usize, *const u8, usize),
+) {
+    let byte = |i: usize, j: usize| (i * 31 + j) as u8;
+    let (mut sent, mut got, mut asked) = (0usize, 0usize, 0usize);
+    while got < n {
+        while asked < n && asked < got + crate::conn::NSLOTS {
+            ask(r, asked, got);
+            asked += 1;
+        }
+        if sent < n
+            && let Some(p) = s.acquire()
+        {
+            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
+            let data = unsafe { std::slice::from_raw_parts_mut(p, size(sent)) };
+            for (j, b) in data.iter_mut().enumerate() {
+                *b = byte(sent, j);
+            }
+            s.post(size(sent));
+            sent += 1;
+        }
+        s.progress().unwrap();
+        r.progress().unwrap();
+        if let Some((p, len)) = r.peek() {
+            assert_eq!(len, size(got));
+            // SAFETY: peek() shows len bytes that stay until release().
+            let data = unsafe { std::slice::from_raw_parts(p, len) };
+            assert!(
+                data.iter().enumerate().all(|(j, &b)| b == byte(got, j)),
+                "slot {got}"
+            );
+            check(got, p, len);
+            r.release();
+            got += 1;
+        }
+    }
+    while s.pending() {
+        s.progress().unwrap();
+    }
+}
+
+/// Slots the consumer asks for in its memory ([`RecvEnd::receive_into`]) land there, with
+/// their bytes and nothing past them; slots not asked for, or asked for with too little room,
+/// land in the end's slots as usual, and the consumer's memory keeps its bytes.
+#[test]
+fn slots_land_where_the_consumer_asks() {
+    let slot = 8192;
+    let (tx, rx) = socket_pairs(2);
+    let mut s = TcpSender::new(tx, slot, 0, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, slot, 0, "rank 0", Slots::owned()).unwrap();
+    assert!(r.receives_into_caller());
+    let total = 120usize;
+    // Small frames (through the read-ahead buffer) and large ones.
+    let size = |i: usize| if i.is_multiple_of(2) { 1 + i % 97 } else { slot - i };
+    // Slot i may land at out[i * slot..]: asked for unless i % 5 == 0, with one byte too few
+    // when i % 7 == 0.
+    let mut out = vec![0xEEu8; total * slot];
+    let base = out.as_mut_ptr();
+    let wants = |i: usize| !i.is_multiple_of(5);
+    let room = |i: usize| if i.is_multiple_of(7) { size(i) - 1 } else { size(i) };
+    let lands = |i: usize| wants(i) && room(i) >= size(i);
+    let mut landed = 0;
+    exchange_slots(
+        &mut s,
+        &mut r,
+        total,
+        size,
+        |r, i, got| {
+            if wants(i) {
+                // SAFETY: out[i * slot..] holds slot >= room(i) bytes, which the test reads
+                // only once the slot was shown.
+                unsafe { r.receive_into(i - got, base.wrapping_add(i * slot), room(i)) };
+            }
+        },
+        |i, p, _| {
+            let mine = base.wrapping_add(i * slot).cast_const();
+            assert_eq!(p == mine, lands(i), "slot {i} landed in the wrong place");
+            landed += usize::from(lands(i));
+        },
+    );
+    assert_eq!(landed, (0..total).filter(|&i| lands(i)).count());
+    for i in 0..total {
+        let region = &out[i * slot..(i + 1) * slot];
+        let filled = if lands(i) { size(i) } else { 0 };
+        assert!(
+            region[filled..].iter().all(|&b| b == 0xEE),
+            "bytes past slot {i}'s landing were written"
+        );
+    }
+}
+
+/// Requests withdrawn before their slots arrive ([`RecvEnd::withdraw`]: an operation that
+/// failed) leave the consumer's memory alone; with helper threads, which could be inside a read
+/// into it when it is taken back, nothing lands there at all.
+#[test]
+fn withdrawn_requests_and_helper_threads_leave_the_callers_memory_alone() {
+    for nthreads in [0, 1] {
+        let slot = 4096;
+        let (tx, rx) = socket_pairs(1);
+        let mut s = TcpSender::new(tx, slot, nthreads, "rank 1", Slots::owned()).unwrap();
+        let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0", Slots::owned()).unwrap();
+        assert_eq!(r.receives_into_caller(), nthreads == 0);
+        let mut out = vec![0xEEu8; crate::conn::NSLOTS * slot];
+        let base = out.as_mut_ptr();
+        exchange_slots(
+            &mut s,
+            &mut r,
+            crate::conn::NSLOTS,
+            |i| 100 + i,
+            |r, i, got| {
+                // SAFETY: out[i * slot..] holds slot bytes, untouched by the test meanwhile.
+                unsafe { r.receive_into(i - got, base.wrapping_add(i * slot), slot) };
+                if nthreads == 0 && i + 1 == crate::conn::NSLOTS {
+                    r.withdraw();
+                }
+            },
+            |i, p, _| {
+                assert_ne!(p, base.wrapping_add(i * slot).cast_const(), "slot {i}");
+            },
+        );
+        assert!(out.iter().all(|&b| b == 0xEE));
+    }
+}
