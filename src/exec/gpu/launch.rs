@@ -190,12 +190,7 @@ fn launch_all(
             }
             continue;
         }
-        // FP8 data that is only moved runs the byte kernels (the same bytes; FP8's own kernels,
-        // built for sm_90 and later as NCCL's FP8 arithmetic is, are for reductions).
-        let dtype = match a.dtype.fp8() {
-            Some(_) if !a.func.reduces() => DataType::Uint8,
-            _ => a.dtype,
-        };
+        let dtype = kernel_dtype(a.func, a.dtype);
         let spec = ReduceSpec::new(dtype, a.op.lower(dtype, n));
         let plain = spec.pre.is_none() && spec.post_div.is_none_or(|d| d == 1);
         if n == 1 && plain && input.1 == bufs.output.1 {
@@ -272,6 +267,21 @@ fn launch_all(
     Ok(())
 }
 
+/// The data type whose kernels run a collective of `func` on `dtype` data. A function that only
+/// moves data (AllGather, Broadcast, AllToAll, Gather, Scatter) runs the byte (`uint8`)
+/// kernels, as Send/Recv do: the plan counts bytes and the same bytes move. So a type whose
+/// collectives only move data never costs its module's NVRTC compile (PyTorch DDP's first
+/// int64 collective is its shape check's AllGather: 13 s of a 14 s DDP run on a fresh 4×H200
+/// host), and FP8 data moves on GPUs before sm_90, where FP8's own kernels (for reductions, as
+/// NCCL's FP8 arithmetic) do not exist.
+fn kernel_dtype(func: Func, dtype: DataType) -> DataType {
+    if func.reduces() {
+        dtype
+    } else {
+        DataType::Uint8
+    }
+}
+
 /// Launches the kernel of `l`, telling it its operation's number, or its copy, or nothing.
 ///
 /// Errors: [`Error::Cuda`] when the kernel cannot be built or launched, or the copy fails;
@@ -339,4 +349,31 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
 fn overlaps(a: Region, b: Region) -> bool {
     let (a0, b0) = (a.ptr as usize, b.ptr as usize);
     a.len > 0 && b.len > 0 && a0 < b0 + b.len && b0 < a0 + a.len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reductions_run_their_types_kernels() {
+        for dtype in DataType::ALL {
+            for func in [Func::AllReduce, Func::Reduce, Func::ReduceScatter] {
+                assert_eq!(kernel_dtype(func, dtype), dtype, "{func:?} {dtype}");
+            }
+            for func in [
+                Func::AllGather,
+                Func::Broadcast,
+                Func::AllToAll,
+                Func::Gather,
+                Func::Scatter,
+            ] {
+                assert_eq!(
+                    kernel_dtype(func, dtype),
+                    DataType::Uint8,
+                    "{func:?} {dtype}"
+                );
+            }
+        }
+    }
 }

@@ -524,13 +524,25 @@ fn slots_land_where_the_consumer_asks() {
     assert!(r.receives_into_caller());
     let total = 120usize;
     // Small frames (through the read-ahead buffer) and large ones.
-    let size = |i: usize| if i.is_multiple_of(2) { 1 + i % 97 } else { slot - i };
+    let size = |i: usize| {
+        if i.is_multiple_of(2) {
+            1 + i % 97
+        } else {
+            slot - i
+        }
+    };
     // Slot i may land at out[i * slot..]: asked for unless i % 5 == 0, with one byte too few
     // when i % 7 == 0.
     let mut out = vec![0xEEu8; total * slot];
     let base = out.as_mut_ptr();
     let wants = |i: usize| !i.is_multiple_of(5);
-    let room = |i: usize| if i.is_multiple_of(7) { size(i) - 1 } else { size(i) };
+    let room = |i: usize| {
+        if i.is_multiple_of(7) {
+            size(i) - 1
+        } else {
+            size(i)
+        }
+    };
     let lands = |i: usize| wants(i) && room(i) >= size(i);
     let mut landed = 0;
     exchange_slots(
