@@ -31,32 +31,7 @@ fn stream_slots(nsocks: usize, nthreads: usize, slot: usize, size: impl Fn(usize
     let (tx, rx) = socket_pairs(nsocks);
     let mut s = TcpSender::new(tx, slot, nthreads, "rank 1", Slots::owned()).unwrap();
     let mut r = TcpReceiver::new(rx, slot, nthreads, "rank 0", Slots::owned()).unwrap();
-    let total = 300usize;
-    let (mut sent, mut got) = (0usize, 0usize);
-    while got < total {
-        if sent < total
-            && let Some(p) = s.acquire()
-        {
-            let n = size(sent);
-            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
-            unsafe { std::ptr::write_bytes(p, (sent % 251) as u8, n) };
-            s.post(n);
-            sent += 1;
-        }
-        s.progress().unwrap();
-        r.progress().unwrap();
-        if let Some((p, n)) = r.peek() {
-            assert_eq!(n, size(got));
-            // SAFETY: the slot from peek() holds the bytes it reports, and the FIFO keeps it until release().
-            let data = unsafe { std::slice::from_raw_parts(p, n) };
-            assert!(data.iter().all(|&b| b == (got % 251) as u8), "slot {got}");
-            r.release();
-            got += 1;
-        }
-    }
-    while s.pending() {
-        s.progress().unwrap();
-    }
+    exchange_slots(&mut s, &mut r, 300, size, |_, _, _| {}, |_, _, _| {});
 }
 
 #[test]
