@@ -156,7 +156,7 @@ impl FromStr for RedOp {
 }
 
 /// How two values are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Combine {
     /// a + b (wrapping for integers).
     Sum,

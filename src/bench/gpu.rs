@@ -19,6 +19,7 @@ use crate::comm::{Communicator, Group, group_start};
 use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error, relaxed_capture};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
+use crate::redop::Combine;
 
 /// One rank on a GPU, with device buffers sized for the largest point.
 pub(super) struct GpuRank<'c> {
@@ -72,8 +73,18 @@ impl<'c> GpuRank<'c> {
         let stream = ctx
             .new_stream()
             .map_err(|e| cuda_error(e, format!("creating a stream on GPU {gpu}")))?;
-        for dtype in opts.dtypes.iter().chain([&DataType::Uint8]) {
-            Interp::get(ctx, info.arch(), *dtype, comm.gpu_kernel_cache())?;
+        // The modules the sweep will run (and the byte module for sums, which moves data), so
+        // no NVRTC compile lands in a timed operation.
+        let mut modules = vec![(DataType::Uint8, Combine::Sum)];
+        if opts.coll.func().reduces() {
+            for &dtype in &opts.dtypes {
+                for op in &opts.ops {
+                    modules.push((dtype, op.lower(dtype, comm.nranks()).combine));
+                }
+            }
+        }
+        for (dtype, combine) in modules {
+            Interp::get(ctx, info.arch(), dtype, combine, comm.gpu_kernel_cache())?;
         }
         let alloc = |b: usize| DeviceAlloc::zeroed(ctx, b).map_err(buffers_error);
         let check = if opts.check > 0 {

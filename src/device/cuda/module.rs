@@ -1,6 +1,6 @@
 //! The step interpreter (`kernels/interp.cu`) loaded into a device's context: one module per
-//! (device, data type), with one kernel per reduction, compiled for the device's architecture
-//! on first use (NVRTC, disk-cached) and kept for the life of the process.
+//! (device, data type, reduction), compiled for the device's architecture on first use (NVRTC,
+//! disk-cached) and kept for the life of the process.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -11,7 +11,7 @@ use cudarc::driver::{CudaContext, sys};
 use super::abi::{LlArgs, RmaArgs, THREADS};
 use super::compile::cache::cubin;
 use super::compile::entry::{
-    COMBINES, FP8_MIN_ARCH, RMA_KERNEL, direct_kernel, interp_kernel, ll_kernel,
+    FP8_MIN_ARCH, RMA_KERNEL, combine_code, direct_kernel, interp_kernel, ll_kernel,
 };
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
@@ -29,17 +29,28 @@ pub(crate) enum PeerKernel {
     Direct,
 }
 
-/// The interpreter's kernels for one data type, loaded in one context.
+/// The interpreter's kernels for one data type and one reduction, loaded in one context.
 pub(crate) struct Interp {
     ctx: Arc<CudaContext>,
     module: sys::CUmodule,
-    funcs: [sys::CUfunction; 4],
-    /// The one-shot LL all-reduce per reduction (kernels/ll.cuh).
-    ll: [sys::CUfunction; 4],
-    /// The direct kernel per reduction (kernels/direct.cuh).
-    direct: [sys::CUfunction; 4],
-    /// The one-sided kernel (kernels/rma.cuh), in the byte module only (null elsewhere).
+    /// The step interpreter (kernels/interp.cu).
+    func: sys::CUfunction,
+    /// The one-shot LL all-reduce (kernels/ll.cuh).
+    ll: sys::CUfunction,
+    /// The direct kernel (kernels/direct.cuh).
+    direct: sys::CUfunction,
+    /// The one-sided kernel (kernels/rma.cuh), in the byte module for sums only (null
+    /// elsewhere).
     rma: sys::CUfunction,
+}
+
+/// The defines that build `kernels/interp.cu`'s module for `dtype` and `combine`
+/// (`RNCCL_DTYPE`: nccl.h's `ncclDataType_t` value; `RNCCL_COMBINE`: [`combine_code`]).
+pub(crate) fn module_defines(dtype: DataType, combine: Combine) -> Vec<String> {
+    vec![
+        format!("RNCCL_DTYPE={}", dtype as u32),
+        format!("RNCCL_COMBINE={}", combine_code(combine)),
+    ]
 }
 
 // SAFETY: module and function handles are plain driver handles, valid in any thread once the
@@ -49,18 +60,21 @@ unsafe impl Send for Interp {}
 unsafe impl Sync for Interp {}
 
 impl Interp {
-    /// The interpreter for `dtype` on `ctx`'s device (compute capability `arch`, e.g. 90),
-    /// compiled on first use in this process (only `dtype`'s kernels: `RNCCL_DTYPE`), or read
-    /// from the disk cache in `cache_dir` (see [`super::compile::cache::cache_dir`]).
+    /// The interpreter for `dtype` and `combine` on `ctx`'s device (compute capability
+    /// `arch`, e.g. 90), compiled on first use in this process (only those kernels:
+    /// [`module_defines`]), or read from the disk cache in `cache_dir` (see
+    /// [`super::compile::cache::cache_dir`]).
     ///
-    /// Errors: [`Error::Cuda`] when NVRTC is missing or fails, or the module does not load.
+    /// Errors: [`Error::InvalidArgument`] for FP8 before sm_90; [`Error::Cuda`] when NVRTC is
+    /// missing or fails, or the module does not load.
     pub(crate) fn get(
         ctx: &Arc<CudaContext>,
         arch: u32,
         dtype: DataType,
+        combine: Combine,
         cache_dir: Option<&std::path::Path>,
     ) -> Result<Arc<Interp>> {
-        type Loaded = Mutex<HashMap<(usize, DataType), Arc<Interp>>>;
+        type Loaded = Mutex<HashMap<(usize, DataType, Combine), Arc<Interp>>>;
         static LOADED: OnceLock<Loaded> = OnceLock::new();
         let map = LOADED.get_or_init(Default::default);
         if dtype.fp8().is_some() && arch < FP8_MIN_ARCH {
@@ -70,25 +84,25 @@ impl Interp {
                 ctx.ordinal()
             )));
         }
-        let key = (ctx.ordinal(), dtype);
+        let key = (ctx.ordinal(), dtype, combine);
         if let Some(i) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(i.clone());
         }
         let program = programs()
             .find(|s| s.name == "interp.cu")
             .ok_or_else(|| Error::Internal("kernels/interp.cu is not embedded".into()))?;
-        let image = cubin(
-            program,
-            arch,
-            &[format!("RNCCL_DTYPE={}", dtype as u32)],
-            cache_dir,
-        )?;
-        let i = Arc::new(Interp::load(ctx, &image, dtype)?);
+        let image = cubin(program, arch, &module_defines(dtype, combine), cache_dir)?;
+        let i = Arc::new(Interp::load(ctx, &image, dtype, combine)?);
         let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
         Ok(m.entry(key).or_insert(i).clone())
     }
 
-    fn load(ctx: &Arc<CudaContext>, image: &[u8], dtype: DataType) -> Result<Interp> {
+    fn load(
+        ctx: &Arc<CudaContext>,
+        image: &[u8],
+        dtype: DataType,
+        combine: Combine,
+    ) -> Result<Interp> {
         let gpu = ctx.ordinal();
         ctx.bind_to_thread()
             .map_err(|e| cuda_error(e, format!("binding GPU {gpu}")))?;
@@ -100,28 +114,27 @@ impl Interp {
             unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) }
         });
         check(r, || {
-            format!("loading the {} interpreter on GPU {gpu}", dtype)
+            format!("loading the {dtype} {combine:?} interpreter on GPU {gpu}")
         })?;
         let mut interp = Interp {
             ctx: ctx.clone(),
             module,
-            funcs: [std::ptr::null_mut(); 4],
-            ll: [std::ptr::null_mut(); 4],
-            direct: [std::ptr::null_mut(); 4],
+            func: std::ptr::null_mut(),
+            ll: std::ptr::null_mut(),
+            direct: std::ptr::null_mut(),
             rma: std::ptr::null_mut(),
         };
-        if dtype == DataType::Uint8 {
+        // From here on Drop unloads the module, whichever lookup fails.
+        interp.func = function(module, &interp_kernel(dtype, combine), gpu)?;
+        interp.ll = function(module, &ll_kernel(dtype, combine), gpu)?;
+        interp.direct = function(module, &direct_kernel(dtype, combine), gpu)?;
+        if (dtype, combine) == (DataType::Uint8, Combine::Sum) {
             interp.rma = function(module, RMA_KERNEL, gpu)?;
-        }
-        for (i, c) in COMBINES.into_iter().enumerate() {
-            interp.funcs[i] = function(module, &interp_kernel(dtype, c), gpu)?;
-            interp.ll[i] = function(module, &ll_kernel(dtype, c), gpu)?;
-            interp.direct[i] = function(module, &direct_kernel(dtype, c), gpu)?;
         }
         Ok(interp)
     }
 
-    /// Launches the kernel for `combine` on `stream`: `lanes` blocks of [`THREADS`] threads
+    /// Launches the interpreter on `stream`: `lanes` blocks of [`THREADS`] threads
     /// running the program at device address `program` for operation number `seq`
     /// (kernels/program.cuh, operation tracking).
     ///
@@ -133,13 +146,11 @@ impl Interp {
     /// Errors: [`Error::Cuda`] when the launch fails.
     pub(crate) unsafe fn launch(
         &self,
-        combine: Combine,
         lanes: u32,
         stream: sys::CUstream,
         program: u64,
         seq: u64,
     ) -> Result<()> {
-        let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
         let (mut arg, mut seq) = (program, seq);
         let mut params = [
             (&raw mut arg).cast::<std::ffi::c_void>(),
@@ -150,7 +161,7 @@ impl Interp {
         check(
             unsafe {
                 sys::cuLaunchKernel(
-                    self.funcs[i],
+                    self.func,
                     lanes.max(1),
                     1,
                     1,
@@ -167,7 +178,7 @@ impl Interp {
         )
     }
 
-    /// Launches `kernel` over the peers' areas for `combine` on `stream`:
+    /// Launches `kernel` over the peers' areas on `stream`:
     /// `blocks` blocks of [`THREADS`] threads, given `args` (copied into the launch by the
     /// driver).
     ///
@@ -179,15 +190,13 @@ impl Interp {
     pub(crate) unsafe fn launch_peers(
         &self,
         kernel: PeerKernel,
-        combine: Combine,
         blocks: u32,
         stream: sys::CUstream,
         args: &mut LlArgs,
     ) -> Result<()> {
-        let i = COMBINES.iter().position(|&c| c == combine).unwrap_or(0);
         let (func, what) = match kernel {
-            PeerKernel::Ll => (self.ll[i], "the LL all-reduce"),
-            PeerKernel::Direct => (self.direct[i], "the direct kernel"),
+            PeerKernel::Ll => (self.ll, "the LL all-reduce"),
+            PeerKernel::Direct => (self.direct, "the direct kernel"),
         };
         let mut params = [(args as *mut LlArgs).cast::<std::ffi::c_void>()];
         // SAFETY: the function takes one `LlArgs` by value, which `params` points to (the
@@ -220,7 +229,7 @@ impl Interp {
     /// `stream` is a live stream of this context (or null); `args` comes from
     /// `crate::exec::gpu::rma`, and its addresses stay valid until the kernel completes.
     ///
-    /// Errors: [`Error::Internal`] on a module of another data type than `uint8` (which alone
+    /// Errors: [`Error::Internal`] on another module than the byte module for sums (which alone
     /// carries the kernel); [`Error::Cuda`] when the launch fails.
     pub(crate) unsafe fn launch_rma(
         &self,
@@ -230,7 +239,7 @@ impl Interp {
     ) -> Result<()> {
         if self.rma.is_null() {
             return Err(Error::Internal(
-                "the one-sided kernel lives in the uint8 module".into(),
+                "the one-sided kernel lives in the uint8 sum module".into(),
             ));
         }
         let mut params = [(args as *mut RmaArgs).cast::<std::ffi::c_void>()];

@@ -19,6 +19,7 @@ use super::program::{Control, Part, conn_order};
 use crate::device::cuda::abi::{
     CONTROL_BYTES, DevConn, DirectMode, OPS_OFF, REPORT_OFF, RMA_STATE_BYTES, Status,
 };
+use crate::device::cuda::compile::entry::COMBINES;
 use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
 use crate::error::{Error, Result};
 use crate::exec::Core;
@@ -121,11 +122,12 @@ impl GpuComm {
         let conns = unsafe { GpuConns::open(&setup, &ctx, control.ptr() as u64) }?;
         // Ranks of this communicator sharing a GPU in one process (a test set-up; NCCL refuses
         // it): a kernel module loaded while the other rank's kernel waits for this one would
-        // wait for that kernel (module loads serialise the GPU), so every data type's kernels
-        // are loaded now.
+        // wait for that kernel (module loads serialise the GPU), so every module is loaded now.
         if shares_gpu_with_a_peer(core) {
             for dtype in crate::dtype::DataType::ALL {
-                Interp::get(&ctx, info.arch(), dtype, kernel_cache.as_deref())?;
+                for combine in COMBINES {
+                    Interp::get(&ctx, info.arch(), dtype, combine, kernel_cache.as_deref())?;
+                }
             }
         }
         tracing::info!(

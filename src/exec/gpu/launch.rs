@@ -293,10 +293,10 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
             &gpu.ctx,
             gpu.info.arch(),
             l.spec.dtype,
+            l.spec.combine,
             gpu.kernel_cache.as_deref(),
         )
     };
-    let combine = l.spec.combine;
     let parts = match &l.work {
         Work::Program(parts) => parts,
         Work::Ll(op) | Work::Direct(op, _) => {
@@ -313,7 +313,7 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
             // round counts and control words (alive as long as it is) and the caller's buffers
             // (valid until the stream runs the kernel, the contract of Group::push_device); the
             // stream is the caller's.
-            return unsafe { interp.launch_peers(kernel, combine, blocks, l.stream, &mut args) };
+            return unsafe { interp.launch_peers(kernel, blocks, l.stream, &mut args) };
         }
         &Work::Copy { src, dst, bytes } => {
             if src == dst || bytes == 0 {
@@ -341,7 +341,7 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
         // words (alive as long as the communicator) and the caller's buffers (valid until the
         // stream runs the kernel, the contract of Group::push_device); the stream is the
         // caller's.
-        unsafe { interp.launch(combine, nlanes, l.stream, addr, seq) }
+        unsafe { interp.launch(nlanes, l.stream, addr, seq) }
     })
 }
 

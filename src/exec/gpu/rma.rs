@@ -23,6 +23,7 @@ use crate::device::cuda::abi::{
 use crate::device::cuda::{Interp, cuda_error};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
+use crate::redop::Combine;
 
 /// Bytes a block of a put stores at least before the put uses more blocks. On 2×H200
 /// (perf/capi_rma.sh) a one-block put of 256 KB took 10.0 µs one way against 5.9 at 32 KB and
@@ -93,7 +94,7 @@ impl GpuComm {
             .ok_or_else(|| Error::Internal("direct areas vanished".into()))
     }
 
-    /// The byte module, which carries the one-sided kernel, bound to this thread.
+    /// The byte module for sums, which carries the one-sided kernel, bound to this thread.
     fn rma_kernels(&self) -> Result<std::sync::Arc<Interp>> {
         self.ctx
             .bind_to_thread()
@@ -102,6 +103,7 @@ impl GpuComm {
             &self.ctx,
             self.info.arch(),
             DataType::Uint8,
+            Combine::Sum,
             self.kernel_cache.as_deref(),
         )
     }

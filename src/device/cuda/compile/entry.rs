@@ -51,6 +51,12 @@ pub(crate) fn direct_kernel(dtype: DataType, combine: Combine) -> String {
     format!("rnccl_direct_{}_{}", type_name(dtype), op_name(combine))
 }
 
+/// The value of `RNCCL_COMBINE` that builds `combine`'s kernels (kernels/interp.cu): its place
+/// in [`COMBINES`].
+pub(crate) fn combine_code(combine: Combine) -> u32 {
+    COMBINES.iter().position(|&c| c == combine).unwrap_or(0) as u32
+}
+
 fn op_name(combine: Combine) -> &'static str {
     match combine {
         Combine::Sum => "sum",
@@ -123,6 +129,14 @@ mod tests {
             assert!(check.contains(&want), "check.cu lacks `{want}`");
         }
         assert_eq!(check_kernel(DataType::Bfloat16), "rnccl_check_bf16");
+        for (i, c) in [Combine::Sum, Combine::Prod, Combine::Max, Combine::Min]
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(combine_code(c), i as u32);
+            let want = format!("RNCCL_COMBINE == {i}");
+            assert!(src.contains(&want), "interp.cu lacks `{want}`");
+        }
         // Three kernels per type and reduction, and the one-sided kernel of the byte module.
         let all = entry_points("interp.cu", 90).unwrap();
         assert_eq!(all.len(), 3 * DataType::ALL.len() * COMBINES.len() + 1);

@@ -141,3 +141,48 @@ fn the_device_abi_matches_the_kernel_headers() {
         panic!("the Rust and CUDA layouts differ: {e}");
     }
 }
+
+/// A module built for one data type and one reduction (`module_defines`,
+/// what the loader compiles) holds exactly the kernels the loader looks up in it: that type's
+/// interpreter, LL and direct kernels for that reduction, and the one-sided kernel in the byte
+/// module for sums alone.
+#[test]
+fn a_module_holds_its_types_kernels_for_its_reduction() {
+    use crate::device::cuda::compile::entry::{
+        COMBINES, RMA_KERNEL, direct_kernel, interp_kernel, ll_kernel,
+    };
+    use crate::device::cuda::module::module_defines;
+    use crate::dtype::DataType;
+    use crate::redop::Combine;
+    if !nvrtc_here("a_module_holds_its_types_kernels_for_its_reduction") {
+        return;
+    }
+    let program = sources::programs().find(|p| p.name == "interp.cu").unwrap();
+    for (dtype, combine) in [
+        (DataType::Uint8, Combine::Sum),
+        (DataType::Int64, Combine::Max),
+        (DataType::Bfloat16, Combine::Min),
+    ] {
+        let cubin = nvrtc::compile(program, 90, &module_defines(dtype, combine)).unwrap();
+        for c in COMBINES {
+            for k in [
+                interp_kernel(dtype, c),
+                ll_kernel(dtype, c),
+                direct_kernel(dtype, c),
+            ] {
+                assert_eq!(names(&cubin, &k), c == combine, "{dtype} {combine:?}: {k}");
+            }
+        }
+        let other = if dtype == DataType::Uint8 {
+            DataType::Int8
+        } else {
+            DataType::Uint8
+        };
+        assert!(!names(&cubin, &interp_kernel(other, combine)));
+        assert_eq!(
+            names(&cubin, RMA_KERNEL),
+            (dtype, combine) == (DataType::Uint8, Combine::Sum),
+            "{dtype} {combine:?}: {RMA_KERNEL}"
+        );
+    }
+}
