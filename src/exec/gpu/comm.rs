@@ -19,7 +19,7 @@ use super::program::{Control, Part, conn_order};
 use crate::device::cuda::abi::{
     CONTROL_BYTES, DevConn, DirectMode, OPS_OFF, REPORT_OFF, RMA_STATE_BYTES, Status,
 };
-use crate::device::cuda::compile::entry::COMBINES;
+use crate::device::cuda::compile::entry::{COMBINES, FP8_MIN_ARCH};
 use crate::device::cuda::{DeviceAlloc, DeviceInfo, Interp, PinnedHost, context, probe};
 use crate::error::{Error, Result};
 use crate::exec::Core;
@@ -122,9 +122,13 @@ impl GpuComm {
         let conns = unsafe { GpuConns::open(&setup, &ctx, control.ptr() as u64) }?;
         // Ranks of this communicator sharing a GPU in one process (a test set-up; NCCL refuses
         // it): a kernel module loaded while the other rank's kernel waits for this one would
-        // wait for that kernel (module loads serialise the GPU), so every module is loaded now.
+        // wait for that kernel (module loads serialise the GPU), so every module is loaded now
+        // (FP8's only from sm_90, where its kernels exist).
         if shares_gpu_with_a_peer(core) {
-            for dtype in crate::dtype::DataType::ALL {
+            let types = crate::dtype::DataType::ALL
+                .into_iter()
+                .filter(|d| d.fp8().is_none() || info.arch() >= FP8_MIN_ARCH);
+            for dtype in types {
                 for combine in COMBINES {
                     Interp::get(&ctx, info.arch(), dtype, combine, kernel_cache.as_deref())?;
                 }
