@@ -56,6 +56,6 @@ pub use exec::gpu::choice::{GpuKernel, gpu_kernel};
 pub use fp8::{F8E4M3, F8E5M2};
 pub use func::Func;
 pub use mem::{HostMem, mem_alloc};
-pub use os::names::{remove_process_files, remove_process_files_in};
+pub use os::names::{remove_own_files_for_exit, remove_process_files, remove_process_files_in};
 pub use redop::{RedOp, Scalar};
 pub use version::{NCCL_API_VERSION, version_line};

@@ -59,22 +59,26 @@ impl MemFile {
         let from = std::ffi::CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
             .expect("no NUL");
         let to = std::ffi::CString::new(format!("{SHM_DIR}{name}")).expect("no NUL");
-        // SAFETY: both paths are NUL-terminated C strings that live across the call.
-        let rc = unsafe {
-            libc::linkat(
-                libc::AT_FDCWD,
-                from.as_ptr(),
-                libc::AT_FDCWD,
-                to.as_ptr(),
-                libc::AT_SYMLINK_FOLLOW,
-            )
-        };
-        if rc != 0 {
-            return Err(Error::system(
-                format!("naming host memory {name} for peers to map"),
-                std::io::Error::last_os_error(),
-            ));
-        }
+        let linked = crate::os::names::make_name(|| {
+            // SAFETY: both paths are NUL-terminated C strings that live across the call.
+            let rc = unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    from.as_ptr(),
+                    libc::AT_FDCWD,
+                    to.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+        .unwrap_or_else(|| Err(crate::os::names::exiting()));
+        linked
+            .map_err(|e| Error::system(format!("naming host memory {name} for peers to map"), e))?;
         Ok(name)
     }
 }

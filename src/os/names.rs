@@ -3,8 +3,13 @@
 //! remove exactly what that process left: FIFO segments (`rnccl-<pid>-<random>`), host-memory
 //! windows while they are being registered (`rnccl-win-<pid>-<random>`) and the counter page
 //! (`rnccl-stats-<pid>`, and its `.tmp` while it is rewritten).
+//!
+//! A process exiting on a signal removes its own files with [`remove_own_files_for_exit`]; every
+//! name is made through [`make_name`], so a thread making one as the signal arrives either
+//! finishes first (and the sweep removes it) or makes nothing.
 
 use std::path::Path;
+use std::sync::{PoisonError, RwLock};
 
 /// The directory `shm_open` uses.
 pub(crate) const SHM_DIR: &str = "/dev/shm";
@@ -77,10 +82,58 @@ pub(crate) fn remove_dead_processes_files_in(dir: &Path) -> usize {
         .count()
 }
 
+/// Whether a process may still make names in `/dev/shm`: makers hold the read side while they
+/// make one, the sweep before exit takes the write side and closes the gate for good.
+struct NameGate(RwLock<bool>);
+
+impl NameGate {
+    const fn new() -> NameGate {
+        NameGate(RwLock::new(false))
+    }
+
+    /// Runs `make` (which creates a name) unless the gate is closed; `None` when it is.
+    fn make<T>(&self, make: impl FnOnce() -> T) -> Option<T> {
+        let closed = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        (!*closed).then(make)
+    }
+
+    /// Closes the gate once no maker is inside, then runs `sweep`.
+    fn close_then<T>(&self, sweep: impl FnOnce() -> T) -> T {
+        let mut closed = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        *closed = true;
+        sweep()
+    }
+}
+
+/// This process's gate.
+static GATE: NameGate = NameGate::new();
+
+/// Runs `make`, which creates a name in `/dev/shm` for this process, unless the process has
+/// removed its files to exit ([`remove_own_files_for_exit`]); `None` then, and nothing is made.
+pub(crate) fn make_name<T>(make: impl FnOnce() -> T) -> Option<T> {
+    GATE.make(make)
+}
+
+/// The error a maker returns when [`make_name`] refused: the process is exiting.
+pub(crate) fn exiting() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Interrupted,
+        "this process is exiting on a signal and has removed its files from /dev/shm",
+    )
+}
+
+/// Removes every file this process made in `/dev/shm`, after any name being made now is
+/// finished, and makes sure no thread makes another; returns how many were removed. For a
+/// process about to exit on a signal: after this, every attempt to make a shared-memory segment,
+/// a window's name or the counter page fails. Never fails.
+pub fn remove_own_files_for_exit() -> usize {
+    GATE.close_then(|| remove_process_files(std::process::id()))
+}
+
 /// Removes every file process `pid` made in `/dev/shm` and returns how many were removed.
 ///
-/// For a launcher whose rank `pid` has exited (a killed rank cannot clean up after itself), or
-/// for a rank about to exit on a signal (`pid` = its own). Mappings other processes hold stay
+/// For a launcher whose rank `pid` has exited (a killed rank cannot clean up after itself); a
+/// rank about to exit on a signal uses [`remove_own_files_for_exit`]. Mappings other processes hold stay
 /// valid: only the names go. Never fails: a file that cannot be removed is left and not counted.
 pub fn remove_process_files(pid: u32) -> usize {
     remove_process_files_in(Path::new(SHM_DIR), pid)
@@ -131,6 +184,42 @@ mod tests {
         want.sort();
         assert_eq!(left, want);
         assert_eq!(remove_process_files_in(dir.path(), 42), 0);
+    }
+
+    #[test]
+    fn the_sweep_waits_for_a_name_being_made_and_then_refuses_more() {
+        let gate = std::sync::Arc::new(NameGate::new());
+        assert_eq!(gate.make(|| 1), Some(1));
+        let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let maker = {
+            let gate = gate.clone();
+            std::thread::spawn(move || {
+                gate.make(|| {
+                    inside_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                    "made"
+                })
+            })
+        };
+        inside_rx.recv().unwrap();
+        let made_before_sweep = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sweeper = {
+            let (gate, seen) = (gate.clone(), made_before_sweep.clone());
+            std::thread::spawn(move || {
+                gate.close_then(|| seen.load(std::sync::atomic::Ordering::SeqCst))
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !sweeper.is_finished(),
+            "the sweep ran while a name was being made"
+        );
+        made_before_sweep.store(true, std::sync::atomic::Ordering::SeqCst);
+        go_tx.send(()).unwrap();
+        assert_eq!(maker.join().unwrap(), Some("made"));
+        assert!(sweeper.join().unwrap(), "the sweep must follow the maker");
+        assert_eq!(gate.make(|| 2), None);
     }
 
     #[test]

@@ -53,14 +53,24 @@ impl ShmSegment {
             Error::Internal(format!("random name for a shared-memory segment: {e}"))
         })?;
         let name = super::names::segment(std::process::id(), u64::from_le_bytes(rnd));
-        let fd = shm_open(
-            name.as_str(),
-            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
-            Mode::S_IRUSR | Mode::S_IWUSR,
-        )
-        .map_err(|e| Error::system(format!("creating shared-memory segment {name}"), e.into()))?;
-        Self::map(name.clone(), fd, len, true).inspect_err(|_| {
-            let _ = shm_unlink(name.as_str());
+        super::names::make_name(|| {
+            let fd = shm_open(
+                name.as_str(),
+                OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
+                Mode::S_IRUSR | Mode::S_IWUSR,
+            )
+            .map_err(|e| {
+                Error::system(format!("creating shared-memory segment {name}"), e.into())
+            })?;
+            Self::map(name.clone(), fd, len, true).inspect_err(|_| {
+                let _ = shm_unlink(name.as_str());
+            })
+        })
+        .unwrap_or_else(|| {
+            Err(Error::system(
+                format!("creating shared-memory segment {name}"),
+                super::names::exiting(),
+            ))
         })
     }
 

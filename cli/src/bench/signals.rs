@@ -59,7 +59,7 @@ pub fn exit_on_signal() -> anyhow::Result<()> {
         .name("rnccl-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                rnccl::remove_process_files(std::process::id());
+                rnccl::remove_own_files_for_exit();
                 signal_hook::low_level::exit(128 + sig);
             }
         })?;

@@ -247,26 +247,33 @@ impl Publisher {
         if let Err(e) = self.write(&encode(&page)) {
             st.broken = true;
             let _ = std::fs::remove_file(&self.tmp);
-            tracing::warn!(
-                target: "rnccl::stats",
-                "cannot write the counter page {}: {e}; `rnccl top` will not see this process \
-                 (RNCCL_STATS=0 turns the page off)",
-                self.page.display()
-            );
+            // Interrupted: the process is exiting on a signal (see `write`), nothing to say.
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                tracing::warn!(
+                    target: "rnccl::stats",
+                    "cannot write the counter page {}: {e}; `rnccl top` will not see this \
+                     process (RNCCL_STATS=0 turns the page off)",
+                    self.page.display()
+                );
+            }
         }
     }
 
     /// Writes `bytes` to the temporary file (mode 0600) and renames it over the page.
+    /// Refused once this process has removed its files to exit on a signal.
     fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let _ = std::fs::remove_file(&self.tmp);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&self.tmp)?;
-        f.write_all(bytes)?;
-        drop(f);
-        std::fs::rename(&self.tmp, &self.page)
+        crate::os::names::make_name(|| {
+            let _ = std::fs::remove_file(&self.tmp);
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&self.tmp)?;
+            f.write_all(bytes)?;
+            drop(f);
+            std::fs::rename(&self.tmp, &self.page)
+        })
+        .unwrap_or_else(|| Err(crate::os::names::exiting()))
     }
 
     fn remove_page(&self) {
