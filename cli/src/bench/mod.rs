@@ -205,6 +205,9 @@ fn run_process(
             })
             .collect()
     });
+    // The ranks are done: whatever a failure path left in /dev/shm goes now, even when the
+    // launcher that would sweep it is gone.
+    rnccl::remove_own_files_for_exit();
     // Every failing thread has its own view of what went wrong: report them all.
     let mut code = ExitCode::SUCCESS;
     let mut errors = Vec::new();

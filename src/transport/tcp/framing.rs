@@ -35,6 +35,9 @@ pub(super) const BYE: u32 = u32::MAX;
 pub(super) const BYE_ABORTED: u32 = 1;
 /// A sending socket with nothing to send reads back once every this many idle passes.
 const READ_BACK_EVERY: u32 = 64;
+/// A receiving socket asks again for delayed acknowledgements every this many frames (see
+/// [`Stream::delay_acks`]).
+pub(super) const DELAY_ACKS_EVERY: u32 = 64;
 /// Bytes of a receiving socket's read-ahead buffer: a header and the bytes of a frame up to
 /// 4 KiB - 8 arrive in one `read(2)` (a large frame pays one extra copy of this much).
 pub(super) const READ_AHEAD: usize = 4096;
@@ -117,7 +120,8 @@ pub(super) struct Stream {
     back: Back,
     back_buf: [u8; FRAME_HEADER],
     back_done: usize,
-    /// Sender: passes with nothing to send since the last read-back.
+    /// Sender: passes with nothing to send since the last read-back. Receiver: frames since
+    /// it last asked for delayed acknowledgements.
     idle: u32,
 }
 
@@ -131,7 +135,7 @@ impl Stream {
         let addr = sock
             .peer_addr()
             .map_or_else(|_| "an unknown address".into(), |a| a.to_string());
-        Stream {
+        let stream = Stream {
             sock,
             addr,
             dir,
@@ -146,7 +150,30 @@ impl Stream {
             back_buf: [0; FRAME_HEADER],
             back_done: 0,
             idle: 0,
+        };
+        if dir == Dir::Recv {
+            stream.delay_acks();
         }
+        stream
+    }
+
+    /// Puts a receiving socket's TCP acknowledgements in delayed mode (`TCP_QUICKACK` off,
+    /// tcp(7)), as the kernel does by itself on a connection that carries data both ways.
+    ///
+    /// Why: a connection's bytes flow one way, so nothing carries its acknowledgements back
+    /// but their own packets, and in quick mode the kernel sends one for every small frame from
+    /// inside the `read(2)` that drains it, on the receiving rank's critical path. Delayed, it
+    /// still acknowledges at least every second small segment (and every second full one), so
+    /// the sender's window never waits on the delayed-ACK timer. Measured on a veth pair: a C
+    /// exchange of 24-byte frames over one connection per direction took 9.4-9.8 µs per round
+    /// with quick acknowledgements, 7.7-7.9 µs delayed (over one shared connection: 7.2 µs);
+    /// a 2-rank 8 B all_reduce sends 1.5 packets per rank and operation instead of 2.
+    ///
+    /// The mode is not permanent (tcp(7)): the kernel leaves it when the delayed-ACK timer
+    /// fires, so the receiver asks again every [`DELAY_ACKS_EVERY`] frames. Best effort: a
+    /// socket that refuses keeps quick acknowledgements, which only costs time.
+    fn delay_acks(&self) {
+        let _ = socket2::SockRef::from(&self.sock).set_tcp_quickack(false);
     }
 
     /// Moves as many bytes as the socket takes without blocking. Returns whether anything moved.
@@ -434,6 +461,11 @@ impl Stream {
                 sh.state[idx].store(size as u64 + 1, Ordering::Release);
                 self.seq += sh.nsocks as u64;
                 self.done = 0;
+                self.idle += 1;
+                if self.idle >= DELAY_ACKS_EVERY {
+                    self.idle = 0;
+                    self.delay_acks();
+                }
             }
         }
     }

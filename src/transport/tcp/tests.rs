@@ -64,6 +64,30 @@ fn small_and_large_frames_share_the_read_ahead() {
     stream_slots(2, 0, slot, size);
 }
 
+/// A receiving socket keeps its acknowledgements delayed (one way, the kernel would send one
+/// per small frame from inside the read that drains it) and asks again after the kernel left
+/// that mode; a sending socket is left as it was.
+#[test]
+fn receiving_sockets_delay_acknowledgements_and_ask_again() {
+    let (tx, rx) = socket_pairs(1);
+    let (tx_view, rx_view) = (tx[0].try_clone().unwrap(), rx[0].try_clone().unwrap());
+    let quick = |s: &TcpStream| socket2::SockRef::from(s).tcp_quickack().unwrap();
+    assert!(quick(&rx_view), "a fresh socket acknowledges at once");
+    let mut s = TcpSender::new(tx, 64, 0, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, 64, 0, "rank 0", Slots::owned()).unwrap();
+    assert!(!quick(&rx_view));
+    assert!(quick(&tx_view));
+    // The kernel leaves delayed mode when its timer fires: stand in for it.
+    socket2::SockRef::from(&rx_view)
+        .set_tcp_quickack(true)
+        .unwrap();
+    let n = framing::DELAY_ACKS_EVERY as usize;
+    exchange_slots(&mut s, &mut r, n - 1, |_| 8, |_, _, _| {}, |_, _, _| {});
+    assert!(quick(&rx_view), "asked again too early");
+    exchange_slots(&mut s, &mut r, 1, |_| 8, |_, _, _| {}, |_, _, _| {});
+    assert!(!quick(&rx_view), "not asked again after {n} frames");
+}
+
 /// Slots sent from the caller's memory (`post_from`, no copy into the slot) and from the slot
 /// itself, interleaved, arrive in order with their bytes, on one socket and on several driven
 /// by helper threads.
