@@ -1,9 +1,10 @@
 //! Collectives on registered windows (`mem_alloc` + `window_register`): every collective with a
 //! direct form × data type × operation × in-place/out-of-place for nranks 2, 3, 4 as threads,
 //! compared with the sequential reference; FIFO traffic must stay zero above the direct size
-//! threshold (which proves the direct path ran) and grow below it. Then the fallbacks: a rank with heap buffers makes every rank use its FIFO plan,
-//! collectives without a direct form keep working on window memory, and mismatched calls are
-//! errors naming the rank.
+//! threshold (which proves the direct path ran) and grow below it and for PreMulSum, whose
+//! scalars ranks may choose apart (tested with a different scalar per rank). Then the
+//! fallbacks: a rank with heap buffers makes every rank use its FIFO plan, collectives without a
+//! direct form keep working on window memory, and mismatched calls are errors naming the rank.
 
 mod common;
 
@@ -12,7 +13,7 @@ use half::{bf16, f16};
 use rnccl::Func;
 use rnccl::comm::DIRECT_MIN_BYTES;
 use rnccl::stats::Path;
-use rnccl::{Communicator, DataType, HostMem, RedOp, mem_alloc};
+use rnccl::{Communicator, DataType, HostMem, RedOp, Scalar, mem_alloc};
 
 const FUNCS: [Func; 7] = [
     Func::AllReduce,
@@ -187,8 +188,10 @@ fn matrix<T: TElem>(c: &Communicator, counts: &[usize]) -> Result<(), String> {
                     seed += 1;
                     let (before, read_before) = (fifo_bytes(c), window_bytes(c));
                     run_case(c, &mut send, &mut recv, f, op, in_place, count, seed)?;
-                    // Direct above the size threshold (no FIFO bytes), FIFO plans below it.
-                    let direct = count * size_of::<T>() >= DIRECT_MIN_BYTES;
+                    // Direct above the size threshold (no FIFO bytes), FIFO plans below it
+                    // and for PreMulSum (whose scalars ranks may choose apart).
+                    let direct = count * size_of::<T>() >= DIRECT_MIN_BYTES
+                        && !matches!(op, RedOp::PreMulSum(_));
                     let moved = fifo_bytes(c) - before;
                     let read = window_bytes(c) - read_before;
                     // A direct collective that reads peers' windows counts those reads (a
@@ -301,6 +304,57 @@ fn a_heap_buffer_on_one_rank_falls_back_to_fifos() {
             return Err("FIFO traffic on windows".into());
         }
         Ok(())
+    }));
+}
+
+/// PreMulSum scales each rank's input by that rank's own scalar, and ranks may pass different
+/// ones: on windows above the direct threshold the result is still the sum of every rank's
+/// scaled input (all_reduce and reduce_scatter, out of place and in place).
+#[test]
+fn per_rank_premulsum_scalars_on_windows() {
+    all_ok(on_threads(3, &[], |c| {
+        let (r, n) = (c.rank(), c.nranks());
+        let count = 2 * DIRECT_MIN_BYTES / size_of::<f32>();
+        let mut send = mem_alloc::<f32>(n * count).map_err(|e| e.to_string())?;
+        let mut recv = mem_alloc::<f32>(n * count).map_err(|e| e.to_string())?;
+        let _ws = c.window_register(&send).map_err(|e| e.to_string())?;
+        let _wr = c.window_register(&recv).map_err(|e| e.to_string())?;
+        let x = |p: usize, i: usize| (i % 7 + p) as f32;
+        let want = |i: usize| (0..n).map(|p| (p + 1) as f32 * x(p, i)).sum::<f32>();
+        let op = RedOp::PreMulSum(Scalar::Float((r + 1) as f64));
+        let check = |what: &str, got: &[f32], first: usize| match got
+            .iter()
+            .enumerate()
+            .find(|&(i, &v)| v != want(first + i))
+        {
+            Some((i, v)) => Err(format!(
+                "{what}: rank {r} element {}: {v}, want {}",
+                first + i,
+                want(first + i)
+            )),
+            None => Ok(()),
+        };
+        for (i, v) in send.iter_mut().enumerate() {
+            *v = x(r, i);
+        }
+        c.all_reduce(&send[..count], &mut recv[..count], op)
+            .map_err(|e| e.to_string())?;
+        check("all_reduce", &recv[..count], 0)?;
+        c.reduce_scatter(&send[..], &mut recv[..count], op)
+            .map_err(|e| e.to_string())?;
+        check("reduce_scatter", &recv[..count], r * count)?;
+        recv.copy_from_slice(&send);
+        c.all_reduce_in_place(&mut recv[..count], op)
+            .map_err(|e| e.to_string())?;
+        check("all_reduce in place", &recv[..count], 0)?;
+        recv.copy_from_slice(&send);
+        c.reduce_scatter_in_place(&mut recv[..], op)
+            .map_err(|e| e.to_string())?;
+        check(
+            "reduce_scatter in place",
+            &recv[r * count..(r + 1) * count],
+            r * count,
+        )
     }));
 }
 

@@ -155,7 +155,12 @@ fn direct_sync(core: &Core, host: &mut HostEngine, q: &Op, b: &OpBuffers) -> Syn
         return Sync::None;
     }
     let seq = host.colls;
-    let eligible = a.count * a.dtype.size() >= DIRECT_MIN_BYTES && has_direct_form(a.func);
+    // PreMulSum scales each rank's input by that rank's own scalar (NCCL: "locally"), which
+    // ranks may choose apart; the direct path reduces every rank's input with this rank's
+    // transform, so it runs the FIFO plan, whose reductions scale only the local input.
+    let eligible = a.count * a.dtype.size() >= DIRECT_MIN_BYTES
+        && has_direct_form(a.func)
+        && !matches!(a.op, RedOp::PreMulSum(_));
     let send = host.windows.place(q.input.ptr, q.input.len);
     let recv = host.windows.place(q.output.ptr, q.output.len);
     let (Some(send), Some(recv), true) = (send, recv, eligible) else {
@@ -179,22 +184,19 @@ fn direct_sync(core: &Core, host: &mut HostEngine, q: &Op, b: &OpBuffers) -> Syn
     }))
 }
 
-/// What every rank of a direct operation must agree on: function, type, operation, root.
+/// What every rank of a direct operation must agree on: function, type, operation, root
+/// (PreMulSum never runs direct: see [`direct_sync`]).
 fn signature(a: &CollArgs) -> u64 {
-    let (op, scalar) = match a.op {
-        RedOp::Sum => (0, 0),
-        RedOp::Prod => (1, 0),
-        RedOp::Max => (2, 0),
-        RedOp::Min => (3, 0),
-        RedOp::Avg => (4, 0),
-        RedOp::PreMulSum(Scalar::Int(v)) => (5, v as u64),
-        RedOp::PreMulSum(Scalar::Uint(v)) => (6, v),
-        RedOp::PreMulSum(Scalar::Float(v)) => (7, v.to_bits()),
-        // Each rank's scalar has its own address: only the kind must agree.
-        RedOp::PreMulSum(Scalar::Device(_)) => (8, 0),
+    let op = match a.op {
+        RedOp::Sum => 0,
+        RedOp::Prod => 1,
+        RedOp::Max => 2,
+        RedOp::Min => 3,
+        RedOp::Avg => 4,
+        RedOp::PreMulSum(_) => 5,
     };
     let head = a.func as u64 | (a.dtype as u64) << 8 | op << 16 | (a.root as u64) << 24;
-    crate::hash::fnv1a(&[head.to_le_bytes(), scalar.to_le_bytes()].concat())
+    crate::hash::fnv1a(&head.to_le_bytes())
 }
 
 /// A Send whose input overlaps a Recv's output in the same phase reads a snapshot, so an

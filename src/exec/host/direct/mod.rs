@@ -9,7 +9,9 @@
 //! - `enter`: posted when a rank starts collective `seq` of a communicator with windows, with
 //!   the operation's arguments beside it. A rank whose buffers are not all in windows posts
 //!   `direct = 0` and runs the FIFO plan; a rank that finds any peer doing so falls back to the
-//!   FIFO plan too, so every rank takes the same path without an extra round trip.
+//!   FIFO plan too, so every rank takes the same path without an extra round trip. PreMulSum
+//!   always runs the FIFO plan: each rank scales its own input by its own scalar, which a rank
+//!   reducing its peers' inputs here does not know.
 //! - `progress`: chunks of its slice a rank has reduced (peers copy them as they land).
 //! - `leave`: posted when a rank has finished reading its peers; a rank returns (and the caller
 //!   may reuse its buffers) only when every peer has left.
