@@ -267,9 +267,10 @@ impl RecvEnd for TcpReceiver {
         self.driver.progress(&self.shared)
     }
 
-    /// Gone once the sender's side closed and no filled slot remains.
+    /// Gone once the next slot has not arrived and the socket that carries it reached its end
+    /// (every frame before the end is placed first, so nothing sent is lost).
     fn peer_state(&self) -> PeerState {
-        if self.shared.closed() && self.state_of(self.released) == 0 {
+        if self.state_of(self.released) == 0 && self.shared.carrier_ended(self.released) {
             PeerState::Gone
         } else {
             PeerState::Alive

@@ -379,7 +379,7 @@ impl Stream {
                         // A close between frames: fine unless more data is wanted later, which
                         // the receiver's peer_state reports once every socket has closed.
                         self.eof = true;
-                        sh.socket_closed(false);
+                        sh.socket_closed((self.seq % sh.nsocks as u64) as usize, false);
                         return Ok(true);
                     }
                     Ok(0) => {
@@ -430,7 +430,7 @@ impl Stream {
                     });
                 }
                 self.eof = true;
-                sh.socket_closed(true);
+                sh.socket_closed((self.seq % sh.nsocks as u64) as usize, true);
                 return Ok(true);
             }
             let size = size as usize;

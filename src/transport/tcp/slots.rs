@@ -123,9 +123,12 @@ pub(super) struct Shared {
     /// The goodbye helper threads send as they stop ([`GOODBYE_NONE`] …).
     pub(super) goodbye: AtomicU8,
     /// Receiver: sockets that reached a clean end of stream (a goodbye, or an end of stream
-    /// between frames). The peer is gone only once all have: with several sockets, one may
-    /// close while another still carries the last frames.
+    /// between frames).
     closed_socks: AtomicUsize,
+    /// Receiver: per socket, whether it reached a clean end of stream. With several sockets,
+    /// one may close while another still carries the last frames: what counts is the socket
+    /// that carries the next slot the consumer needs ([`Shared::carrier_ended`]).
+    ended: Box<[AtomicBool]>,
     /// Receiver: a socket ended between frames without a goodbye (the peer's process exited or
     /// was killed).
     unannounced: AtomicBool,
@@ -148,6 +151,7 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             goodbye: AtomicU8::new(GOODBYE_NONE),
             closed_socks: AtomicUsize::new(0),
+            ended: (0..nsocks).map(|_| AtomicBool::new(false)).collect(),
             unannounced: AtomicBool::new(false),
         }
     }
@@ -169,11 +173,14 @@ impl Shared {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Receiver: one more socket reached a clean end of stream; `announced` when the peer said
-    /// goodbye on it first.
-    pub(super) fn socket_closed(&self, announced: bool) {
+    /// Receiver: socket `index` reached a clean end of stream after placing every frame it
+    /// carried; `announced` when the peer said goodbye on it first.
+    pub(super) fn socket_closed(&self, index: usize, announced: bool) {
         if !announced {
             self.unannounced.store(true, Ordering::Release);
+        }
+        if let Some(e) = self.ended.get(index) {
+            e.store(true, Ordering::Release);
         }
         self.closed_socks.fetch_add(1, Ordering::AcqRel);
     }
@@ -181,6 +188,17 @@ impl Shared {
     /// Receiver: every socket reached a clean end of stream.
     pub(super) fn closed(&self) -> bool {
         self.closed_socks.load(Ordering::Acquire) >= self.nsocks
+    }
+
+    /// Receiver: the socket that carries slot `seq` (socket `seq % nsocks`) reached its end, so
+    /// if that slot has not arrived it never will. Only the socket of the next slot the
+    /// consumer needs is sure to be reading: with more sockets than slots, the others wait for
+    /// room and would see their end only then.
+    pub(super) fn carrier_ended(&self, seq: u64) -> bool {
+        let index = (seq % self.nsocks.max(1) as u64) as usize;
+        self.ended
+            .get(index)
+            .is_some_and(|e| e.load(Ordering::Acquire))
     }
 
     /// Receiver: a socket ended between frames without a goodbye.

@@ -214,6 +214,54 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
     assert_eq!(got, (0..6u8).map(|i| (i, 1)).collect::<Vec<_>>());
 }
 
+/// A sender that vanishes (its sockets closed, no goodbye) is seen gone at once even with more
+/// sockets than slots, where the sockets past the first slots' wait for room and do not read:
+/// what decides is the socket that carries the slot the consumer waits for. Inline and with
+/// helper threads.
+#[test]
+fn a_vanished_sender_is_seen_with_more_sockets_than_slots() {
+    for nthreads in [0, 3] {
+        let nsocks = crate::conn::NSLOTS + 4;
+        let (tx, rx) = socket_pairs(nsocks);
+        let mut r = TcpReceiver::new(rx, 1024, nthreads, "rank 1", Slots::owned()).unwrap();
+        let mut s = TcpSender::new(tx, 1024, 0, "rank 0", Slots::owned()).unwrap();
+        // Three slots arrive and are consumed, then the sender's sockets close unannounced.
+        for i in 0..3u8 {
+            let p = s.acquire().unwrap();
+            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
+            unsafe { *p = i };
+            s.post(1);
+        }
+        while s.pending() {
+            s.progress().unwrap();
+        }
+        let start = std::time::Instant::now();
+        let mut got = 0;
+        while got < 3 {
+            r.progress().unwrap();
+            if r.peek().is_some() {
+                r.release();
+                got += 1;
+            }
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "{nthreads} threads: got {got}"
+            );
+        }
+        // Dropped without its goodbye: as a killed process's sockets close.
+        drop(s);
+        while r.peer_state() == PeerState::Alive {
+            r.progress().unwrap();
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "{nthreads} threads: the vanished sender was never seen"
+            );
+        }
+        assert_eq!(r.peer_state(), PeerState::Gone);
+        assert!(r.closed_without_goodbye(), "{nthreads} threads");
+    }
+}
+
 #[test]
 fn close_mid_slot_is_an_error_naming_the_peer() {
     let (mut tx, rx) = socket_pairs(1);
