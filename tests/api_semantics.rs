@@ -573,8 +573,9 @@ fn live_counters_are_read_while_operations_run() {
 
 /// A rank that waits for a late peer counts the stall on the links to it: after a first
 /// all-reduce (which opens the connections), rank 1 comes 300 ms late to the second, so rank
-/// 0's links to it gain about 300 ms of waiting and rank 1's little, for a small all-reduce
-/// and a large one.
+/// 0's links to it gain about 300 ms of waiting more than rank 1's, for a small all-reduce and a
+/// large one. (Both ranks also wait while the bytes cross, longer on a loaded machine: the
+/// ranks compare their waits rather than bound the late rank's.)
 #[test]
 fn waiting_for_a_late_peer_is_counted_on_its_link() {
     let late = Duration::from_millis(300);
@@ -591,17 +592,17 @@ fn waiting_for_a_late_peer_is_counted_on_its_link() {
             c.all_reduce_in_place(&mut v, RedOp::Sum)
                 .map_err(|e| e.to_string())?;
             let t = c.traffic();
-            let waited = waited() - before;
-            let ms = waited / 1_000_000;
-            match c.rank() {
-                0 if waited < 200_000_000 => Err(format!(
-                    "{count} floats: rank 0 waited {ms} ms for the late rank: {t:?}"
-                )),
-                1 if waited > 100_000_000 => {
-                    Err(format!("{count} floats: the late rank waited {ms} ms"))
-                }
-                _ => Ok(()),
+            let mine = [waited() - before];
+            let mut both = [0u64; 2];
+            c.all_gather(&mine, &mut both).map_err(|e| e.to_string())?;
+            let [on_time, late_rank] = both.map(|ns| ns / 1_000_000);
+            if on_time < 200 || on_time < late_rank + 150 {
+                return Err(format!(
+                    "{count} floats: rank 0 waited {on_time} ms and the late rank {late_rank} \
+                     ms; rank 0 should wait about 300 ms longer: {t:?}"
+                ));
             }
+            Ok(())
         }));
     }
 }
