@@ -183,14 +183,9 @@ fn clean_close_after_data_is_not_an_error_until_more_is_wanted() {
     assert_eq!(r.peer_state(), PeerState::Gone);
 }
 
-#[test]
-fn every_socket_is_drained_before_the_peer_counts_as_gone() {
-    // The sender posts six slots over three sockets and closes them all before the receiver
-    // reads anything: the first socket's end of stream must not abandon the others' frames.
-    let (tx, rx) = socket_pairs(3);
-    let mut s = TcpSender::new(tx, 1024, 0, "rank 1", Slots::owned()).unwrap();
-    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0", Slots::owned()).unwrap();
-    for i in 0..6u8 {
+/// Posts `n` one-byte slots holding 0, 1, … and hands them all to the kernel.
+fn send_byte_slots(s: &mut TcpSender, n: u8) {
+    for i in 0..n {
         let p = s.acquire().unwrap();
         // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
         unsafe { *p = i };
@@ -199,6 +194,16 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
     while s.pending() {
         s.progress().unwrap();
     }
+}
+
+#[test]
+fn every_socket_is_drained_before_the_peer_counts_as_gone() {
+    // The sender posts six slots over three sockets and closes them all before the receiver
+    // reads anything: the first socket's end of stream must not abandon the others' frames.
+    let (tx, rx) = socket_pairs(3);
+    let mut s = TcpSender::new(tx, 1024, 0, "rank 1", Slots::owned()).unwrap();
+    let mut r = TcpReceiver::new(rx, 1024, 0, "rank 0", Slots::owned()).unwrap();
+    send_byte_slots(&mut s, 6);
     drop(s);
     let start = std::time::Instant::now();
     let mut got = Vec::new();
@@ -226,15 +231,7 @@ fn a_vanished_sender_is_seen_with_more_sockets_than_slots() {
         let mut r = TcpReceiver::new(rx, 1024, nthreads, "rank 1", Slots::owned()).unwrap();
         let mut s = TcpSender::new(tx, 1024, 0, "rank 0", Slots::owned()).unwrap();
         // Three slots arrive and are consumed, then the sender's sockets close unannounced.
-        for i in 0..3u8 {
-            let p = s.acquire().unwrap();
-            // SAFETY: the slot from acquire() is slot_bytes long and ours until post().
-            unsafe { *p = i };
-            s.post(1);
-        }
-        while s.pending() {
-            s.progress().unwrap();
-        }
+        send_byte_slots(&mut s, 3);
         let start = std::time::Instant::now();
         let mut got = 0;
         while got < 3 {
