@@ -133,8 +133,9 @@ pub fn remove_own_files_for_exit() -> usize {
 /// Removes every file process `pid` made in `/dev/shm` and returns how many were removed.
 ///
 /// For a launcher whose rank `pid` has exited (a killed rank cannot clean up after itself); a
-/// rank about to exit on a signal uses [`remove_own_files_for_exit`]. Mappings other processes hold stay
-/// valid: only the names go. Never fails: a file that cannot be removed is left and not counted.
+/// rank about to exit on a signal uses [`remove_own_files_for_exit`]. Mappings other processes
+/// hold stay valid: only the names go. Never fails: a file that cannot be removed is left and
+/// not counted.
 pub fn remove_process_files(pid: u32) -> usize {
     remove_process_files_in(Path::new(SHM_DIR), pid)
 }

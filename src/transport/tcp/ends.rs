@@ -267,10 +267,11 @@ impl RecvEnd for TcpReceiver {
         self.driver.progress(&self.shared)
     }
 
-    /// Gone once the next slot has not arrived and the socket that carries it reached its end
-    /// (every frame before the end is placed first, so nothing sent is lost).
+    /// Gone once the socket that carries the next slot reached its end and that slot has not
+    /// arrived. The end is read first: a socket places every frame before it marks its end, so
+    /// a slot that arrived is seen then, and nothing sent is lost.
     fn peer_state(&self) -> PeerState {
-        if self.state_of(self.released) == 0 && self.shared.carrier_ended(self.released) {
+        if self.shared.carrier_ended(self.released) && self.state_of(self.released) == 0 {
             PeerState::Gone
         } else {
             PeerState::Alive

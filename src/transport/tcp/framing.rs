@@ -377,7 +377,8 @@ impl Stream {
                 match r {
                     Ok(0) if self.done == 0 => {
                         // A close between frames: fine unless more data is wanted later, which
-                        // the receiver's peer_state reports once every socket has closed.
+                        // the receiver's peer_state reports once the socket carrying the next
+                        // wanted slot has closed.
                         self.eof = true;
                         sh.socket_closed((self.seq % sh.nsocks as u64) as usize, false);
                         return Ok(true);
