@@ -21,7 +21,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
   [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done
-export RNCCL_KERNEL_CACHE="$out/kernel-cache"
+export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"  # a shared one when set
 nvidia-smi -L | tee "$out/gpus.txt"
 declare -A status
 run() { # name, command...

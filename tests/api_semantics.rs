@@ -639,3 +639,44 @@ fn init_from_several_ids_uses_the_first_and_stops_the_other_roots() {
     let none = Communicator::init_rank_scalable(2, &[], 0, config()).unwrap_err();
     assert!(none.to_string().contains("0 unique ids"), "{none}");
 }
+
+/// A collective of no elements is discarded as NCCL discards it: it takes no operation number
+/// and no rank waits for another, so one rank may issue it alone. It still fails on an
+/// aborted communicator, and a Send/Recv of none still pairs with its peer's.
+#[test]
+fn empty_collectives_are_discarded_but_still_checked() {
+    let comms = Communicator::init_all(2).unwrap();
+    let stats = comms[0].stats();
+    let (mut none, mut out) = (Vec::<f32>::new(), Vec::<f32>::new());
+    comms[0].all_reduce_in_place(&mut none, RedOp::Sum).unwrap();
+    comms[0].all_gather(&none, &mut out).unwrap();
+    comms[0].all_to_all(&none, &mut out).unwrap();
+    assert_eq!(
+        stats.op().completed(),
+        0,
+        "an empty collective took a number"
+    );
+    let comms: Vec<Communicator> = std::thread::scope(|s| {
+        let ranks: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                s.spawn(move || {
+                    let peer = 1 - c.rank();
+                    let mut got: [f32; 0] = [];
+                    let mut g = group_start();
+                    g.send(&c, &[] as &[f32], peer).unwrap();
+                    g.recv(&c, &mut got, peer).unwrap();
+                    g.end().unwrap();
+                    c
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(stats.op().completed(), 1, "the empty Send/Recv pair");
+    comms[1].abort_handle().abort();
+    let e = comms[1]
+        .all_reduce_in_place(&mut none, RedOp::Sum)
+        .unwrap_err();
+    assert!(matches!(e, Error::Aborted(_)), "{e}");
+}

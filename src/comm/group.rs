@@ -393,14 +393,31 @@ impl<'a> Group<'a> {
         let mut shares: Vec<Share<'a>> = Vec::with_capacity(1);
         for q in &self.ops {
             let core: &'a Core = &q.comm.core;
+            let busy = || {
+                Error::invalid_usage(
+                    "a communicator is already running an operation on this thread",
+                )
+            };
+            // A collective of no elements moves nothing: once its communicator is found usable
+            // it is dropped, as NCCL discards it (src/enqueue.cc, "Empty collectives can be
+            // discarded"): no launch, no op number. A Send or Recv of none still pairs with
+            // its peer's, so it stays.
+            if q.op.args.count == 0 && !q.op.args.func.p2p() {
+                match shares.iter().find(|s| std::ptr::eq(s.core, core)) {
+                    Some(s) => s.state.usable(core)?,
+                    None => q
+                        .comm
+                        .state
+                        .try_borrow()
+                        .map_err(|_| busy())?
+                        .usable(core)?,
+                }
+                continue;
+            }
             match shares.iter_mut().find(|s| std::ptr::eq(s.core, core)) {
                 Some(s) => s.ops.push(q.op),
                 None => {
-                    let state = q.comm.state.try_borrow_mut().map_err(|_| {
-                        Error::invalid_usage(
-                            "a communicator is already running an operation on this thread",
-                        )
-                    })?;
+                    let state = q.comm.state.try_borrow_mut().map_err(|_| busy())?;
                     shares.push(Share {
                         core,
                         state,
