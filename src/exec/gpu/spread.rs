@@ -12,7 +12,11 @@ use crate::coll::{Lane, LaneKey, Op, Plan, Step};
 use crate::conn::ConnKey;
 
 /// Bytes a piece gets at least: a step is cut into at most `bytes / P2P_PIECE_MIN` pieces.
-const P2P_PIECE_MIN: usize = 256 << 10;
+/// A piece crosses on one block. On 2×H200 (`rnccl bench sendrecv -g 2` beside nccl-tests,
+/// 2026-11-28) 64 KiB took a 512 KiB sendrecv from 25 µs to 19–21 (NCCL 15–17) and left 1–4
+/// MiB where they were (25–27 and 36–37 µs; NCCL 17–23 and 32): those sizes are bound by
+/// something other than the blocks' count.
+const P2P_PIECE_MIN: usize = 64 << 10;
 /// Piece boundaries fall on multiples of this (keeps pieces aligned like the whole for the
 /// kernel's 16-byte accesses, and whole elements).
 const P2P_PIECE_ALIGN: usize = 4096;
