@@ -5,11 +5,12 @@
 //! ([`crate::transport::ib`]) — whose slots are the FIFO's slots in place
 //! ([`InPlaceSend`], [`InPlaceRecv`]): no byte is copied on either host.
 //!
-//! Unit of work: one pass over every connection of the communicator, round robin, then one
-//! `poll(2)` over their sockets. Nothing blocks: the ends are non-blocking and driven from this
-//! thread, and while no connection has moved anything for [`SPIN`] the thread sleeps in
-//! `poll(2)` at most [`IDLE_SLEEP`] (the kernel's flags live in memory, which no file descriptor
-//! announces). The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it
+//! Unit of work: one pass over every connection of the communicator, round robin. Nothing
+//! blocks: the ends are non-blocking and driven from this thread, each trying its sockets in its
+//! own progress. Only once no connection has moved anything for [`SPIN`] does the thread
+//! `poll(2)` their sockets, sleeping at most [`IDLE_SLEEP`] (the kernel's flags live in memory,
+//! which no file descriptor announces); a poll on every pass cost a system call over every
+//! socket and lengthened each pass with the connections' count. The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it
 //! with ordinary host memory and threads playing the kernel.
 //!
 //! **Sending end.** The kernel waits for `head >= s + 1 - NSLOTS`, writes slot `s % NSLOTS`,
@@ -342,7 +343,7 @@ impl Loop<'_> {
         self.goodbye(true);
     }
 
-    /// One pass over every connection, then one poll of their sockets (sleeping when idle).
+    /// One pass over every connection, then, when idle, one poll of their sockets (sleeping).
     ///
     /// # Safety
     /// Every FIFO address is live ([`Proxy::start`]).
@@ -368,11 +369,15 @@ impl Loop<'_> {
         }
         self.check_stalls(now)?;
         let idle = !moved && now.duration_since(last_moved) > SPIN;
-        let timeout = if idle {
-            PollTimeout::try_from(IDLE_SLEEP).unwrap_or(PollTimeout::ZERO)
-        } else {
-            PollTimeout::ZERO
-        };
+        if !idle {
+            // Spinning: every end tries its sockets without waiting in its own progress, so a
+            // poll(2) here would only cost a system call over every socket per pass.
+            if !moved {
+                std::thread::yield_now();
+            }
+            return Ok(moved);
+        }
+        let timeout = PollTimeout::try_from(IDLE_SLEEP).unwrap_or(PollTimeout::ZERO);
         let interest: Vec<_> = self.conns.iter().flat_map(Conn::poll_interest).collect();
         let mut fds: Vec<PollFd<'_>> = interest
             .iter()
@@ -400,9 +405,6 @@ impl Loop<'_> {
             .is_some_and(|f| !f.is_empty())
         {
             let _ = self.sh.waker.read();
-        }
-        if !idle && !moved {
-            std::thread::yield_now();
         }
         Ok(moved)
     }
