@@ -226,6 +226,15 @@ pub(crate) trait InPlaceRecv: RecvEnd {
 
     /// As [`InPlaceSend::goodbye`].
     fn goodbye(&mut self, aborted: bool);
+
+    /// Every socket whose readability announces data (or the far end's close) for this end,
+    /// when the end can say: the GPU proxy then drives the end only while one of them is
+    /// readable or a slot is part-way in ([`InPlaceRecv::receiving`]). Empty, the default,
+    /// when it cannot (helper threads own the sockets; IB polls its completion queue): the end
+    /// is then driven on every pass.
+    fn data_sockets(&self) -> Vec<RawFd> {
+        Vec::new()
+    }
 }
 
 /// A sending end of any transport.

@@ -10,7 +10,9 @@
 //! own progress. Only once no connection has moved anything for [`SPIN`] does the thread
 //! `poll(2)` their sockets, sleeping at most [`IDLE_SLEEP`] (the kernel's flags live in memory,
 //! which no file descriptor announces); a poll on every pass cost a system call over every
-//! socket and lengthened each pass with the connections' count. The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it
+//! socket and lengthened each pass with the connections' count. For the same reason a pass
+//! starts with one `epoll_wait(2)` that says which receiving connections have data
+//! ([`gate`]): the others are not read. The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it
 //! with ordinary host memory and threads playing the kernel.
 //!
 //! **Sending end.** The kernel waits for `head >= s + 1 - NSLOTS`, writes slot `s % NSLOTS`,
@@ -54,7 +56,9 @@ use crate::error::{Error, Result};
 use crate::transport::{InPlaceRecv, InPlaceSend, TransportError};
 
 mod conn;
+mod gate;
 use conn::Conn;
+use gate::Gate;
 
 /// Slots per FIFO, as a sequence-number stride.
 const SLOTS: u64 = NSLOTS as u64;
@@ -194,13 +198,15 @@ impl Proxy {
             unannounced: Mutex::new(BTreeSet::new()),
             waker,
         });
-        let conns: Vec<Conn> = conns.into_iter().map(Conn::new).collect();
+        let mut conns: Vec<Conn> = conns.into_iter().map(Conn::new).collect();
+        let gate = Gate::new(&mut conns);
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rnccl-proxy-{}", ctl.rank))
             .spawn(move || {
                 let mut l = Loop {
                     conns,
+                    gate,
                     ctl,
                     sh: &sh,
                 };
@@ -287,6 +293,8 @@ unsafe fn word<'a>(addr: u64) -> &'a AtomicU64 {
 /// The proxy thread's state.
 struct Loop<'a> {
     conns: Vec<Conn>,
+    /// Which receiving connections have data, asked once per pass.
+    gate: Option<Gate>,
     ctl: ProxyControl,
     sh: &'a Shared,
 }
@@ -349,6 +357,9 @@ impl Loop<'_> {
     /// Every FIFO address is live ([`Proxy::start`]).
     unsafe fn pass(&mut self, now: Instant, last_moved: Instant) -> Result<bool, Failure> {
         let mut moved = false;
+        if let Some(g) = &mut self.gate {
+            g.mark(&mut self.conns)?;
+        }
         for c in &mut self.conns {
             // SAFETY: forwarded contract.
             if unsafe { c.pass() }? {

@@ -147,6 +147,15 @@ impl Driver {
         }
     }
 
+    /// Every socket, when the caller's loop drives them (none with helper threads, which keep
+    /// their sockets to themselves).
+    pub(super) fn sockets(&self) -> Vec<std::os::fd::RawFd> {
+        match self {
+            Driver::Inline(streams, _) => streams.iter().map(|s| s.sock.as_raw_fd()).collect(),
+            Driver::Threads { .. } => Vec::new(),
+        }
+    }
+
     /// Whether a socket is in the middle of a frame (always false with helper threads, which
     /// keep their sockets to themselves).
     pub(super) fn mid_frame(&self) -> bool {

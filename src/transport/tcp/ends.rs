@@ -2,6 +2,7 @@
 //! place) and its driver moves them over the sockets.
 
 use std::net::TcpStream;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -289,6 +290,10 @@ impl RecvEnd for TcpReceiver {
 }
 
 impl InPlaceRecv for TcpReceiver {
+    fn data_sockets(&self) -> Vec<RawFd> {
+        self.driver.sockets()
+    }
+
     fn arrived(&mut self) -> u64 {
         // A slot's state is set once its frame is whole and cleared when it is released, so
         // the slots from `released` on that are set arrived, in order.

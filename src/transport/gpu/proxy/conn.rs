@@ -21,6 +21,11 @@ pub(super) struct Conn {
     pub(super) last_moved: Instant,
     /// A close without a goodbye was recorded in [`Shared`].
     pub(super) noted: bool,
+    /// Receiving end: every socket of the end is watched by the proxy's epoll
+    /// ([`InPlaceRecv::data_sockets`]), so the end is driven only when [`Conn::readable`].
+    pub(super) gated: bool,
+    /// Receiving end: one of its sockets was readable at this pass's start.
+    pub(super) readable: bool,
 }
 
 impl Conn {
@@ -35,6 +40,8 @@ impl Conn {
             head: 0,
             last_moved: Instant::now(),
             noted: false,
+            gated: false,
+            readable: false,
         }
     }
 
@@ -170,7 +177,13 @@ impl Conn {
             self.head += 1;
             moved = true;
         }
-        let progress = end.progress();
+        // A gated end with nothing readable and no slot part-way in has nothing to read: its
+        // reads would each be a system call answering EAGAIN.
+        let progress = if !self.gated || self.readable || end.receiving() {
+            end.progress()
+        } else {
+            Ok(false)
+        };
         let arrived = end.arrived();
         while self.tail < arrived {
             let idx = self.tail % SLOTS;
