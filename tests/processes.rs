@@ -1,14 +1,22 @@
 //! One process per rank over shared memory (2 and 4 ranks): the real `rnccl bench` binary runs
 //! every collective with every data type and operation and checks the results; nothing is left
-//! in `/dev/shm` afterwards.
+//! in `/dev/shm` afterwards. The tests take turns ([`one_at_a_time`]): a test's check of
+//! `/dev/shm` would otherwise count another's live segments as left behind.
 
 mod common;
 
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::procs::{assert_clean_table, shm_segments};
 use common::rnccl_bin;
+
+/// Held for a whole test: the tests of this binary run one at a time (see the header).
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 const COLLECTIVES: [&str; 9] = [
     "all_reduce",
@@ -52,6 +60,7 @@ fn bench(ranks: usize, coll: &str, extra: &[&str]) -> String {
 
 #[test]
 fn every_collective_type_and_op_over_shared_memory() {
+    let _turn = one_at_a_time();
     let before = shm_segments();
     for ranks in [2, 4] {
         for coll in COLLECTIVES {
@@ -100,6 +109,7 @@ fn every_collective_type_and_op_over_shared_memory() {
 /// exist in `/dev/shm` only while ranks register, so nothing is left afterwards.
 #[test]
 fn windows_between_processes() {
+    let _turn = one_at_a_time();
     let before = shm_segments();
     for ranks in [2, 3] {
         for coll in COLLECTIVES {
@@ -134,6 +144,7 @@ fn windows_between_processes() {
 
 #[test]
 fn threads_mode_and_sockets_between_processes_of_one_host() {
+    let _turn = one_at_a_time();
     let out = Command::new(rnccl_bin())
         .args([
             "bench",
