@@ -12,8 +12,8 @@
 //! which no file descriptor announces); a poll on every pass cost a system call over every
 //! socket and lengthened each pass with the connections' count. For the same reason a pass
 //! starts with one `epoll_wait(2)` that says which receiving connections have data
-//! ([`gate`]): the others are not read. The proxy sees the FIFOs only as addresses ([`FifoAddrs`]), so tests drive it
-//! with ordinary host memory and threads playing the kernel.
+//! ([`gate`]): the others are not read. The proxy sees the FIFOs only as addresses
+//! ([`FifoAddrs`]), so tests drive it with ordinary host memory and threads playing the kernel.
 //!
 //! **Sending end.** The kernel waits for `head >= s + 1 - NSLOTS`, writes slot `s % NSLOTS`,
 //! stores `sizes[s % NSLOTS]`, fences and stores `tail = s + 1`. The proxy sees `tail` advance
