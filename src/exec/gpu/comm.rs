@@ -321,6 +321,10 @@ impl GpuComm {
                 r.add(6).cast::<u64>().read_volatile(),
             )
         };
+        // The common case, every launch: nothing to report, and nothing to describe.
+        let Some(status) = Status::from_code(code) else {
+            return Ok(());
+        };
         let what = match waiting {
             2 => "a free slot",
             3 => "signals (ncclWaitSignal; the slot is the signal count waited for)",
@@ -336,9 +340,8 @@ impl GpuComm {
         } else {
             String::new()
         };
-        match Status::from_code(code) {
-            None => Ok(()),
-            Some(Status::Timeout) => Err(Error::Timeout {
+        match status {
+            Status::Timeout => Err(Error::Timeout {
                 what: format!(
                     "in a GPU kernel (GPU {}, lane {lane}, channel {channel}) waiting for {what} \
                      (slot {step}){note}",
@@ -347,10 +350,10 @@ impl GpuComm {
                 waited_for: peer,
                 after: self.timeout,
             }),
-            Some(Status::Aborted) => Err(Error::Aborted(format!(
+            Status::Aborted => Err(Error::Aborted(format!(
                 "a GPU kernel stopped on channel {channel} while waiting for {peer}"
             ))),
-            Some(Status::BadSize) => Err(Error::Remote(format!(
+            Status::BadSize => Err(Error::Remote(format!(
                 "{peer} posted a slot of the wrong size on channel {channel}: the ranks run \
                  different operations; check that every rank calls the same collectives in \
                  the same order"
