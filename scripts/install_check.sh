@@ -46,7 +46,11 @@ int main(void) {
 C
 cc -o "$work/prog" "$work/prog.c" -I"$prefix/include" -L"$prefix/lib" -lnccl
 out=$(LD_LIBRARY_PATH="$prefix/lib" "$work/prog") || fail "the C program failed: $out"
-# The program must have loaded the installed library, not another libnccl.so.2.
-LD_LIBRARY_PATH="$prefix/lib" ldd "$work/prog" | grep -q "$prefix/lib/libnccl.so.2" \
-  || fail "the C program does not load $prefix/lib/libnccl.so.2"
+# The program must have loaded the installed library, not another libnccl.so.2. ldd's output is
+# kept before it is searched: `ldd | grep -q` under pipefail fails whenever grep stops reading
+# before ldd has written its last line (ldd then dies of SIGPIPE, status 141).
+libs=$(LD_LIBRARY_PATH="$prefix/lib" ldd "$work/prog") || fail "ldd cannot read $work/prog"
+grep -qF "$prefix/lib/libnccl.so.2" <<<"$libs" \
+  || fail "the C program does not load $prefix/lib/libnccl.so.2; ldd says:
+$libs"
 echo "install_check: $prefix is complete; $out"
