@@ -206,8 +206,12 @@ impl Driver {
 /// first open socket that moved nothing: the slots after its are of no use before it arrives
 /// (they are consumed in order) and their bytes wait in the kernel meanwhile. An idle
 /// connection then costs one `read(2)` per pass instead of one per socket, which is what a
-/// small message waits through. Every [`FULL_PASS_EVERY`]th call that moved nothing reads
-/// every socket, so a goodbye or a failure on a socket without data is still seen.
+/// small message waits through. The pass also stops at a socket that finished a small frame
+/// (one read-ahead buffer) and holds nothing more: the consumer takes that slot first (a small
+/// message's next frame is not sent before), and the next pass reads on from the next socket.
+/// Large frames stream on every socket at once, so after one the pass goes on. Every
+/// [`FULL_PASS_EVERY`]th call that moved nothing reads every socket, so a goodbye or a failure
+/// on a socket without data is still seen.
 ///
 /// Errors: the first [`TransportError`] of a socket.
 fn progress_in_order(
@@ -223,7 +227,7 @@ fn progress_in_order(
         let s = &mut streams[(first + k) % n];
         let m = s.progress(sh)?;
         moved |= m;
-        if !m && !full && !s.ended() {
+        if !full && !s.ended() && (!m || (!s.mid_frame() && s.small_frames())) {
             break;
         }
     }

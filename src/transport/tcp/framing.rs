@@ -116,6 +116,9 @@ pub(super) struct Stream {
     addr: String,
     /// Receiver: this socket reached a clean end of stream.
     eof: bool,
+    /// Receiver: the last frame it finished came whole within one read-ahead buffer (a small
+    /// message, whose next frame follows only once this one is consumed).
+    small: bool,
     /// Sender: what came back, and the record coming back so far.
     back: Back,
     back_buf: [u8; FRAME_HEADER],
@@ -146,6 +149,7 @@ impl Stream {
             target: 0,
             peer: peer.to_string(),
             eof: false,
+            small: false,
             back: Back::Open,
             back_buf: [0; FRAME_HEADER],
             back_done: 0,
@@ -200,6 +204,12 @@ impl Stream {
     /// Whether a receiving socket reached the end of its stream (nothing more comes on it).
     pub(super) fn ended(&self) -> bool {
         self.eof
+    }
+
+    /// Whether the last frame this receiving socket finished was small (fit in its read-ahead
+    /// buffer), so the frames on the connection's other sockets come one at a time too.
+    pub(super) fn small_frames(&self) -> bool {
+        self.small
     }
 
     /// Whether part of a frame has moved on this socket and the rest has not (a receiver's
@@ -460,12 +470,20 @@ impl Stream {
                 self.target = 0;
                 sh.landed[idx].store(landed, Ordering::Relaxed);
                 sh.state[idx].store(size as u64 + 1, Ordering::Release);
+                self.small = FRAME_HEADER + size <= READ_AHEAD;
                 self.seq += sh.nsocks as u64;
                 self.done = 0;
                 self.idle += 1;
                 if self.idle >= DELAY_ACKS_EVERY {
                     self.idle = 0;
                     self.delay_acks();
+                }
+                if self.ahead.is_empty() {
+                    // The frame is whole and nothing more was read: the consumer comes first.
+                    // A read now would mostly find nothing (a small message's reply cannot be
+                    // here before this one is consumed) and cost a system call on its path;
+                    // the next pass reads on.
+                    return Ok(true);
                 }
             }
         }

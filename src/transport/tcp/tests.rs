@@ -492,6 +492,38 @@ fn half_a_frame_is_a_slot_being_received() {
     assert_eq!(r.arrived(), 0);
 }
 
+/// One inline pass reads up to the first small frame it finishes (the consumer takes it before
+/// the next socket is read, which a small message's next frame is not sent before), but goes on
+/// across sockets after a large frame, which streams on all of them at once.
+#[test]
+fn a_pass_stops_after_a_small_frame_and_goes_on_after_a_large_one() {
+    for (size, per_pass) in [(8, 1), (framing::READ_AHEAD + 100, 2)] {
+        let (mut r, mut raw) = receiver_with_raw_peers(2, 8192, Slots::owned(), "rank 2");
+        for (seq, peer) in raw.iter_mut().enumerate() {
+            peer.write(&header(size as u32, seq as u32));
+            peer.write(&vec![seq as u8; size]);
+        }
+        // Loopback queues the bytes as they are written; the pause covers a slow machine.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(r.progress().unwrap());
+        assert_eq!(
+            r.arrived(),
+            per_pass,
+            "frames of {size} bytes after one pass"
+        );
+        while r.arrived() < 2 {
+            r.progress().unwrap();
+        }
+        for seq in 0..2u8 {
+            let (at, n) = r.peek().unwrap();
+            // SAFETY: peek's slot holds `n` arrived bytes until it is released.
+            let got = unsafe { std::slice::from_raw_parts(at, n) };
+            assert!(n == size && got.iter().all(|&b| b == seq), "slot {seq}");
+            r.release();
+        }
+    }
+}
+
 /// A frame larger than a slot is refused before a byte of it lands.
 #[test]
 fn an_oversized_frame_is_refused() {
