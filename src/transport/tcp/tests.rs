@@ -220,7 +220,7 @@ fn every_socket_is_drained_before_the_peer_counts_as_gone() {
 }
 
 /// A sender that vanishes (its sockets closed, no goodbye) is seen gone at once even with more
-/// sockets than slots, where the sockets past the first slots' wait for room and do not read:
+/// sockets than slots, where the sockets after the first NSLOTS wait for room and do not read:
 /// what decides is the socket that carries the slot the consumer waits for. Inline and with
 /// helper threads.
 #[test]
