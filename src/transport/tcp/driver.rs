@@ -1,6 +1,6 @@
 //! Who drives a connection's sockets: the caller's progress loop (zero helper threads,
 //! `NCCL_SOCKET_NTHREADS=0`) or helper threads that each own a share of the sockets and sleep in
-//! `poll(2)` when they have nothing to do.
+//! `poll(2)` once they have had nothing to do for [`HELPER_SPIN`].
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
@@ -262,10 +262,16 @@ fn helper_loop(mut streams: Vec<Stream>, sh: &Shared, waker: &Waker) {
     }
 }
 
+/// How long a helper thread keeps trying its sockets after it last moved something before it
+/// sleeps in `poll(2)`: the next small message of a loop of them comes within it, and finds
+/// the thread awake instead of paying an eventfd write and a wake-up on each side.
+const HELPER_SPIN: Duration = Duration::from_micros(200);
+
 /// How long an end that goes tries to hand its goodbyes to full sockets.
 const GOODBYE_WAIT: Duration = Duration::from_millis(100);
 
 fn run_helper(streams: &mut [Stream], sh: &Shared, waker: &Waker) {
+    let mut last_moved = Instant::now();
     while !sh.shutdown.load(Ordering::SeqCst) {
         let mut moved = false;
         for s in streams.iter_mut() {
@@ -278,6 +284,11 @@ fn run_helper(streams: &mut [Stream], sh: &Shared, waker: &Waker) {
             }
         }
         if moved {
+            last_moved = Instant::now();
+            continue;
+        }
+        if last_moved.elapsed() < HELPER_SPIN {
+            std::thread::yield_now();
             continue;
         }
         waker.sleeping.store(true, Ordering::SeqCst);
