@@ -13,7 +13,9 @@
 #
 #   here:  perf/gpu_build.sh && perf/gpu_vs_nccl.sh --prepare <nccl-tests checkout>
 #   there: perf/capi_acceptance.sh   (carry .devbin and .nccl-tests; knobs TESTS (empty: none),
-#          MODES (plain G1 R1 R2, and Dall: every data type, `-d all`), MAXBYTES, RUN_LIMIT
+#          MODES (plain G1 R1 R2, Dall: every data type, `-d all`, and DallG1 / DallR2: every
+#          data type with graphs / registration), MAXBYTES, ITERS (nccl-tests' -n), GPUS,
+#          LIBS ("nccl rnccl"; "rnccl" alone checks results without the ratio), RUN_LIMIT
 #          seconds per program run, TORCH=0 skips PyTorch, NONBLOCKING=0 skips the rnccl run
 #          with TORCH_NCCL_USE_COMM_NONBLOCKING=1)
 #
@@ -53,8 +55,10 @@ if [ -n "$tests" ] && ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NC
 fi
 for t in $tests; do
   for m in $modes; do
-    flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; Dall) flags="-d all";; esac
-    for who in nccl rnccl; do
+    flags=""; case $m in G1) flags="-G 1";; R1) flags="-R 1";; R2) flags="-R 2";; Dall) flags="-d all";;
+      DallG1) flags="-d all -G 1";; DallR2) flags="-d all -R 2";; esac
+    [ -n "${ITERS:-}" ] && flags="$flags -n $ITERS"
+    for who in ${LIBS:-nccl rnccl}; do
       home=$nh; [ $who = rnccl ] && home=$rh
       LD_LIBRARY_PATH="$home/lib:$base_ld" NCCL_DEBUG=VERSION timeout "$limit" /tmp/nt/${t}_perf -g "$gpus" -b 8 -e "${MAXBYTES:-1G}" -f 4 -c 1 $flags \
         >"$out/$who.$t.$m.log" 2>&1
@@ -76,11 +80,11 @@ if [ "${TORCH:-1}" != 0 ]; then
   # ncclCommGetAsyncError polling), compared with the blocking rnccl run above.
   [ "${NONBLOCKING:-1}" != 0 ] && torch_run rnccl-nonblocking LD_PRELOAD="$rh/lib/libnccl.so.2" TORCH_NCCL_USE_COMM_NONBLOCKING=1
 fi
-python3 - "$out" "$tests" "$modes" "$gpus" <<'PY'
+python3 - "$out" "$tests" "$modes" "$gpus" "${LIBS:-nccl rnccl}" <<'PY'
 import json, math, os, sys
-out, tests, modes, world = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
+out, tests, modes, world, libs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5].split()
 def table(path):
-    rows, wrong = {}, 0
+    rows, wrong, lines = {}, 0, 0
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
@@ -89,17 +93,19 @@ def table(path):
             rows[int(f[0])] = float(f[7]) if float(f[7]) > 0 else float(f[6])
             for w in (f[8], f[12]):
                 wrong += int(w) if w.isdigit() else 0
-    return rows, wrong
-print(f"{'test':<16}{'mode':<6}{'rc nccl/rnccl':>14}{'#wrong':>8}  busbw (algbw on one rank) rnccl/NCCL by size")
+            lines += 1
+    return rows, wrong, lines
+print(f"{'test':<16}{'mode':<7}{'rc nccl/rnccl':>14}{'#wrong':>8}{'rows':>6}  busbw (algbw on one rank) rnccl/NCCL by size")
 for t in tests:
     for m in modes:
         p = lambda who, ext: os.path.join(out, f"{who}.{t}.{m}.{ext}")
-        rc = "/".join(open(p(w, "rc")).read().strip() for w in ("nccl", "rnccl"))
-        (a, wa), (b, wb) = table(p("rnccl", "log")), table(p("nccl", "log"))
+        rc = "/".join(open(p(w, "rc")).read().strip() if w in libs else "-" for w in ("nccl", "rnccl"))
+        (a, wa, la) = table(p("rnccl", "log"))
+        (b, wb, lb) = table(p("nccl", "log")) if "nccl" in libs else ({}, 0, 0)
         if "rnccl version" not in open(p("rnccl", "log"), errors="replace").read():
             rc += " (NOT rnccl: no rnccl version banner)"
         ratios = " ".join(f"{s}:{a[s] / b[s]:.2f}" for s in sorted(set(a) & set(b)) if b[s] > 0 and s >= 1 << 20)
-        print(f"{t:<16}{m:<6}{rc:>14}{wa:>8}  {ratios or '(no table)'}")
+        print(f"{t:<16}{m:<7}{rc:>14}{wa:>8}{la:>6}  {ratios or '(no table)'}")
 def load(tag):
     try:
         return [json.load(open(os.path.join(out, f"torch.{tag}.rank{r}.json"))) for r in range(world)]

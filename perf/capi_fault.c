@@ -1,16 +1,20 @@
-/* NCCL 2.30's growth and fault-tolerance calls through rnccl's libnccl.so.2 on two GPUs, one
- * thread per GPU (issue 30's C test on the device machine; perf/torch_fault.sh builds and runs
- * it):
- *   1. a one-rank communicator on GPU 0 makes a grow id (ncclCommGetUniqueId); GPU 1 joins with
- *      ncclCommGrow(NULL, 2, &id, 1) while GPU 0 calls ncclCommGrow(comm, 2, &id, -1);
+/* NCCL 2.30's growth, fault-tolerance and suspension calls through rnccl's libnccl.so.2 on G
+ * GPUs of one host (every GPU it sees, at most 8, at least 2), one thread per GPU (issue 30's C
+ * test on the device machine; perf/torch_fault.sh builds and runs it):
+ *   1. a one-rank communicator on GPU 0 makes a grow id (ncclCommGetUniqueId); GPUs 1..G-1 join
+ *      with ncclCommGrow(NULL, G, &id, r) while GPU 0 calls ncclCommGrow(comm, G, &id, -1);
  *   2. an all-reduce on the grown communicator is checked;
- *   3. ncclCommRevoke on both ranks while rank 1's all-reduce waits for a rank 0 that never
- *      calls (the revoke ends it), then ncclCommShrink(NCCL_SHRINK_DEFAULT) excluding nobody
- *      makes a new two-rank communicator whose all-reduce is checked;
- *   4. rank 1 is excluded on purpose: rank 0 shrinks it out and all-reduces alone.
- * Prints "capi_fault ok" and exits 0 when every step worked. */
+ *   3. ncclCommRevoke on every rank while the last rank's all-reduce waits for ranks that never
+ *      call (the revoke ends it), then ncclCommShrink(NCCL_SHRINK_DEFAULT) excluding nobody
+ *      makes a new G-rank communicator whose all-reduce is checked;
+ *   4. ncclCommSuspend(NCCL_SUSPEND_MEM) on every rank: ncclCommMemStats reports it suspended
+ *      and the freed bytes no longer counted; a collective while suspended is refused; after
+ *      ncclCommResume an all-reduce is checked;
+ *   5. the last rank is excluded on purpose: the others shrink it out and all-reduce.
+ * Prints "capi_fault ok on G GPUs" and exits 0 when every step worked. */
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -25,6 +29,7 @@
 static ncclUniqueId growId;
 static ncclComm_t first;
 static pthread_barrier_t barrier;
+static int G; /* GPUs, ranks */
 
 /* All-reduces `value` from every rank of `comm` on `dev` and checks the sum. */
 static void allReduce(ncclComm_t comm, int dev, float value) {
@@ -48,26 +53,22 @@ static void allReduce(ncclComm_t comm, int dev, float value) {
 }
 
 static void* rank(void* arg) {
-  int r = (int)(long)arg;
+  int r = (int)(long)arg, last = G - 1;
   cudaSetDevice(r);
-  ncclComm_t grown = NULL, shrunk = NULL, alone = NULL;
-  if (r == 0) {
-    CHECK(ncclCommGrow(first, 2, &growId, -1, &grown, NULL));
-  } else {
-    CHECK(ncclCommGrow(NULL, 2, &growId, 1, &grown, NULL));
-  }
+  ncclComm_t grown = NULL, shrunk = NULL, rest = NULL;
+  CHECK(ncclCommGrow(r == 0 ? first : NULL, G, &growId, r == 0 ? -1 : r, &grown, NULL));
   int me = -1, n = 0;
   CHECK(ncclCommUserRank(grown, &me));
   CHECK(ncclCommCount(grown, &n));
-  EXPECT(me == r && n == 2);
+  EXPECT(me == r && n == G);
   allReduce(grown, r, 1.0f);
   printf("rank %d: grown communicator %d of %d all-reduced\n", r, me, n);
   fflush(stdout);
 
-  /* Rank 1's all-reduce waits for rank 0, which revokes instead of joining: the revoke on
-   * both ranks ends it. */
+  /* The last rank's all-reduce waits for the others, which revoke instead of joining: the
+   * revoke on every rank ends it. */
   pthread_barrier_wait(&barrier);
-  if (r == 1) {
+  if (r == last) {
     float* buf;
     cudaStream_t s;
     cudaStreamCreate(&s);
@@ -89,16 +90,42 @@ static void* rank(void* arg) {
   printf("rank %d: revoked, shrunk to a new communicator and all-reduced\n", r);
   fflush(stdout);
 
-  /* Rank 1 leaves on purpose. */
+  /* Suspension: the suspendable memory is freed and counted out, work is refused, and resume
+   * gives a working communicator back. */
+  uint64_t total = 0, suspendable = 0, suspended = 0, after = 0;
+  CHECK(ncclCommMemStats(shrunk, ncclStatGpuMemTotal, &total));
+  CHECK(ncclCommMemStats(shrunk, ncclStatGpuMemSuspend, &suspendable));
+  CHECK(ncclCommMemStats(shrunk, ncclStatGpuMemSuspended, &suspended));
+  EXPECT(suspended == 0 && total >= suspendable);
+  CHECK(ncclCommSuspend(shrunk, NCCL_SUSPEND_MEM));
+  CHECK(ncclCommMemStats(shrunk, ncclStatGpuMemSuspended, &suspended));
+  CHECK(ncclCommMemStats(shrunk, ncclStatGpuMemTotal, &after));
+  EXPECT(suspended == 1 && after == total - suspendable);
+  {
+    float* buf;
+    cudaMalloc((void**)&buf, sizeof(float));
+    EXPECT(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, shrunk, 0) != ncclSuccess);
+    cudaFree(buf);
+  }
   pthread_barrier_wait(&barrier);
-  if (r == 0) {
-    int exclude[1] = {1};
-    CHECK(ncclCommShrink(shrunk, exclude, 1, &alone, NULL, NCCL_SHRINK_DEFAULT));
-    CHECK(ncclCommCount(alone, &n));
-    EXPECT(n == 1);
-    allReduce(alone, 0, 5.0f);
-    CHECK(ncclCommDestroy(alone));
-    printf("rank 0: shrank rank 1 out and all-reduced alone\n");
+  CHECK(ncclCommResume(shrunk));
+  CHECK(ncclCommMemStats(shrunk, ncclStatGpuMemSuspended, &suspended));
+  EXPECT(suspended == 0);
+  allReduce(shrunk, r, 4.0f);
+  printf("rank %d: suspended (%llu of %llu bytes freed), resumed and all-reduced\n", r,
+         (unsigned long long)suspendable, (unsigned long long)total);
+  fflush(stdout);
+
+  /* The last rank leaves on purpose. */
+  pthread_barrier_wait(&barrier);
+  if (r != last) {
+    int exclude[1] = {last};
+    CHECK(ncclCommShrink(shrunk, exclude, 1, &rest, NULL, NCCL_SHRINK_DEFAULT));
+    CHECK(ncclCommCount(rest, &n));
+    EXPECT(n == G - 1);
+    allReduce(rest, r, 5.0f);
+    CHECK(ncclCommDestroy(rest));
+    printf("rank %d: shrank rank %d out and all-reduced with %d ranks\n", r, last, n);
   }
   CHECK(ncclCommDestroy(shrunk));
   CHECK(ncclCommDestroy(grown));
@@ -108,16 +135,18 @@ static void* rank(void* arg) {
 
 int main(void) {
   ncclUniqueId id;
+  EXPECT(cudaGetDeviceCount(&G) == cudaSuccess && G >= 2);
+  if (G > 8) G = 8;
   cudaSetDevice(0);
   CHECK(ncclGetUniqueId(&id));
   CHECK(ncclCommInitRank(&first, 1, id, 0));
   CHECK(ncclCommGetUniqueId(first, &growId));
   EXPECT(ncclCommGetUniqueId(first, &id) == ncclInvalidUsage);
-  pthread_barrier_init(&barrier, NULL, 2);
-  pthread_t t[2];
-  for (long r = 0; r < 2; r++) pthread_create(&t[r], NULL, rank, (void*)r);
-  for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+  pthread_barrier_init(&barrier, NULL, G);
+  pthread_t t[8];
+  for (long r = 0; r < G; r++) pthread_create(&t[r], NULL, rank, (void*)r);
+  for (int r = 0; r < G; r++) pthread_join(t[r], NULL);
   CHECK(ncclCommDestroy(first));
-  printf("capi_fault ok\n");
+  printf("capi_fault ok on %d GPUs\n", G);
   return 0;
 }
