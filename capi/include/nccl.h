@@ -1,11 +1,12 @@
 /*
- * nccl.h for rnccl's libnccl.so.2: NCCL 2.28.9's public C API (the functions, types, enums
- * and NCCL_CONFIG_INITIALIZER layout of NVIDIA's nccl.h 2.28), written for rnccl.
+ * nccl.h for rnccl's libnccl.so.2: NCCL 2.30.7's public C API (the functions, types, enums
+ * and NCCL_CONFIG_INITIALIZER layout of NVIDIA's nccl.h 2.30), written for rnccl.
  * capi/tests/header.rs checks it against the Rust definitions (enum values, struct sizes and
  * field offsets, the exported symbols).
  *
- * Functions rnccl does not implement yet return ncclInvalidUsage; ncclGetLastError says which.
- * Every function is also exported as pnccl<Name> (NCCL's profiling aliases).
+ * The few calls that need hardware rnccl does not drive (the device communicator,
+ * ncclDevCommCreate/Destroy) return an error that ncclGetLastError explains; README.md lists
+ * them. Every function is also exported as pnccl<Name> (NCCL's profiling aliases).
  */
 
 #ifndef NCCL_H_
@@ -27,11 +28,11 @@ typedef struct CUstream_st* cudaStream_t;
 #endif
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 30
+#define NCCL_PATCH 7
 #define NCCL_SUFFIX ""
 
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23007
 #define NCCL_VERSION(X,Y,Z) (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
 
 #ifdef __cplusplus
@@ -55,16 +56,21 @@ typedef enum { ncclSuccess                 =  0,
                ncclInvalidUsage            =  5,
                ncclRemoteError             =  6,
                ncclInProgress              =  7,
-               ncclNumResults              =  8 } ncclResult_t;
+               ncclTimeout                 =  8,
+               ncclNumResults              =  9 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #define NCCL_CONFIG_UNDEF_PTR NULL
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
 
+/* The magic NCCL_CONFIG_INITIALIZER writes. */
+#define NCCL_API_MAGIC 0xcafebeef
+
 /* Window registration flags */
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* CTA policy flags */
@@ -91,7 +97,7 @@ typedef enum {
 } ncclCommMemStat_t;
 
 /* Communicator configuration: initialise with NCCL_CONFIG_INITIALIZER. */
-typedef struct ncclConfig_v22800 {
+typedef struct ncclConfig_v23000 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -109,11 +115,15 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  int graphUsageMode;
+  int numRmaCtx;
+  int maxP2pPeers;
+  int graphStreamOrdering;
 } ncclConfig_t;
 
 #define NCCL_CONFIG_INITIALIZER {                                       \
   sizeof(ncclConfig_t), /* size */                                      \
-  0xcafebeef,           /* magic */                                     \
+  NCCL_API_MAGIC,       /* magic */                                     \
   NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */       \
   NCCL_CONFIG_UNDEF_INT,                    /* blocking */              \
   NCCL_CONFIG_UNDEF_INT,                    /* cgaClusterSize */        \
@@ -129,9 +139,13 @@ typedef struct ncclConfig_v22800 {
   NCCL_CONFIG_UNDEF_INT,                    /* nvlsCTAs */              \
   NCCL_CONFIG_UNDEF_INT,                    /* nChannelsPerNetPeer */   \
   NCCL_CONFIG_UNDEF_INT,                    /* nvlinkCentricSched */    \
+  NCCL_CONFIG_UNDEF_INT,                    /* graphUsageMode */        \
+  NCCL_CONFIG_UNDEF_INT,                    /* numRmaCtx */             \
+  NCCL_CONFIG_UNDEF_INT,                    /* maxP2pPeers */           \
+  NCCL_CONFIG_UNDEF_INT,                    /* graphStreamOrdering */   \
 }
 
-/* ncclGroupSimulateEnd's report (rnccl: not implemented yet). */
+/* ncclGroupSimulateEnd's report. */
 typedef struct ncclSimInfo_v22200 {
   size_t size;
   unsigned int magic;
@@ -173,13 +187,15 @@ typedef enum { ncclInt8       = 0, ncclChar       = 0,
                ncclNumTypes   = 12
 } ncclDataType_t;
 
-/* Where ncclRedOpCreatePreMulSum's scalar lives (rnccl: host only). */
+/* Where ncclRedOpCreatePreMulSum's scalar lives: device memory (read when the operation
+ * runs) or the value itself. */
 typedef enum {
   ncclScalarDevice = 0,
   ncclScalarHostImmediate = 1
 } ncclScalarResidence_t;
 
-/* Device API handles (nccl_device/core.h); rnccl: not implemented yet. */
+/* Device API handles (nccl_device/core.h); rnccl's ncclDevCommCreate answers ncclInvalidUsage
+ * (README.md says why). */
 struct ncclDevCommRequirements;
 struct ncclDevComm;
 

@@ -1,4 +1,4 @@
-//! `ncclConfig_t`: the checks NCCL 2.28 makes (magic, size, version, ranges) and the knobs its
+//! `ncclConfig_t`: the checks NCCL 2.30 makes (magic, size, version, ranges) and the knobs its
 //! fields set.
 
 use std::ffi::{CStr, c_int};
@@ -18,8 +18,10 @@ pub struct ParsedConfig {
     pub blocking: bool,
 }
 
-/// The `ncclConfig_t` fields that are NCCL knobs, with the knob each sets.
-const CONFIG_KNOBS: [(&str, &str); 10] = [
+/// The `ncclConfig_t` fields that are NCCL knobs, with the knob each sets (NCCL 2.30
+/// src/init.cc `envConfigOverride`: the knob, when set, overrides the field).
+/// `graphUsageMode` is not here: its knob takes other values (see [`graph_mixing`]).
+const CONFIG_KNOBS: [(&str, &str); 13] = [
     ("cgaClusterSize", "NCCL_CGA_CLUSTER_SIZE"),
     ("minCTAs", "NCCL_MIN_CTAS"),
     ("maxCTAs", "NCCL_MAX_CTAS"),
@@ -33,9 +35,23 @@ const CONFIG_KNOBS: [(&str, &str); 10] = [
         "nvlinkCentricSched",
         "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE",
     ),
+    ("numRmaCtx", "NCCL_NUM_RMA_CTX"),
+    ("maxP2pPeers", "NCCL_P2P_MAX_PEERS"),
+    ("graphStreamOrdering", "NCCL_GRAPH_STREAM_ORDERING"),
 ];
 
-/// Reads an `ncclConfig_t` as NCCL 2.28's `parseCommConfig` does: only the caller's `size`
+/// The `NCCL_GRAPH_MIXING_SUPPORT` value a `graphUsageMode` stands for: NCCL 2.30 maps the
+/// knob's 1 to mode 2 (captured and uncaptured work may mix) and its 0 to mode 0
+/// (src/init.cc `envConfigOverride`). Mode 1 has no knob value and sets none.
+fn graph_mixing(mode: c_int) -> Option<&'static str> {
+    match mode {
+        0 => Some("0"),
+        2 => Some("1"),
+        _ => None,
+    }
+}
+
+/// Reads an `ncclConfig_t` as NCCL 2.30's `parseCommConfig` does: only the caller's `size`
 /// bytes are read, the magic must be `NCCL_API_MAGIC`, fields newer than the caller's
 /// `version` are reset to their defaults, and out-of-range values are refused. NULL means
 /// every default.
@@ -107,6 +123,15 @@ pub unsafe fn parse_config(
         (c.nChannelsPerNetPeer, c.nvlinkCentricSched) =
             (dflt.nChannelsPerNetPeer, dflt.nvlinkCentricSched);
     }
+    if v < nccl_version(2, 29, 0) {
+        (c.graphUsageMode, c.numRmaCtx) = (dflt.graphUsageMode, dflt.numRmaCtx);
+    }
+    if v < nccl_version(2, 30, 0) {
+        c.maxP2pPeers = dflt.maxP2pPeers;
+    }
+    if v < nccl_version(2, 30, 5) {
+        c.graphStreamOrdering = dflt.graphStreamOrdering;
+    }
     validate_config(&c, func)?;
     let fields = [
         c.cgaClusterSize,
@@ -119,6 +144,9 @@ pub unsafe fn parse_config(
         c.nvlsCTAs,
         c.nChannelsPerNetPeer,
         c.nvlinkCentricSched,
+        c.numRmaCtx,
+        c.maxP2pPeers,
+        c.graphStreamOrdering,
     ];
     for ((field, knob), value) in CONFIG_KNOBS.iter().zip(fields) {
         if value != NCCL_CONFIG_UNDEF_INT && knobs.setting(knob).is_none() {
@@ -128,6 +156,16 @@ pub unsafe fn parse_config(
                 Source::Program(format!("ncclConfig_t.{field}")),
             );
         }
+    }
+    const MIXING: &str = "NCCL_GRAPH_MIXING_SUPPORT";
+    if let Some(value) = graph_mixing(c.graphUsageMode)
+        && knobs.setting(MIXING).is_none()
+    {
+        knobs.set(
+            MIXING,
+            value,
+            Source::Program("ncclConfig_t.graphUsageMode".into()),
+        );
     }
     if !c.netName.is_null() && knobs.setting("NCCL_NET").is_none() {
         // SAFETY: the caller promises netName is a NUL-terminated C string.
@@ -147,9 +185,9 @@ pub unsafe fn parse_config(
     })
 }
 
-/// NCCL 2.28's range checks of `ncclConfig_t` fields. One deviation: min > max CTAs is
-/// checked only when both are set (NCCL compares against the unset sentinel, `INT_MIN`, and
-/// so refuses a config that sets `minCTAs` alone).
+/// NCCL 2.30's range checks of `ncclConfig_t` fields (src/init.cc `parseCommConfig`). One
+/// deviation: min > max CTAs is checked only when both are set (NCCL compares against the
+/// unset sentinel, `INT_MIN`, and so refuses a config that sets `minCTAs` alone).
 pub(crate) fn validate_config(c: &ncclConfig_t, func: &str) -> Result<(), Failure> {
     let undef = |v: c_int| v == NCCL_CONFIG_UNDEF_INT;
     let bool_ok = |v: c_int| undef(v) || v == 0 || v == 1;
@@ -193,5 +231,103 @@ pub(crate) fn validate_config(c: &ncclConfig_t, func: &str) -> Result<(), Failur
     if !bool_ok(c.nvlinkCentricSched) {
         return Err(bad("nvlinkCentricSched", c.nvlinkCentricSched));
     }
+    if !undef(c.graphUsageMode) && !(0..=2).contains(&c.graphUsageMode) {
+        return Err(bad("graphUsageMode", c.graphUsageMode));
+    }
+    if !undef(c.numRmaCtx) && c.numRmaCtx < 0 {
+        return Err(bad("numRmaCtx", c.numRmaCtx));
+    }
+    if !undef(c.maxP2pPeers) && c.maxP2pPeers <= 0 {
+        return Err(bad("maxP2pPeers", c.maxP2pPeers));
+    }
+    if !bool_ok(c.graphStreamOrdering) {
+        return Err(bad("graphStreamOrdering", c.graphStreamOrdering));
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::c_uint;
+
+    /// The knob `name` as `parse_config` left it: its value and whether the config set it.
+    fn knob(p: &ParsedConfig, name: &str) -> Option<(String, bool)> {
+        p.knobs
+            .setting(name)
+            .map(|s| (s.raw.clone(), matches!(s.source, Source::Program(_))))
+    }
+
+    #[test]
+    fn nccl_2_30_fields_set_their_knobs_and_older_headers_leave_them_unset() {
+        // The environment of this test process sets none of these knobs.
+        let mut c = ncclConfig_t::INITIALIZER;
+        (c.numRmaCtx, c.maxP2pPeers, c.graphStreamOrdering) = (0, 3, 0);
+        c.graphUsageMode = 0;
+        // SAFETY: a whole, initialised config.
+        let p = unsafe { parse_config(&c, "test") }.unwrap();
+        assert_eq!(knob(&p, "NCCL_NUM_RMA_CTX"), Some(("0".into(), true)));
+        assert_eq!(knob(&p, "NCCL_P2P_MAX_PEERS"), Some(("3".into(), true)));
+        assert_eq!(
+            knob(&p, "NCCL_GRAPH_STREAM_ORDERING"),
+            Some(("0".into(), true))
+        );
+        assert_eq!(
+            knob(&p, "NCCL_GRAPH_MIXING_SUPPORT"),
+            Some(("0".into(), true))
+        );
+        c.graphUsageMode = 2;
+        // SAFETY: as above.
+        let p = unsafe { parse_config(&c, "test") }.unwrap();
+        assert_eq!(
+            knob(&p, "NCCL_GRAPH_MIXING_SUPPORT"),
+            Some(("1".into(), true))
+        );
+        c.graphUsageMode = 1;
+        // SAFETY: as above.
+        let p = unsafe { parse_config(&c, "test") }.unwrap();
+        assert_eq!(knob(&p, "NCCL_GRAPH_MIXING_SUPPORT"), None);
+
+        // A 2.29.x header has graphUsageMode and numRmaCtx but not the 2.30 fields.
+        c.version = nccl_version(2, 29, 7) as c_uint;
+        // SAFETY: as above.
+        let p = unsafe { parse_config(&c, "test") }.unwrap();
+        assert_eq!(knob(&p, "NCCL_NUM_RMA_CTX"), Some(("0".into(), true)));
+        assert_eq!(knob(&p, "NCCL_P2P_MAX_PEERS"), None);
+        assert_eq!(knob(&p, "NCCL_GRAPH_STREAM_ORDERING"), None);
+    }
+
+    #[test]
+    fn a_2_28_config_is_read_only_as_far_as_its_size() {
+        // nccl.h 2.28's ncclConfig_t ends at nvlinkCentricSched: what lies after it in the
+        // caller's memory is not the config's and is never read.
+        let size = std::mem::offset_of!(ncclConfig_t, graphUsageMode);
+        let mut c = ncclConfig_t::INITIALIZER;
+        (c.size, c.version) = (size, nccl_version(2, 28, 9) as c_uint);
+        (c.graphUsageMode, c.numRmaCtx, c.maxP2pPeers) = (99, -5, -1);
+        // SAFETY: a whole config; `parse_config` reads its first `size` bytes.
+        let p = unsafe { parse_config(&c, "test") }.unwrap();
+        assert_eq!(knob(&p, "NCCL_NUM_RMA_CTX"), None);
+        assert_eq!(knob(&p, "NCCL_GRAPH_MIXING_SUPPORT"), None);
+    }
+
+    #[test]
+    fn nccl_2_30_fields_out_of_range_are_refused_by_name() {
+        for (field, set) in [
+            (
+                "graphUsageMode",
+                (|c: &mut ncclConfig_t| c.graphUsageMode = 3) as fn(&mut ncclConfig_t),
+            ),
+            ("numRmaCtx", |c| c.numRmaCtx = -1),
+            ("maxP2pPeers", |c| c.maxP2pPeers = 0),
+            ("graphStreamOrdering", |c| c.graphStreamOrdering = 2),
+        ] {
+            let mut c = ncclConfig_t::INITIALIZER;
+            set(&mut c);
+            // SAFETY: a whole, initialised config.
+            let e = unsafe { parse_config(&c, "test") }.unwrap_err();
+            assert_eq!(e.code, ncclInvalidArgument, "{field}");
+            assert!(e.msg.contains(field), "{field}: {}", e.msg);
+        }
+    }
 }

@@ -63,8 +63,10 @@ impl Failure {
     }
 }
 
-/// nccl.h 2.28's result code for an rnccl error. 2.28 has no `ncclTimeout`: a timeout is a peer
-/// that stopped answering, `ncclRemoteError`, as NCCL reports it.
+/// nccl.h's result code for an rnccl error. A timeout is a peer that stopped answering,
+/// `ncclRemoteError`, as NCCL reports it: NCCL 2.30 returns its `ncclTimeout` only from the
+/// device API's barriers, and programs built against 2.28's nccl.h (which lacks it) would not
+/// know the code.
 pub fn result_code(e: &Error) -> ncclResult_t {
     match e.code() {
         ResultCode::Success => ncclSuccess,
@@ -169,10 +171,10 @@ pub fn check_ptr<T>(p: *const T, func: &str, what: &str) -> Result<(), Failure> 
     Ok(())
 }
 
-/// `ncclGetVersion`: writes `NCCL_VERSION_CODE` of the API this library implements, 22809
-/// (NCCL 2.28.9), to `*version`. rnccl reports NCCL's code rather than its own because
+/// `ncclGetVersion`: writes `NCCL_VERSION_CODE` of the API this library implements, 23007
+/// (NCCL 2.30.7), to `*version`. rnccl reports NCCL's code rather than its own because
 /// programs gate features on it (PyTorch and nccl-tests compare it against
-/// `NCCL_VERSION(2, x, y)` to decide which calls exist); rnccl implements 2.28's API.
+/// `NCCL_VERSION(2, x, y)` to decide which calls exist); rnccl implements 2.30's API.
 ///
 /// Returns `ncclInvalidArgument` when `version` is NULL.
 ///
@@ -201,6 +203,7 @@ pub extern "C" fn ncclGetErrorString(result: ncclResult_t) -> *const c_char {
         ncclInvalidUsage => c"invalid usage (run with NCCL_DEBUG=WARN for details)",
         ncclRemoteError => c"remote process exited or there was a network error",
         ncclInProgress => c"NCCL operation in progress",
+        ncclTimeout => c"timeout",
         _ => c"unknown result code",
     };
     s.as_ptr()

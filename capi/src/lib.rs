@@ -1,8 +1,8 @@
-//! `libnccl.so.2`: nccl.h 2.28's C API over the rnccl library, so programs built against NCCL
-//! (PyTorch, nccl-tests) run on rnccl unchanged, through `LD_PRELOAD` or the library path, and
-//! of NCCL 2.29-2.30's additions the parameter API ([`param`]), revoke and shrink
-//! ([`lifecycle`]), growth ([`grow`]), suspension and memory statistics ([`suspend`]), window
-//! user pointers and group simulation.
+//! `libnccl.so.2`: nccl.h 2.30's C API over the rnccl library, so programs built against NCCL
+//! (PyTorch, nccl-tests) run on rnccl unchanged, through `LD_PRELOAD` or the library path,
+//! including NCCL 2.29-2.30's additions: the parameter API ([`param`]), revoke and shrink
+//! ([`lifecycle`]), growth ([`grow`]), suspension and memory statistics ([`suspend`]),
+//! one-sided puts and signals ([`rma`]), window user pointers and group simulation.
 //!
 //! Every exported function has nccl.h's exact C signature (`include/nccl.h` declares them; a
 //! test checks it against these definitions and the built library's symbol table). Every entry

@@ -19,8 +19,11 @@ use crate::comm::*;
 use crate::errors::{Failure, check_ptr, guard};
 use crate::types::*;
 
-/// `NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC`: the window flags nccl.h 2.28 defines.
-const WIN_FLAGS: c_int = 0x01;
+/// `NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING`: the window flags
+/// nccl.h 2.30 defines. Strict ordering asks the NIC to keep a GIN window's network writes in
+/// order (NCCL 2.30 src/gin/gin_host.cc, `NCCL_NET_MR_FLAG_FORCE_SO`); rnccl's one-sided
+/// operations store through NVLink in stream order, so it changes nothing here.
+const WIN_FLAGS: c_int = 0x03;
 
 /// What either registration hands out.
 pub struct Registration {
@@ -224,8 +227,8 @@ pub unsafe extern "C" fn ncclCommDeregister(
 }
 
 /// `ncclCommWindowRegister`: registers the window `buff` (`size` bytes of device memory, flags
-/// `NCCL_WIN_DEFAULT` or `NCCL_WIN_COLL_SYMMETRIC`) and writes its handle for
-/// [`ncclCommWindowDeregister`]. Collective on a GPU communicator, as in NCCL: every rank
+/// `NCCL_WIN_DEFAULT`, `NCCL_WIN_COLL_SYMMETRIC`, `NCCL_WIN_STRICT_ORDERING`) and writes its
+/// handle for [`ncclCommWindowDeregister`]. Collective on a GPU communicator, as in NCCL: every rank
 /// registers its windows in the same order, and the call returns once every rank did; inside a
 /// group the exchange runs at `ncclGroupEnd` (see the module docs).
 ///
@@ -249,8 +252,8 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
             return Err(Failure::arg(
                 F,
                 format!(
-                    "window flags {winFlags:#x}: nccl.h defines NCCL_WIN_DEFAULT (0) and \
-                     NCCL_WIN_COLL_SYMMETRIC (1)"
+                    "window flags {winFlags:#x}: nccl.h defines NCCL_WIN_DEFAULT (0), \
+                     NCCL_WIN_COLL_SYMMETRIC (1) and NCCL_WIN_STRICT_ORDERING (2)"
                 ),
             ));
         }

@@ -1,4 +1,4 @@
-//! nccl.h 2.28's types, constants and enums, laid out as C sees them. Enums crossing the C
+//! nccl.h 2.30's types, constants and enums, laid out as C sees them. Enums crossing the C
 //! boundary are plain `c_int`s (a C caller may pass any value; a Rust enum would make a bad
 //! value undefined behaviour), with nccl.h's enumerators as constants.
 
@@ -24,8 +24,12 @@ pub const ncclInvalidUsage: ncclResult_t = 5;
 pub const ncclRemoteError: ncclResult_t = 6;
 /// A non-blocking operation is still running (a communicator still initialising).
 pub const ncclInProgress: ncclResult_t = 7;
+/// A wait ran out of time (nccl.h 2.30). NCCL 2.30 returns it only from its device API's
+/// barriers; rnccl never returns it (a host-side wait that runs out is a peer that stopped
+/// answering, `ncclRemoteError`, as NCCL reports it).
+pub const ncclTimeout: ncclResult_t = 8;
 /// Number of result codes.
-pub const ncclNumResults: ncclResult_t = 8;
+pub const ncclNumResults: ncclResult_t = 9;
 
 /// `ncclDataType_t`: an element type.
 pub type ncclDataType_t = c_int;
@@ -134,7 +138,7 @@ pub const NCCL_MAJOR: c_int = rnccl::NCCL_API_VERSION.0 as c_int;
 pub const NCCL_MINOR: c_int = rnccl::NCCL_API_VERSION.1 as c_int;
 /// `NCCL_PATCH` of the API implemented here.
 pub const NCCL_PATCH: c_int = rnccl::NCCL_API_VERSION.2 as c_int;
-/// `NCCL_VERSION_CODE` of the API implemented here: 2.28.9 = 22809.
+/// `NCCL_VERSION_CODE` of the API implemented here: 2.30.7 = 23007.
 pub const NCCL_VERSION_CODE: c_int = nccl_version(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
 
 /// nccl.h's `NCCL_VERSION(X, Y, Z)`: `X*1000 + Y*100 + Z` up to 2.8, `X*10000 + Y*100 + Z`
@@ -147,7 +151,7 @@ pub const fn nccl_version(x: c_int, y: c_int, z: c_int) -> c_int {
     }
 }
 
-/// `ncclConfig_t` (`struct ncclConfig_v22800`): communicator settings, initialised by
+/// `ncclConfig_t` (`struct ncclConfig_v23000`): communicator settings, initialised by
 /// `NCCL_CONFIG_INITIALIZER` (size, magic 0xcafebeef, version, every other field
 /// `NCCL_CONFIG_UNDEF_INT`/NULL).
 #[repr(C)]
@@ -187,6 +191,15 @@ pub struct ncclConfig_t {
     pub nChannelsPerNetPeer: c_int,
     /// 0/1: NVLink-centric scheduling.
     pub nvlinkCentricSched: c_int,
+    /// 0, 1 or 2: how the communicator's work is captured in CUDA graphs (2: captured and
+    /// uncaptured work may mix; NCCL 2.29).
+    pub graphUsageMode: c_int,
+    /// Host RMA contexts, ≥ 0 (0: one-sided operations off; NCCL 2.29).
+    pub numRmaCtx: c_int,
+    /// Most peers a rank keeps point-to-point connections with, ≥ 1 (NCCL 2.30).
+    pub maxP2pPeers: c_int,
+    /// 0/1: NCCL orders its kernels during CUDA-graph capture (NCCL 2.30.5).
+    pub graphStreamOrdering: c_int,
 }
 
 impl ncclConfig_t {
@@ -209,6 +222,10 @@ impl ncclConfig_t {
         nvlsCTAs: NCCL_CONFIG_UNDEF_INT,
         nChannelsPerNetPeer: NCCL_CONFIG_UNDEF_INT,
         nvlinkCentricSched: NCCL_CONFIG_UNDEF_INT,
+        graphUsageMode: NCCL_CONFIG_UNDEF_INT,
+        numRmaCtx: NCCL_CONFIG_UNDEF_INT,
+        maxP2pPeers: NCCL_CONFIG_UNDEF_INT,
+        graphStreamOrdering: NCCL_CONFIG_UNDEF_INT,
     };
 }
 

@@ -166,7 +166,7 @@ fn c_program_links_and_gets_the_no_cuda_error() {
             .env("NCCL_ALGO", "Ring"),
     );
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.contains("version 22809"), "{out}");
+    assert!(out.contains("version 23007"), "{out}");
     assert!(out.contains("param keys "), "{out}");
     assert!(
         out.contains("\nNCCL_BUFFSIZE = 1048576 (set; default \"-2\")\n"),

@@ -43,7 +43,7 @@ fn version_and_error_strings() {
     // SAFETY: a writable int, then NULL (refused).
     unsafe {
         assert_eq!(ncclGetVersion(&mut v), ncclSuccess);
-        assert_eq!(v, 22809);
+        assert_eq!(v, 23007);
         expect(
             ncclGetVersion(null_mut()),
             ncclInvalidArgument,
@@ -218,6 +218,8 @@ fn config_magic_version_and_ranges() {
         ("CTAPolicy", |c| c.CTAPolicy = 3),
         ("nChannelsPerNetPeer", |c| c.nChannelsPerNetPeer = 65),
         ("nvlinkCentricSched", |c| c.nvlinkCentricSched = -3),
+        ("graphUsageMode", |c| c.graphUsageMode = 5),
+        ("maxP2pPeers", |c| c.maxP2pPeers = -2),
     ] {
         let mut c = ncclConfig_t::INITIALIZER;
         set(&mut c);
@@ -396,10 +398,19 @@ fn bad_arguments_on_a_live_communicator() {
         // Windows: a handle of their own kind, flags checked.
         let mut w: ncclWindow_t = null_mut();
         expect(
-            ncclCommWindowRegister(comm, buf, 4096, &mut w, 2),
+            ncclCommWindowRegister(comm, buf, 4096, &mut w, 4),
             ncclInvalidArgument,
-            &["window flags 0x2"],
+            &["window flags 0x4", "NCCL_WIN_STRICT_ORDERING (2)"],
         );
+        // NCCL_WIN_STRICT_ORDERING (nccl.h 2.30) is accepted.
+        let mut so: ncclWindow_t = null_mut();
+        assert_eq!(
+            ncclCommWindowRegister(comm, buf, 4096, &mut so, 2),
+            ncclSuccess,
+            "{}",
+            last_error()
+        );
+        assert_eq!(ncclCommWindowDeregister(comm, so), ncclSuccess);
         assert_eq!(
             ncclCommWindowRegister(comm, buf, 4096, &mut w, 1),
             ncclSuccess

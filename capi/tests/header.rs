@@ -160,6 +160,7 @@ fn header_values_match_the_rust_definitions() {
         ("ncclInvalidUsage", ncclInvalidUsage),
         ("ncclRemoteError", ncclRemoteError),
         ("ncclInProgress", ncclInProgress),
+        ("ncclTimeout", ncclTimeout),
         ("ncclNumResults", ncclNumResults),
         ("ncclInt8", ncclInt8),
         ("ncclChar", ncclChar),
@@ -203,10 +204,12 @@ fn header_values_match_the_rust_definitions() {
         ("NCCL_PATCH", NCCL_PATCH),
         ("NCCL_VERSION_CODE", NCCL_VERSION_CODE),
         ("NCCL_VERSION(2, 28, 9)", nccl_version(2, 28, 9)),
+        ("NCCL_VERSION(2, 30, 7)", nccl_version(2, 30, 7)),
         ("NCCL_VERSION(2, 8, 4)", nccl_version(2, 8, 4)),
     ] {
         check(name, v.into());
     }
+    check("NCCL_API_MAGIC", NCCL_API_MAGIC as i128);
     check("NCCL_UNIQUE_ID_BYTES", NCCL_UNIQUE_ID_BYTES as i128);
     check("sizeof(ncclUniqueId)", size_of::<ncclUniqueId>() as i128);
     check("sizeof(ncclRedOp_t)", size_of::<ncclRedOp_t>() as i128);
@@ -231,7 +234,8 @@ fn header_values_match_the_rust_definitions() {
     }
     offsets!(ncclConfig_t: size, magic, version, blocking, cgaClusterSize, minCTAs, maxCTAs,
         netName, splitShare, trafficClass, commName, collnetEnable, CTAPolicy, shrinkShare,
-        nvlsCTAs, nChannelsPerNetPeer, nvlinkCentricSched);
+        nvlsCTAs, nChannelsPerNetPeer, nvlinkCentricSched, graphUsageMode, numRmaCtx,
+        maxP2pPeers, graphStreamOrdering);
     offsets!(ncclSimInfo_t: size, magic, version, estimatedTime);
     offsets!(ncclWaitSignalDesc_t: opCnt, peer, sigIdx, ctx);
     // NCCL_CONFIG_INITIALIZER writes what the Rust INITIALIZER holds.
@@ -240,8 +244,9 @@ fn header_values_match_the_rust_definitions() {
     writeln!(
         c,
         "int main(void) {{ return !(init.size == {} && init.magic == {}u && init.version == {}u \
-         && init.blocking == {} && init.nvlinkCentricSched == {} && init.netName == NULL); }}",
-        i.size, i.magic, i.version, i.blocking, i.nvlinkCentricSched
+         && init.blocking == {} && init.nvlinkCentricSched == {} && init.netName == NULL \
+         && init.graphStreamOrdering == {}); }}",
+        i.size, i.magic, i.version, i.blocking, i.nvlinkCentricSched, i.graphStreamOrdering
     )
     .unwrap();
     let dir = tempdir();

@@ -208,3 +208,37 @@ fn host_communicators_refuse_one_sided_operations() {
         }
     }
 }
+
+/// `NCCL_NUM_RMA_CTX=0` (what `ncclConfig_t.numRmaCtx = 0` sets) turns one-sided operations off,
+/// as in NCCL 2.30: they are refused, naming the knob, before anything else is looked at.
+#[test]
+fn numrmactx_zero_turns_one_sided_operations_off() {
+    use rnccl::config::{Config, Source};
+    let _l = common::LAST_ERROR_LOCK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let mut knobs = Config::defaults();
+    knobs.set(
+        "NCCL_NUM_RMA_CTX",
+        "0",
+        Source::Program("ncclConfig_t.numRmaCtx".into()),
+    );
+    let config = rnccl::CommConfig::with_knobs(std::sync::Arc::new(knobs));
+    let comms: Vec<_> = rnccl::Communicator::init_all_with(2, config)
+        .unwrap()
+        .into_iter()
+        .map(comm_from_rnccl)
+        .collect();
+    let s: cudaStream_t = null_mut();
+    // SAFETY: live handles; the call is refused before anything is launched.
+    unsafe {
+        expect(
+            ncclSignal(1, 0, 0, 0, comms[0], s),
+            ncclInvalidUsage,
+            &["ncclSignal", "NCCL_NUM_RMA_CTX", "is 0"],
+        );
+        for c in comms {
+            assert_eq!(ncclCommDestroy(c), ncclSuccess);
+        }
+    }
+}

@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 use crate::exec::gpu::GpuComm;
 use crate::exec::gpu::rma::PutOp;
 
+/// The knob whose 0 turns one-sided operations off (`ncclConfig_t.numRmaCtx` sets it).
+const NUM_RMA_CTX: &str = "NCCL_NUM_RMA_CTX";
+
 /// How many signals [`Communicator::wait_signal`] waits for from one rank
 /// (`ncclWaitSignalDesc_t` without its signal index and context, which must be 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +31,13 @@ impl Communicator {
         let core = &self.core;
         let mut st = self.state.borrow_mut();
         st.usable(core)?;
+        // NCCL 2.30 src/init.cc: numRmaCtx 0 (NCCL_NUM_RMA_CTX=0) turns host RMA off.
+        if core.knobs.int(NUM_RMA_CTX)? == 0 {
+            return Err(Error::invalid_usage(format!(
+                "one-sided operations are off for this communicator: {NUM_RMA_CTX} (or \
+                 ncclConfig_t.numRmaCtx) is 0; set it to 1 or leave it unset"
+            )));
+        }
         let gpu = core.watch.gpu().ok_or_else(|| {
             Error::invalid_usage(
                 "one-sided operations need a communicator on a GPU (CommConfig::device or \
@@ -60,8 +70,8 @@ impl Communicator {
     /// Errors: [`Error::InvalidArgument`] for a peer out of range, a window of another
     /// communicator, bytes past the end of the peer's range or a null `src`;
     /// [`Error::InvalidUsage`] when the window's ranges are not all mapped or the communicator
-    /// cannot run one-sided operations (ranks on several hosts, no P2P: the message says
-    /// which); [`Error::Cuda`] when the launch fails.
+    /// cannot run one-sided operations (ranks on several hosts, no P2P, `NCCL_NUM_RMA_CTX` 0:
+    /// the message says which); [`Error::Cuda`] when the launch fails.
     ///
     /// # Safety
     /// `src` holds `bytes` bytes of this GPU's memory until the stream has run the put, and

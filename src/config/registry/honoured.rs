@@ -47,6 +47,7 @@ pub static HONOURED: &[&str] = &[
     "NCCL_NET_MERGE_LEVEL",
     "NCCL_NSOCKS_PERTHREAD",
     "NCCL_NTHREADS",
+    "NCCL_NUM_RMA_CTX",
     "NCCL_NVB_DISABLE",
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
