@@ -20,7 +20,8 @@ libs=${LIBS:-"nccl rnccl"}
 [ -f .devbin/libnccl.so ] || { echo "torch_fault.sh: .devbin/libnccl.so is missing: run perf/gpu_build.sh" >&2; exit 2; }
 mkdir -p /tmp/rnccl-home/lib && cp .devbin/libnccl.so /tmp/rnccl-home/lib/libnccl.so.2
 export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"  # a shared one when set
-# The C test of growth, revoke and shrink on two GPUs (perf/capi_fault.c), on rnccl.
+# The C test of growth, revoke, shrink and suspension on every GPU of the host (perf/capi_fault.c),
+# on rnccl.
 if [ "${CTEST:-1}" != 0 ]; then
   nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
   if "$nvcc" -I capi/include perf/capi_fault.c -o "$out/capi_fault" -Xlinker /tmp/rnccl-home/lib/libnccl.so.2 \
