@@ -15,7 +15,7 @@
 # alone: DMODES, ITERS, MAXBYTES, TESTS), fault (perf/torch_fault.sh), rma (perf/capi_rma.sh),
 # sock (perf/gpu_sockets_vs_nccl.sh, SROUNDS), mid (perf/gpu_midsize.sh, MIDARGS), gc (the
 # gpu_collectives test binary alone), kc (the kernel cache as $OUT/kc.tgz: copy it to .kc.tgz
-# here and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass
+# here, `echo /.kc.tgz >> .git/info/exclude`, and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass
 # through the environment.
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
