@@ -13,6 +13,7 @@ use super::choice::direct_block_bound;
 use super::comm::GpuComm;
 use super::ll::{self, LlOp};
 use super::program::{Control, DevBuffers, Part, encode};
+use super::programs::Recipe;
 use crate::coll::{Func, Plan};
 use crate::device::cuda::abi::{DirectMode, THREADS};
 use crate::device::cuda::{Interp, PeerKernel, check, cuda_error};
@@ -329,14 +330,21 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
         Work::Nothing => return Ok(()),
     };
     let interp = interp()?;
-    let parts: Vec<Part<'_>> = parts
-        .iter()
-        .map(|(plan, bufs)| Part { plan, bufs: *bufs })
-        .collect();
-    let conns = gpu.conns_of(&parts)?;
-    let (program, nlanes) = encode(&parts, &conns, &l.spec, ctl)?;
+    let recipe = Recipe {
+        parts: parts.clone(),
+        spec: l.spec,
+    };
+    let encode = |r: &Recipe| {
+        let parts: Vec<Part<'_>> = r
+            .parts
+            .iter()
+            .map(|(plan, bufs)| Part { plan, bufs: *bufs })
+            .collect();
+        let conns = gpu.conns_of(&parts)?;
+        encode(&parts, &conns, &r.spec, ctl)
+    };
     let mut programs = gpu.programs.lock().unwrap_or_else(|p| p.into_inner());
-    programs.run(program, l.stream, |addr| {
+    programs.run(recipe, l.stream, encode, |addr, nlanes| {
         // SAFETY: the program was encoded from this communicator's connections and control
         // words (alive as long as the communicator) and the caller's buffers (valid until the
         // stream runs the kernel, the contract of Group::push_device); the stream is the

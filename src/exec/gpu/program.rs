@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::redop::Scalar;
 
 /// The device addresses of one operation's buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DevBuffers {
     /// Input: (address, bytes).
     pub input: (u64, usize),
