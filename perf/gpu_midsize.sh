@@ -42,7 +42,7 @@ fi
 common="-n 20 -w 5 -c 0 -d $dtype ${EXTRA:-}"
 for r in $(seq 1 "$rounds"); do
   timeout "$limit" /tmp/nt/${coll}_perf -g "$gpus" $common $sizes >"$out/nccl.$r.log" 2>&1
-  timeout "$limit" .devbin/rnccl bench "$coll" -g "$gpus" $common $sizes >"$out/g.$r.log" 2>&1
+  timeout "$limit" .devbin/rnccl bench "$coll" -g "$gpus" --ranks "$gpus" $common $sizes >"$out/g.$r.log" 2>&1
   timeout "$limit" .devbin/rnccl bench "$coll" --ranks "$gpus" $common $sizes >"$out/ranks.$r.log" 2>&1
   NCCL_ALGO=Ring timeout "$limit" .devbin/rnccl bench "$coll" --ranks "$gpus" $common $sizes \
     >"$out/ring.$r.log" 2>&1

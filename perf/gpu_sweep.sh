@@ -23,7 +23,7 @@ for c in $colls; do
   for s in $settings; do
     env=()
     [ "$s" != default ] && IFS=, read -r -a env <<<"$s" && env=("${env[@]/#/NCCL_}")
-    row=$(env "${env[@]}" timeout 120 .devbin/rnccl bench "$c" -g "$gpus" -n 10 -w 3 -c 0 $range 2>&1 \
+    row=$(env "${env[@]}" timeout 120 .devbin/rnccl bench "$c" -g "$gpus" --ranks "$gpus" -n 10 -w 3 -c 0 $range 2>&1 \
       | awk '!/^#/ && NF >= 13 { printf "%s:%s ", $1, $8 }')
     printf '%-16s %-24s %s\n' "$c" "$s" "${row:-failed}"
   done

@@ -61,19 +61,22 @@ fi
 nccl_version=$(python3 -c 'import nvidia.nccl, importlib.metadata as m; print(m.version("nvidia-nccl-cu13"))' 2>/dev/null)
 echo "NCCL $nccl_version (nvidia-nccl-cu13), nccl-tests $(git -C .nccl-tests log -1 --format=%h 2>/dev/null || echo src), $gpus GPUs, $rounds rounds"
 common="-g $gpus -n 20 -w 5 -c 0"
+# rnccl bench also gets --ranks "$gpus": without it, a host with more GPUs than -g gets one
+# process per -g GPUs for all of them (2026-11-28: GPUS=2 on a 4-GPU host ran 4 ranks against
+# NCCL's 2).
 for r in $(seq 1 "$rounds"); do
   for c in $colls; do
     for range in "-b 8 -e 512K -f 4" "-b $minb -e $maxb -f $factor"; do
       [[ "$range" == "-b 8 "* && " $small " != *" $c "* ]] && continue
       tag=$(echo "$range" | tr -d ' -')
       timeout "$limit" /tmp/nt/${c}_perf $common $range >"$out/nccl.$c.$tag.$r.log" 2>&1
-      timeout "$limit" .devbin/rnccl bench "$c" $common $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
+      timeout "$limit" .devbin/rnccl bench "$c" $common --ranks "$gpus" $range >"$out/rnccl.$c.$tag.$r.log" 2>&1
     done
   done
   [ "${SHM:-1}" = 0 ] && continue
   for tag in shm; do
     NCCL_P2P_DISABLE=1 timeout "$limit" /tmp/nt/all_reduce_perf $common -b 8 -e 1G -f 8 >"$out/nccl.all_reduce_$tag.x.$r.log" 2>&1
-    NCCL_P2P_DISABLE=1 timeout "$limit" .devbin/rnccl bench all_reduce $common -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1
+    NCCL_P2P_DISABLE=1 timeout "$limit" .devbin/rnccl bench all_reduce $common --ranks "$gpus" -b 8 -e 1G -f 8 >"$out/rnccl.all_reduce_$tag.x.$r.log" 2>&1
   done
 done
 python3 - "$out" <<'EOF'

@@ -122,8 +122,8 @@ fn json_plan() {
     assert_eq!(v["ring"]["nchannels"], 12);
     assert_eq!(v["tree"]["channels"][6]["ranks"], serde_json::json!([1, 0]));
     assert_eq!(v["tuning"]["collective"], "AllGather");
-    // rnccl's own kernel per size: the direct kernel from the first byte for an all-gather
-    // (the size is the gathered output), then the rings.
+    // rnccl's own kernel per size: the direct kernel at every size for an all-gather (the
+    // size is the gathered output), its rounds growing once the slots are full.
     let sweep = v["tuning"]["sweep"].as_array().unwrap();
     let at = |bytes: u64| {
         sweep
@@ -140,7 +140,10 @@ fn json_plan() {
         at(8 << 20),
         serde_json::json!({"kernel": "direct", "blocks": 128, "unit": 32768, "rounds": 1})
     );
-    assert_eq!(at(64 << 20), serde_json::json!({"kernel": "ring"}));
+    assert_eq!(
+        at(64 << 20),
+        serde_json::json!({"kernel": "direct", "blocks": 128, "unit": 65536, "rounds": 4})
+    );
 }
 
 #[test]

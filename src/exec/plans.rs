@@ -155,10 +155,43 @@ fn gpu_choice(
             )));
         }
     }
-    let nch = bytes
-        .div_ceil(GPU_CHANNEL_MIN_BYTES)
-        .clamp(1, core.rings.nchannels());
-    Ok((Algo::Ring, nch))
+    Ok((
+        Algo::Ring,
+        ring_channels(func, bytes, core.nranks, core.rings.nchannels()),
+    ))
+}
+
+/// Channels a GPU ring trims to at most when its shares are small (below, the size alone
+/// decides: [`GPU_CHANNEL_MIN_BYTES`]).
+const GPU_RING_TRIM_FLOOR: usize = 16;
+
+/// Bytes of a ring channel's share below which a GPU ring of more than [`GPU_RING_TRIM_FLOOR`]
+/// channels runs fewer: for all-reduce, all-gather and reduce-scatter the channel's part of
+/// one rank's chunk (a FIFO slot, 512 KiB, per step), for the pipelined broadcast and reduce
+/// the channel's part of the buffer (two slots, so each hop overlaps the next). On 4×H200
+/// (`rnccl bench -g 4`, 2026-11-28) 64 MB took 188 µs on 32 channels against 201 on 64 for
+/// all-gather and reduce-scatter, and 336 against 340 for all-reduce (NCCL: 188, 187, 323);
+/// from 128 MB 64 channels were fastest (all-gather 342 µs against 367). A 16 MB broadcast
+/// took 77 µs on 16 channels against 86 on 64 (NCCL 71), 32 MB 133 on 32 against 139.
+fn ring_share_min(func: Func) -> usize {
+    match func {
+        Func::Broadcast | Func::Reduce => 1 << 20,
+        _ => 512 << 10,
+    }
+}
+
+/// The channels of a GPU ring for `func` whose largest buffer holds `bytes` bytes over
+/// `nranks` ranks, with `max` rings built: one per [`GPU_CHANNEL_MIN_BYTES`] of the size, and
+/// above [`GPU_RING_TRIM_FLOOR`] channels only as many as give each channel
+/// [`ring_share_min`] of the data it forwards.
+fn ring_channels(func: Func, bytes: usize, nranks: usize, max: usize) -> usize {
+    let by_size = bytes.div_ceil(GPU_CHANNEL_MIN_BYTES).clamp(1, max.max(1));
+    let share = match func {
+        Func::AllReduce | Func::AllGather | Func::ReduceScatter => bytes / nranks.max(1),
+        _ => bytes,
+    };
+    let by_share = share.div_ceil(ring_share_min(func));
+    by_size.min(by_share.max(GPU_RING_TRIM_FLOOR))
 }
 
 /// Whether a GPU all-reduce of `bytes` bytes per rank runs the one-shot LL kernel
@@ -183,19 +216,30 @@ pub(crate) fn ll_allowed(proto: Option<&AlgoProtoList>, func: Func, bytes: usize
 /// (`kernels/direct.cuh`) rather than the ring (`None`: never), from measurements on 2×H200
 /// and 4×H200 against NCCL 2.28.9 (perf/gpu_midsize.sh, busbw ÷ NCCL's, one process per GPU,
 /// 128 blocks):
-/// - all-reduce above the one-shot LL kernel's sizes up to 32 MiB: on 2 GPUs 1.46 / 1.29 /
-///   1.26 / 1.21 / 1.26 at 2 / 4 / 8 / 16 / 32 MB, on 4 GPUs 1.70 / 1.29 / 1.10 / 1.04 / 1.04
-///   (2026-11-27); at 64 MB the ring is at 0.96-1.05;
-/// - reduce-scatter and all-gather up to 32 MiB: on 2 GPUs reduce-scatter 1.23 / 1.31 / 1.30 /
-///   1.15 / 1.03, all-gather 1.71 / 1.67 / 1.59 / 1.50 / 1.32; on 4 GPUs reduce-scatter 1.74 /
-///   1.64 / 1.26 / 1.11 / 0.98 (the ring 0.91 at 32 MB), all-gather 2.20 / 1.83 / 1.40 / 1.26 /
-///   1.12 (2026-11-27);
+/// - all-reduce above the one-shot LL kernel's sizes: on 2 GPUs 1.46 / 1.29 / 1.26 / 1.21 /
+///   1.26 at 2 / 4 / 8 / 16 / 32 MB, on 4 GPUs 1.70 / 1.29 / 1.10 / 1.04 / 1.04 (2026-11-27);
+///   above, `rnccl bench -g N` against the ring in the same call (2026-11-28): on 2 GPUs 64 MB
+///   to 1 GB in 209 / 400 / 777 / 1526 / 3009 µs where the ring took 248 / 455 / 864 / 1618 /
+///   3144 (NCCL 249 / 468 / 895 / 1699 / 3256), on 4 GPUs 32 MB to 1 GB in 174 / 315 / 609 /
+///   1195 / 2361 / 4691 µs, the ring 186 / 344 / 631 / 1234 / 2403 / 4650;
+/// - reduce-scatter up to 32 MiB: on 2 GPUs 1.23 / 1.31 / 1.30 / 1.15 / 1.03, on 4 GPUs 1.74 /
+///   1.64 / 1.26 / 1.11 / 0.98 (the ring 0.91 at 32 MB) (2026-11-27); from 64 MB the ring is
+///   faster (4 GPUs: 186 against 218 µs at 64 MB, 648 against 730 at 256 MB, 2026-11-28);
+/// - all-gather at every size: on 2 GPUs 1.71 / 1.67 / 1.59 / 1.50 / 1.32 up to 32 MB, on 4
+///   GPUs 2.20 / 1.83 / 1.40 / 1.26 / 1.12 (2026-11-27); above (2026-11-28), on 2 GPUs 64 MB to
+///   1 GB in 125 / 230 / 433 / 855 / 1676 µs where the ring took 151 / 260 / 483 / 857 / 1663
+///   (NCCL 156 / 288 / 546 / 1044 / 1981), on 4 GPUs 64 MB to 1 GB in 175 / 331 / 624 / 1208 /
+///   2366, the ring 191 / 342 / 655 / 1262 / 2407;
 /// - all-gather, reduce-scatter, broadcast and all-to-all from the first byte: from 32 B to
 ///   512 KB 1.3-2.0× NCCL on 2 GPUs, 2.1-3.4× on 4 where the rings and point-to-point were
 ///   1.0-2.0 and 1.4-3.0 (2026-11-28);
-/// - all-to-all up to 64 MiB: on 2 GPUs 1.33 / 1.24 / 1.26 / 1.39 / 1.40 / 1.12 at 1 / 2 / 4 /
-///   8 / 16 / 32 MB where point-to-point was 0.62 / 0.62 / 0.75 / 0.85 / 0.91 / 0.94, on 4 GPUs
-///   1.56 at 8 MB and 1.12 at 32 MB (point-to-point 1.01 and 0.70) (2026-11-28);
+/// - all-to-all on 2 GPUs up to 64 MiB: 1.33 / 1.24 / 1.26 / 1.39 / 1.40 / 1.12 at 1 / 2 / 4
+///   / 8 / 16 / 32 MB where point-to-point was 0.62 / 0.62 / 0.75 / 0.85 / 0.91 / 0.94; above,
+///   point-to-point is as fast or faster (128 MB to 1 GB in 239 / 441 / 856 / 1614 µs against
+///   240 / 449 / 870 / 1735); on more GPUs at every size: 1.56 at 8 MB and 1.12 at 32 MB
+///   (point-to-point 1.01 and 0.70), and on 4 GPUs 64 MB to 1 GB in 177 / 326 / 622 / 1200 /
+///   2378 µs where point-to-point took 224 / 408 / 732 / 1532 / 2764 (NCCL 187 / - / 652 /
+///   1272 / 2401) (2026-11-28);
 /// - broadcast on 2 GPUs up to 64 MiB: 1.42 / 1.35 / 1.21 / 1.20 / 1.12 / 1.05 at 1 / 2 / 4 /
 ///   8 / 16 / 32 MB where the ring was 0.96 / 1.08 / 0.90 / 0.86 / 0.93 / 0.93; on more GPUs up
 ///   to 1 MiB only: the root stores every byte once per peer, so on 4 GPUs the direct kernel
@@ -203,9 +247,11 @@ pub(crate) fn ll_allowed(proto: Option<&AlgoProtoList>, func: Func, bytes: usize
 ///   (2026-11-28).
 fn direct_sizes(func: Func, nranks: usize) -> Option<std::ops::RangeInclusive<usize>> {
     match func {
-        Func::AllReduce => Some(LL_AUTO_MAX_BYTES + 1..=32 << 20),
-        Func::AllGather | Func::ReduceScatter => Some(1..=32 << 20),
-        Func::AllToAll => Some(1..=64 << 20),
+        Func::AllReduce => Some(LL_AUTO_MAX_BYTES + 1..=usize::MAX),
+        Func::AllGather => Some(1..=usize::MAX),
+        Func::ReduceScatter => Some(1..=32 << 20),
+        Func::AllToAll if nranks <= 2 => Some(1..=64 << 20),
+        Func::AllToAll => Some(1..=usize::MAX),
         Func::Broadcast if nranks <= 2 => Some(1..=64 << 20),
         Func::Broadcast => Some(1..=1 << 20),
         _ => None,
@@ -292,10 +338,22 @@ mod tests {
             let max = *direct_sizes(f, 2).unwrap().end();
             assert!(two(f, 8 << 20), "{f}");
             assert!(two(f, max), "{f}");
-            assert!(!two(f, max + 1), "{f}: the ring's sizes");
+            if max < usize::MAX {
+                assert!(!two(f, max + 1), "{f}: the ring's sizes");
+            }
             assert!(!two(f, 0), "{f}: nothing to move");
         }
         assert!(two(Func::AllToAll, 8), "all-to-all at every size");
+        assert!(two(Func::AllReduce, 8 << 30) && two(Func::AllGather, 8 << 30));
+        assert!(
+            !two(Func::ReduceScatter, 64 << 20),
+            "the ring's reduce-scatter from 64 MB"
+        );
+        assert!(!two(Func::AllToAll, 128 << 20), "point-to-point on 2 GPUs");
+        assert!(
+            direct_window(Func::AllToAll, 1 << 30, 4),
+            "the direct kernel on more"
+        );
         assert!(two(Func::Broadcast, 64 << 20));
         assert!(
             !direct_window(Func::Broadcast, 2 << 20, 4),
@@ -311,5 +369,29 @@ mod tests {
         ] {
             assert!(!two(f, 8 << 20), "{f}");
         }
+    }
+    #[test]
+    fn large_rings_trim_channels_whose_shares_are_small() {
+        let mb = |m: usize| m << 20;
+        // 4 GPUs, 64 rings: 64 MB moves 512 KiB of each rank's chunk on 32 channels.
+        assert_eq!(ring_channels(Func::AllGather, mb(64), 4, 64), 32);
+        assert_eq!(ring_channels(Func::ReduceScatter, mb(64), 4, 64), 32);
+        assert_eq!(ring_channels(Func::AllReduce, mb(64), 4, 64), 32);
+        assert_eq!(ring_channels(Func::AllReduce, mb(128), 4, 64), 64);
+        assert_eq!(ring_channels(Func::AllReduce, mb(1024), 4, 64), 64);
+        assert_eq!(ring_channels(Func::Broadcast, mb(16), 4, 64), 16);
+        assert_eq!(ring_channels(Func::Broadcast, mb(32), 4, 64), 32);
+        assert_eq!(ring_channels(Func::Broadcast, mb(128), 4, 64), 64);
+        // 2 GPUs from the rings' sizes up: as before.
+        assert_eq!(ring_channels(Func::AllReduce, mb(64), 2, 32), 32);
+        // Small sizes (a forced ring, or rings across hosts): the size alone, never below it.
+        assert_eq!(ring_channels(Func::AllReduce, mb(1), 2, 32), 8);
+        assert_eq!(ring_channels(Func::AllReduce, 8, 4, 64), 1);
+        assert_eq!(ring_channels(Func::AllGather, mb(2), 4, 64), 16);
+        assert_eq!(
+            ring_channels(Func::AllReduce, mb(8), 8, 2),
+            2,
+            "the rings built bound it"
+        );
     }
 }

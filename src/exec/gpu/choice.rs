@@ -136,13 +136,16 @@ mod tests {
         );
         assert_eq!(ar(8 << 20, 2).to_string(), "Direct 128x32K x1");
         assert_eq!(ar(32 << 20, 4).to_string(), "Direct 128x64K x1");
-        assert_eq!(ar((32 << 20) + 1, 2), GpuKernel::Ring);
+        assert_eq!(ar(1 << 30, 2).to_string(), "Direct 128x64K x64");
         // All-gather and reduce-scatter: no LL, the largest buffer sets the window.
         assert_eq!(
             kernel(&[], Func::AllGather, 8, 2).to_string(),
             "Direct 1x16B x1"
         );
-        assert_eq!(kernel(&[], Func::AllGather, 64 << 20, 2), GpuKernel::Ring);
+        assert_eq!(
+            kernel(&[], Func::ReduceScatter, 64 << 20, 2),
+            GpuKernel::Ring
+        );
         assert!(matches!(
             kernel(&[], Func::ReduceScatter, 32 << 20, 4),
             GpuKernel::Direct { .. }
