@@ -4,7 +4,8 @@
 // kernels/ll.cuh LlArgs). Prints microseconds per iteration and per launch for 1..N GPUs, with
 // an empty kernel; a collective's `-g N` time at 8 B cannot go below this.
 //
-//   nvcc -O2 -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor [iterations]
+//   nvcc -O2 -arch=native -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor [iterations]
+//   (or perf/device_phases.sh floor)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
