@@ -17,7 +17,7 @@ pub enum Format {
 /// Where local ranks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Bind {
-    /// One CPU per local thread of ranks.
+    /// An equal, disjoint share of the CPUs per local thread of ranks.
     Core,
     /// The scheduler decides.
     None,
@@ -147,8 +147,9 @@ pub struct Args {
     /// Run CPU ranks on host buffers even on a host with GPUs.
     #[arg(long)]
     pub cpu: bool,
-    /// Pin each local thread of ranks to its own CPU when there are at least as many CPUs
-    /// (`core`, as `mpirun --bind-to core`), or leave placement to the scheduler (`none`).
+    /// Pin each local thread of ranks to its own equal share of the CPUs when there are at least
+    /// as many CPUs (`core`, as `mpirun --bind-to core --map-by slot:PE=n`; the threads it
+    /// starts share its CPUs), or leave placement to the scheduler (`none`).
     #[arg(long, value_enum, default_value_t = Bind::Core)]
     pub bind: Bind,
     /// Output format on stdout.
