@@ -53,7 +53,7 @@ for arg in "$@"; do
     sock) ROUNDS=${SROUNDS:-2} run bash perf/gpu_sockets_vs_nccl.sh ;;
     mid) run bash perf/gpu_midsize.sh ${MIDARGS:-} ;;
     gc) RNCCL_REQUIRE_GPU=1 run bash -c '.devbin/gpu_collectives-* --test-threads=1' ;;
-    floor) run bash -c 'nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); "$nvcc" -O2 -arch=native -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor 20000' ;;
+    floor) run bash -c 'nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); "$nvcc" -O2 -arch=native -Xcompiler -pthread -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor 20000' ;;
     kc) tar czf "$out/kc.tgz" -C "$RNCCL_KERNEL_CACHE" . && ls -la "$out/kc.tgz" >"$out/kc.txt" 2>&1 ;;
     *) echo "device_phases.sh: unknown phase '$phase' (see the list at the top)" >"$out/$phase.txt"; false ;;
   esac

@@ -2,14 +2,20 @@
 // per iteration, make each GPU's context current and launch one kernel on its stream, as a
 // group of collectives does, with a kernel argument block of the LL kernel's size (576 bytes,
 // kernels/ll.cuh LlArgs). Prints microseconds per iteration and per launch for 1..N GPUs, with
-// an empty kernel; a collective's `-g N` time at 8 B cannot go below this.
+// an empty kernel; a collective's `-g N` time at 8 B cannot go below this. Then the same with
+// one launcher thread per GPU (the caller launches GPU 0's kernel, a persistent thread each
+// other GPU's, in lock step per iteration as a group's end would wait for them), and the host
+// cost of one launch call alone (200 launches, fewer than a stream queues, before any sync).
 //
-//   nvcc -O2 -arch=native -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor [iterations]
+//   nvcc -O2 -arch=native -Xcompiler -pthread -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor [iterations]
 //   (or perf/device_phases.sh floor)
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
+#include <thread>
+#include <vector>
 
 struct Args {
   unsigned long long w[72];  // 576 bytes
@@ -57,5 +63,54 @@ int main(int argc, char** argv) {
       if (warm) printf("%4d  %12.2f  %9.2f\n", n, us / k, us / k / n);
     }
   }
+  printf("gpus  us/iteration  (one launcher thread per GPU, lock step)\n");
+  for (int n = 2; n <= ngpus && n <= 16; n *= 2) {
+    std::atomic<int> go{0}, done{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int g = 1; g < n; g++)
+      workers.emplace_back([&, g] {
+        CK(cudaSetDevice(g));
+        int seen = 0;
+        while (true) {
+          int now;
+          while ((now = go.load(std::memory_order_acquire)) == seen)
+            if (stop.load()) return;
+          seen = now;
+          empty<<<1, 512, 0, s[g]>>>(a);
+          done.fetch_add(1, std::memory_order_acq_rel);
+        }
+      });
+    CK(cudaSetDevice(0));
+    for (int warm = 0; warm < 2; warm++) {
+      const int k = warm ? iters : 200;
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < k; i++) {
+        done.store(0, std::memory_order_relaxed);
+        go.fetch_add(1, std::memory_order_acq_rel);
+        empty<<<1, 512, 0, s[0]>>>(a);
+        while (done.load(std::memory_order_acquire) != n - 1) {
+        }
+      }
+      for (int g = 0; g < n; g++) {
+        CK(cudaSetDevice(g));
+        CK(cudaStreamSynchronize(s[g]));
+      }
+      CK(cudaSetDevice(0));
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (warm) printf("%4d  %12.2f\n", n, us / k);
+    }
+    stop = true;
+    for (auto& w : workers) w.join();
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaStreamSynchronize(s[0]));
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; i++) empty<<<1, 512, 0, s[0]>>>(a);
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  CK(cudaStreamSynchronize(s[0]));
+  printf("host cost of one launch call: %.2f us (200 launches, no sync)\n", us / 200);
   return 0;
 }

@@ -45,6 +45,13 @@ pub(crate) struct Op {
     pub stream: CUstream,
 }
 
+// SAFETY: an operation only names memory and a stream (addresses and a CUDA handle, valid on
+// any thread of the process); what makes them valid to use is the group's borrow of the
+// buffers, which lasts until the group's end, whichever thread launches the operation.
+unsafe impl Send for Op {}
+// SAFETY: as for Send: an `Op` has no interior mutability.
+unsafe impl Sync for Op {}
+
 impl Op {
     /// Whether the operation's memory is a GPU's.
     fn on_device(&self) -> bool {
@@ -170,18 +177,70 @@ pub(crate) fn start(mut shares: Vec<Share<'_>>) -> Result<host::Running<'_>> {
     if device == 0 {
         return host::enqueue(shares);
     }
-    for s in &mut shares {
-        let st: &mut State = &mut s.state;
-        let result = match &mut st.engine {
-            Engine::Gpu(g) => g.launch(s.core, &mut st.ops, &mut st.plans, &s.ops),
+    let results = launch_gpus(&mut shares);
+    for (s, r) in shares.iter_mut().zip(&results) {
+        if let Err(e) = r {
+            s.state.failed.get_or_insert_with(|| e.to_string());
+        }
+    }
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(host::Running::default())
+}
+
+/// Launches each share's operations on its GPU, one result per share. With several shares (one
+/// thread driving several GPUs) the first share's launch runs on this thread and every other's
+/// on its communicator's launcher thread at the same time ([`gpu::launcher`]); all are on their
+/// streams when this returns.
+fn launch_gpus(shares: &mut [Share<'_>]) -> Vec<Result<()>> {
+    fn launch(core: &Core, st: &mut State, ops: &[Op]) -> Result<()> {
+        match &mut st.engine {
+            Engine::Gpu(g) => g.launch(core, &mut st.ops, &mut st.plans, ops),
             Engine::Host(_) => Err(Error::invalid_usage(
                 "device buffers need a communicator created on a GPU",
             )),
-        };
-        if let Err(e) = &result {
-            st.failed.get_or_insert_with(|| e.to_string());
         }
-        result?;
     }
-    Ok(host::Running::default())
+    let mut results: Vec<Result<()>> = shares.iter().map(|_| Ok(())).collect();
+    let spare = match shares.len() {
+        1 => 0,
+        _ => gpu::launcher::spare_cpus(),
+    };
+    let mut here = Vec::new();
+    let mut jobs = Vec::with_capacity(shares.len());
+    for (i, (s, r)) in shares.iter_mut().zip(&mut results).enumerate() {
+        let (core, st, ops): (&Core, &mut State, &[Op]) = (s.core, &mut s.state, &s.ops);
+        // The first share, any beyond this thread's spare CPUs, and any without a launcher (a
+        // host communicator, or no thread to be had) run on this thread.
+        let launched = (i > 0 && jobs.len() < spare)
+            .then(|| s.core.watch.gpu())
+            .flatten();
+        match launched.map(|g| g.launcher()) {
+            Some(Ok(l)) => jobs.push((i, l, move || *r = launch(core, st, ops))),
+            _ => here.push((core, st, ops, r)),
+        }
+    }
+    let mut posted: Vec<(&gpu::launcher::Launcher, &mut (dyn FnMut() + Send))> = jobs
+        .iter_mut()
+        .map(|(_, l, job)| (*l, job as &mut (dyn FnMut() + Send)))
+        .collect();
+    let ((), ran) = gpu::launcher::run_beside(&mut posted, || {
+        for (core, st, ops, r) in here {
+            *r = launch(core, st, ops);
+        }
+    });
+    drop(posted);
+    let panicked: Vec<usize> = jobs
+        .iter()
+        .zip(ran)
+        .filter(|(_, ran)| !ran)
+        .map(|((i, _, _), _)| *i)
+        .collect();
+    drop(jobs);
+    for i in panicked {
+        results[i] = Err(Error::Internal(format!(
+            "launching the operations of rank {} panicked on its launcher thread",
+            shares[i].core.rank
+        )));
+    }
+    results
 }

@@ -65,6 +65,9 @@ pub(crate) struct GpuComm {
     pub kernel_cache: Option<std::path::PathBuf>,
     /// Device programs launched so far (the thread driving the communicator locks it).
     pub programs: std::sync::Mutex<super::Programs>,
+    /// The thread that launches this communicator's kernels when one thread ends a group over
+    /// several GPUs, started on first use ([`super::launcher`]).
+    launcher: std::sync::OnceLock<super::launcher::Launcher>,
 }
 
 /// Whether another rank of `core`'s communicator runs in this process on the same GPU (as the
@@ -160,7 +163,20 @@ impl GpuComm {
             slot_bytes: core.geo.slot_bytes,
             kernel_cache,
             programs,
+            launcher: std::sync::OnceLock::new(),
         })
+    }
+
+    /// This communicator's launcher thread, started on first use.
+    ///
+    /// Errors: [`Error::Internal`] when the system refuses another thread.
+    pub(crate) fn launcher(&self) -> Result<&super::launcher::Launcher> {
+        if let Some(l) = self.launcher.get() {
+            return Ok(l);
+        }
+        let l = super::launcher::Launcher::start(self.info.ordinal)?;
+        // Another thread may have started one meanwhile: that one stays, this one stops.
+        Ok(self.launcher.get_or_init(|| l))
     }
 
     /// The header fields every program of this communicator carries.

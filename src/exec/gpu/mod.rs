@@ -14,6 +14,7 @@ pub(crate) mod comm;
 #[cfg(test)]
 mod emulate;
 mod launch;
+pub(crate) mod launcher;
 pub(crate) mod ll;
 pub(crate) mod ops;
 pub(crate) mod program;
