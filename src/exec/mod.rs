@@ -14,7 +14,9 @@
 //! `crate::comm`'s `Group::end` hands its operations to [`start`], one [`Share`] per
 //! communicator, and never looks at where their memory lives; the engines decide. What
 //! [`start`] leaves to do is a [`host::Running`] group that the caller drives to the end.
-//! Nothing here blocks but that drive, and every wait in it has the communicator's deadline.
+//! Nothing here blocks but that drive, and every wait in it has the communicator's deadline;
+//! a group over several GPU communicators also waits for their launcher threads, which launch
+//! side by side with the caller ([`gpu::launcher`]) and return once their kernels are queued.
 
 pub(crate) mod core;
 pub(crate) mod gpu;
