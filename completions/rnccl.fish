@@ -59,7 +59,7 @@ complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l ranks -d 'Number o
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s t -l nthreads -d 'Threads per process (nccl-tests\' -t), each driving -g ranks' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s g -l ngpus -d 'GPUs per thread (nccl-tests\' -g): one thread drives N GPU ranks, launching their operations as one group. Needs GPUs' -r
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -s G -l cudagraph -d 'CUDA graph launches (nccl-tests\' -G): capture the timed iterations into a CUDA graph and launch it N times; 0 launches them directly. Needs GPUs' -r
-complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l bind -d 'Pin each local thread of ranks to its own CPU when there are at least as many CPUs (`core`, as `mpirun --bind-to core`), or leave placement to the scheduler (`none`)' -r -f -a "core\t'One CPU per local thread of ranks'
+complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l bind -d 'Pin each local thread of ranks to its own equal share of the CPUs when there are at least as many CPUs (`core`, as `mpirun --bind-to core --map-by slot:PE=n`; the threads it starts share its CPUs), or leave placement to the scheduler (`none`)' -r -f -a "core\t'An equal, disjoint share of the CPUs per local thread of ranks'
 none\t'The scheduler decides'"
 complete -c rnccl -n "__fish_rnccl_using_subcommand bench" -l format -d 'Output format on stdout' -r -f -a "text\t'nccl-tests\' table'
 json\t'The same data as one JSON document'"

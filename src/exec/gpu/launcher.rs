@@ -355,6 +355,25 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_pinned_to_one_cpu_spares_none() {
+        use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+        use nix::unistd::Pid;
+        let mine = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let cpus: Vec<usize> = (0..CpuSet::count())
+            .filter(|&c| mine.is_set(c).unwrap_or(false))
+            .collect();
+        let first = cpus[0];
+        let spare = thread::spawn(move || {
+            let mut one = CpuSet::new();
+            one.set(first).unwrap();
+            sched_setaffinity(Pid::from_raw(0), &one).unwrap();
+            spare_cpus()
+        });
+        assert_eq!(spare.join().unwrap(), 0);
+        assert_eq!(thread::spawn(spare_cpus).join().unwrap(), cpus.len() - 1);
+    }
+
+    #[test]
     fn a_panicking_job_is_reported_and_the_launcher_goes_on() {
         let l = awake(0).unwrap();
         let mut bad = || panic!("a job that fails");
