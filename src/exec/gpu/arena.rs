@@ -1,14 +1,20 @@
-//! Space for device programs in pinned host memory, allocated in large chunks ahead of use:
-//! CUDA serialises streams around every page-locked allocation ("implicit synchronization",
-//! CUDA C Programming Guide §3.2.8.5.4), so allocating per launch would make a kernel wait for
-//! its peer's kernel — on one GPU, a deadlock until the timeout. Regions are handed out first
-//! fit, 256-byte aligned, and returned when their program is dropped.
+//! Space for device programs, allocated in large chunks ahead of use: CUDA serialises streams
+//! around every page-locked allocation ("implicit synchronization", CUDA C Programming Guide
+//! §3.2.8.5.4), so allocating per launch would make a kernel wait for its peer's kernel — on
+//! one GPU, a deadlock until the timeout. Regions are handed out first fit, 256-byte aligned,
+//! and returned when their program is dropped.
+//!
+//! Each chunk is twice there: in pinned host memory, where the host writes a program, and in
+//! device memory at the same offsets, where [`Arena::upload`] copies it and kernels read it. A
+//! kernel reads its program in three dependent rounds (header, lane, connections and steps;
+//! kernels/interp.cu `load`), each a PCIe round trip of about a microsecond from host memory,
+//! against a few hundred nanoseconds from the GPU's own.
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream, sys};
 
-use crate::device::cuda::PinnedHost;
+use crate::device::cuda::{DeviceAlloc, PinnedHost, check, cuda_error, relaxed_capture};
 use crate::error::Result;
 
 /// Bytes of one chunk (more for a larger program): room for thousands of typical programs.
@@ -62,14 +68,20 @@ impl FreeList {
 }
 
 struct Chunk {
+    /// Where the host writes programs.
     mem: PinnedHost,
+    /// Where kernels read them (same length and offsets).
+    dev: DeviceAlloc,
     free: FreeList,
 }
 
-/// Pinned chunks and their free ranges.
+/// Chunks (pinned and device) and their free ranges.
 pub(crate) struct Arena {
     ctx: Arc<CudaContext>,
     chunks: Vec<Chunk>,
+    /// The stream uploads run on: its own, so an upload waits for no kernel of the caller's
+    /// streams (a kernel that may itself wait for a peer's next kernel).
+    copies: Arc<CudaStream>,
 }
 
 impl Arena {
@@ -77,9 +89,13 @@ impl Arena {
     ///
     /// Errors: [`crate::error::Error::Cuda`] when the memory cannot be pinned.
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Arena> {
+        let copies = ctx
+            .new_stream()
+            .map_err(|e| cuda_error(e, format!("creating a stream on GPU {}", ctx.ordinal())))?;
         let mut a = Arena {
             ctx: ctx.clone(),
             chunks: Vec::new(),
+            copies,
         };
         a.grow(CHUNK_BYTES)?;
         Ok(a)
@@ -88,12 +104,37 @@ impl Arena {
     fn grow(&mut self, bytes: usize) -> Result<()> {
         let len = bytes.max(CHUNK_BYTES).next_multiple_of(ALIGN);
         // Pinning may happen while the caller captures its stream into a graph.
-        let mem = crate::device::cuda::relaxed_capture(|| PinnedHost::zeroed(&self.ctx, len))?;
+        let (mem, dev) = relaxed_capture(|| {
+            Ok::<_, crate::error::Error>((
+                PinnedHost::zeroed(&self.ctx, len)?,
+                DeviceAlloc::zeroed(&self.ctx, len)?,
+            ))
+        })?;
         self.chunks.push(Chunk {
             mem,
+            dev,
             free: FreeList::new(len),
         });
         Ok(())
+    }
+
+    /// Copies the first `len` bytes of `r` from host to device memory and waits for the copy,
+    /// so any stream's kernel may read them from [`Arena::device`] next.
+    ///
+    /// Errors: [`crate::error::Error::Cuda`] when the copy fails.
+    pub(crate) fn upload(&self, r: Region, len: usize) -> Result<()> {
+        let len = len.min(r.len);
+        let stream = self.copies.cu_stream();
+        let what = || format!("copying a device program to GPU {}", self.ctx.ordinal());
+        // A stream of the caller's thread may be capturing; this copy is not part of it.
+        relaxed_capture(|| {
+            let (src, dst) = (self.ptr(r), self.device(r));
+            // SAFETY: both ranges are `len` bytes inside chunk `r.chunk` (the region's), the
+            // host side pinned; the copy is waited for before the host range is written again.
+            let r = unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), len, stream) };
+            check(r, what)?;
+            self.copies.synchronize().map_err(|e| cuda_error(e, what()))
+        })
     }
 
     /// A free region of `len` bytes, if one exists without growing.
@@ -131,9 +172,15 @@ impl Arena {
         }
     }
 
-    /// The first byte of `r` (host pointer, also its device address).
+    /// The first byte of `r` in host memory, where the host writes a program.
     pub(crate) fn ptr(&self, r: Region) -> *mut u8 {
         self.chunks[r.chunk].mem.ptr().wrapping_add(r.off)
+    }
+
+    /// The device address of `r`'s copy in device memory, which kernels read once
+    /// [`Arena::upload`]ed.
+    pub(crate) fn device(&self, r: Region) -> u64 {
+        self.chunks[r.chunk].dev.ptr() + r.off as u64
     }
 }
 

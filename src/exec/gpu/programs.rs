@@ -1,5 +1,5 @@
-//! A communicator's device programs in pinned host memory ([`Arena`]), read by the kernels
-//! through unified addressing (as NCCL's work FIFO), kept by what they are encoded from (a
+//! A communicator's device programs, written to pinned host memory and copied to the GPU's
+//! ([`Arena`]), kept by what they are encoded from (a
 //! [`Recipe`]: the plans, the buffers and the reduction): an operation repeated on the same
 //! buffers — every training step, every benchmark iteration — launches the program already
 //! there without encoding it again or copying it. Encoding is what a launch would otherwise
@@ -158,7 +158,7 @@ impl Programs {
                 .get_mut(&recipe)
                 .ok_or_else(|| crate::error::Error::Internal("a device program vanished".into()))?,
         };
-        launch(self.arena.ptr(e.region) as u64, e.nlanes)?;
+        launch(self.arena.device(e.region), e.nlanes)?;
         e.last = self.launches;
         if captured {
             e.captured = true;
@@ -190,6 +190,7 @@ impl Programs {
         let p = self.arena.ptr(region);
         // SAFETY: the region holds at least program.len() bytes and no program uses it.
         unsafe { std::ptr::copy_nonoverlapping(program.as_ptr(), p, program.len()) };
+        self.arena.upload(region, program.len())?;
         let mut done = std::ptr::null_mut();
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
         // SAFETY: the context is current; the driver writes one event handle.
