@@ -245,14 +245,24 @@ pub(crate) fn ll_allowed(proto: Option<&AlgoProtoList>, func: Func, bytes: usize
 ///   to 1 MiB only: the root stores every byte once per peer, so on 4 GPUs the direct kernel
 ///   fell to 1.31× at 2 MB and 0.57× at 8 MB where the ring ran 1.79× and 0.79×
 ///   (2026-11-28).
+///
+/// Once kernels read their programs from device memory (2026-11-29, `rnccl bench -g 2` with
+/// and without `NCCL_ALGO=Ring` in one call, two rounds, µs) the rings lost about 4 µs per
+/// kernel, and on 2 GPUs they win back two ranges:
+/// - reduce-scatter outside 4-16 MiB: 1 KB to 1 MB in 9.1 / 9.1 / 9.2 / 10.2 / 11.9 / 12.3
+///   where the direct kernel took 10.4 / 10.5 / 11.1 / 12.4 / 12.5 / 13.9 (1 / 4 / 16 / 64 /
+///   256 / 1024 KB), 2 MB in 14.0 against 15.4, 32 MB in 75.6 against 87.5; the direct kernel
+///   keeps 8 and 16 MB (27.1 against 28.8-29.3, 44.9-45.4 against 48.7), 4 MB is even (19.3);
+/// - broadcast up to 16 KiB: 7.3-8.5 against 9.1-9.5.
 fn direct_sizes(func: Func, nranks: usize) -> Option<std::ops::RangeInclusive<usize>> {
     match func {
         Func::AllReduce => Some(LL_AUTO_MAX_BYTES + 1..=usize::MAX),
         Func::AllGather => Some(1..=usize::MAX),
+        Func::ReduceScatter if nranks <= 2 => Some((4 << 20) + 1..=16 << 20),
         Func::ReduceScatter => Some(1..=32 << 20),
         Func::AllToAll if nranks <= 2 => Some(1..=64 << 20),
         Func::AllToAll => Some(1..=usize::MAX),
-        Func::Broadcast if nranks <= 2 => Some(1..=64 << 20),
+        Func::Broadcast if nranks <= 2 => Some((16 << 10) + 1..=64 << 20),
         Func::Broadcast => Some(1..=1 << 20),
         _ => None,
     }
@@ -346,9 +356,16 @@ mod tests {
         assert!(two(Func::AllToAll, 8), "all-to-all at every size");
         assert!(two(Func::AllReduce, 8 << 30) && two(Func::AllGather, 8 << 30));
         assert!(
-            !two(Func::ReduceScatter, 64 << 20),
-            "the ring's reduce-scatter from 64 MB"
+            !two(Func::ReduceScatter, 64 << 20) && !two(Func::ReduceScatter, 32 << 20),
+            "the ring's reduce-scatter from 32 MB on 2 GPUs"
         );
+        assert!(
+            !two(Func::ReduceScatter, 1 << 20) && !two(Func::ReduceScatter, 4 << 20),
+            "and up to 4 MB"
+        );
+        assert!(direct_window(Func::ReduceScatter, 32 << 20, 4));
+        assert!(direct_window(Func::ReduceScatter, 8, 4));
+        assert!(!two(Func::Broadcast, 16 << 10) && two(Func::Broadcast, 64 << 10));
         assert!(!two(Func::AllToAll, 128 << 20), "point-to-point on 2 GPUs");
         assert!(
             direct_window(Func::AllToAll, 1 << 30, 4),
