@@ -177,7 +177,7 @@ __device__ int direct_wait(const LlArgs& a, u32 kind, u32 b, u64 round) {
 // Thread 0, after the block's stores of round `round`: makes them visible, then raises this
 // rank's `kind` flag for block `b` in every peer's area.
 __device__ __forceinline__ void direct_post(const LlArgs& a, u32 kind, u32 b, u64 round) {
-  __threadfence_system();
+  fence_release_sys();
   for (u32 r = 0; r < a.nranks; r++)
     if (r != a.ctl.rank) st_volatile(direct_flag(a.out[r] + RNCCL_LL_AREA, kind, b), round);
 }

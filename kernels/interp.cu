@@ -54,6 +54,19 @@ __device__ __forceinline__ u32 ld_volatile32(const u32* p) {
   return v;
 }
 
+// Release fence at system scope: this thread's earlier stores, and those it observed (its
+// block's, through the barrier before it), become visible before its next store to any GPU
+// or the host does (PTX ISA, memory consistency model). Lighter than __threadfence_system's
+// sequentially consistent fence, which also orders later loads; NCCL's fence_acq_rel_sys
+// (src/device/op128.h) publishes a Simple slot the same way.
+__device__ __forceinline__ void fence_release_sys() {
+#if __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
+  __threadfence_system();
+#endif
+}
+
 __device__ __forceinline__ void st_volatile(u64* p, u64 v) {
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -260,7 +273,7 @@ __device__ void wait_slot(const Program* P, const Conn* conns, BlockState& bs, u
 // Thread 0: publishes the slot just written on `send` (size, fence, tail).
 __device__ __forceinline__ void post_send(const Conn& c, BlockState& bs, u64 n) {
   st_volatile((u64*)c.sizes + bs.sstep % RNCCL_NSLOTS, n);
-  __threadfence_system();
+  fence_release_sys();
   st_volatile((u64*)c.tail, bs.sstep + 1);
   bs.sstep++;
   bs.sbytes += n;
@@ -291,11 +304,12 @@ __device__ __forceinline__ void copy_words(void* dst, const void* src, u64 bytes
   for (u64 i = threadIdx.x; i < bytes / 8; i += blockDim.x) d[i] = s[i];
 }
 
-// The program lives in host memory the GPU reads over PCIe (about a microsecond a read), and
-// the loops below read a connection's addresses for every slot: each block first copies the
-// header, every connection and its own lane's steps into shared memory with all its threads
-// at once (a few reads in flight per thread instead of one dependent read at a time), and
-// reads from there. What does not fit stays where it is.
+// The program lives in device memory (copied there from pinned staging once per program,
+// src/exec/gpu/arena.rs), and the loops below read a connection's addresses for every slot:
+// each block first copies the header and its lane (which follows the header at a fixed place)
+// in one round, then every connection and its own lane's steps, into shared memory with all
+// its threads at once (a few reads in flight per thread instead of one dependent read at a
+// time), and reads from there. What does not fit stays where it is.
 struct Cached {
   const Program* P;
   const Conn* conns;
@@ -303,11 +317,14 @@ struct Cached {
   Lane lane;
 };
 
-__device__ Cached load(const Program* G, Program* hdr, char* cache) {
+__device__ Cached load(const Program* G, Program* hdr, Lane* lane_s, char* cache) {
   const char* base = (const char*)G;
+  // Lanes start right after the header (RNCCL_LANES_AT): the last thread reads this block's
+  // while the first ones copy the header.
+  if (threadIdx.x == blockDim.x - 1) *lane_s = ((const Lane*)(base + RNCCL_LANES_AT))[blockIdx.x];
   copy_words(hdr, G, sizeof(Program));
   __syncthreads();
-  const Lane lane = ((const Lane*)(base + hdr->lanes))[blockIdx.x];
+  const Lane lane = *lane_s;
   const u64 cb = (u64)hdr->nconns * sizeof(Conn), sb = (u64)lane.nsteps * sizeof(Step);
   const Conn* conns = (const Conn*)(base + hdr->conns);
   const Step* steps = (const Step*)(base + hdr->steps) + lane.first;
@@ -329,10 +346,11 @@ template <typename T, int OP>
 __device__ void run(const Program* G, u64 seq) {
   __shared__ BlockState bs;
   __shared__ Program hdr;
+  __shared__ Lane lane_s;
   __shared__ __align__(16) char cache[RNCCL_CACHE_BYTES];
   const u32 tid = threadIdx.x;
   const u32 lane_ix = blockIdx.x;
-  const Cached cached = load(G, &hdr, cache);
+  const Cached cached = load(G, &hdr, &lane_s, cache);
   const Program* P = cached.P;
   const Lane lane = cached.lane;
   const Conn* conns = cached.conns;

@@ -3,8 +3,9 @@
 // resolved to a device address and every connection to its FIFO. Mirrored by
 // src/device/cuda/abi.rs, whose test checks every size, offset and code; change both together.
 //
-// Memory layout, all in one allocation the kernel reads (pinned host memory mapped into the
-// device's address space): [Program][Lane × nlanes][Conn × nconns][Step × nsteps].
+// Memory layout, all in one region the kernel reads (device memory, copied from pinned host
+// staging): [Program][Lane × nlanes][Conn × nconns][Step × nsteps]. The lanes always start at
+// RNCCL_LANES_AT, right after the header, so a block reads its lane and the header at once.
 #pragma once
 
 namespace rnccl {
@@ -126,5 +127,7 @@ struct Program {
   u32 rank;
 };
 static_assert(sizeof(Program) == 128, "Program layout");
+// Byte offset of the lanes in every program (Program::lanes holds it too).
+#define RNCCL_LANES_AT 128
 
 }  // namespace rnccl

@@ -21,6 +21,9 @@ pub(crate) const THREADS: u32 = 512;
 
 /// "No connection" in a step (`RNCCL_NO_CONN`).
 pub(crate) const NO_CONN: u16 = 0xffff;
+/// Byte offset of the lanes in every program (`RNCCL_LANES_AT`): right after the header, so a
+/// block reads its lane in the same round as the header (kernels/interp.cu `load`).
+pub(crate) const LANES_AT: usize = size_of::<Program>();
 /// Step flag: apply the pre-multiplier (`RNCCL_STEP_PRE`).
 pub(crate) const STEP_PRE: u8 = 1;
 /// Step flag: apply the post-divisor (`RNCCL_STEP_POST`).
@@ -504,6 +507,7 @@ pub(crate) fn layout_asserts() -> String {
     // The headers' macros, `RNCCL_` + name.
     for (name, value) in [
         ("NO_CONN", usize::from(NO_CONN)),
+        ("LANES_AT", LANES_AT),
         ("STEP_PRE", usize::from(STEP_PRE)),
         ("STEP_POST", usize::from(STEP_POST)),
         ("NSLOTS", crate::conn::NSLOTS),

@@ -265,7 +265,7 @@ pub(crate) fn encode(
     let lanes = split_copies(lanes);
     let nsteps: usize = lanes.iter().map(|(_, s)| s.len()).sum();
     let nlanes = lanes.len();
-    let lanes_off = size_of::<abi::Program>();
+    let lanes_off = abi::LANES_AT;
     let conns_off = lanes_off + nlanes * size_of::<abi::Lane>();
     let steps_off = conns_off + std::mem::size_of_val(conns);
     let total = steps_off + nsteps * size_of::<abi::Step>();
