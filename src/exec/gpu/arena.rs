@@ -6,9 +6,10 @@
 //!
 //! Each chunk is twice there: in pinned host memory, where the host writes a program, and in
 //! device memory at the same offsets, where [`Arena::upload`] copies it and kernels read it. A
-//! kernel reads its program in three dependent rounds (header, lane, connections and steps;
-//! kernels/interp.cu `load`), each a PCIe round trip of about a microsecond from host memory,
-//! against a few hundred nanoseconds from the GPU's own.
+//! kernel reads its program in dependent rounds (the header with its lane, then connections and
+//! steps; kernels/interp.cu `load`), each a PCIe round trip of about a microsecond from host
+//! memory, against a few hundred nanoseconds from the GPU's own: on one H200, 8 B sendrecv
+//! between two ranks went from 11.1-11.4 µs to 7.0-7.3 when the programs moved (2026-11-29).
 
 use std::sync::Arc;
 
@@ -85,9 +86,11 @@ pub(crate) struct Arena {
 }
 
 impl Arena {
-    /// An arena with one chunk, allocated now (before any kernel of the communicator runs).
+    /// An arena with one chunk and its upload stream, allocated now (before any kernel of the
+    /// communicator runs).
     ///
-    /// Errors: [`crate::error::Error::Cuda`] when the memory cannot be pinned.
+    /// Errors: [`crate::error::Error::Cuda`] when the memory cannot be pinned or allocated on
+    /// the device, or the stream cannot be created.
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Arena> {
         let copies = ctx
             .new_stream()
@@ -152,7 +155,8 @@ impl Arena {
     /// A region of `len` bytes, adding a chunk when none is free (rare: a program larger than
     /// the free space, or thousands of programs in flight).
     ///
-    /// Errors: [`crate::error::Error::Cuda`] when a new chunk cannot be pinned.
+    /// Errors: [`crate::error::Error::Cuda`] when a new chunk cannot be pinned or allocated on
+    /// the device.
     pub(crate) fn take_or_grow(&mut self, len: usize) -> Result<Region> {
         if let Some(r) = self.take(len) {
             return Ok(r);

@@ -129,10 +129,11 @@ impl Programs {
 
     /// Launches the program of `recipe` on `stream` through `launch` (given the program's
     /// device address and its lane count), encoding it with `encode` (the program's bytes and
-    /// lane count) and copying it into pinned memory the first time.
+    /// lane count) and copying it into pinned memory and on to the GPU's the first time.
     ///
     /// Errors: `encode`'s; [`crate::error::Error::Cuda`] when an event cannot be created or
-    /// recorded, memory cannot be pinned, or `launch` fails.
+    /// recorded, memory cannot be pinned or allocated, the program cannot be copied to the GPU,
+    /// or `launch` fails.
     pub(crate) fn run(
         &mut self,
         recipe: Recipe,
@@ -172,11 +173,11 @@ impl Programs {
         Ok(())
     }
 
-    /// A new entry for `recipe`: its program encoded by `encode` and copied into the arena,
-    /// with its completion event.
+    /// A new entry for `recipe`: its program encoded by `encode`, written into the arena and
+    /// uploaded to the GPU, with its completion event.
     ///
-    /// Errors: `encode`'s; [`crate::error::Error::Cuda`] when memory cannot be pinned or the
-    /// event cannot be created.
+    /// Errors: `encode`'s; [`crate::error::Error::Cuda`] when memory cannot be pinned or
+    /// allocated, the upload fails or the event cannot be created.
     fn keep(
         &mut self,
         recipe: &Recipe,
