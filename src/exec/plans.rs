@@ -13,7 +13,7 @@ use crate::bootstrap::BootstrapNet;
 use crate::coll::Geometry;
 use crate::coll::{self, Algo, CollArgs, Func, Plan};
 use crate::config::syntax::AlgoProtoList;
-use crate::config::syntax::PROTOCOLS;
+use crate::config::syntax::{ALGORITHMS, PROTOCOLS};
 use crate::dtype::DataType;
 use crate::error::Error;
 use crate::error::Result;
@@ -133,9 +133,10 @@ fn choose(core: &Core, func: Func, bytes: usize) -> Result<(Algo, usize)> {
 /// `src/enqueue.cc:getNChannels`, with 512 threads × its per-thread threshold).
 const GPU_CHANNEL_MIN_BYTES: usize = 128 << 10;
 
-/// The algorithm and channel count of a GPU collective: the step interpreter runs rings (the
-/// tree plans exchange with non-neighbours, connections a GPU communicator does not open), on
-/// as many channels as the size fills.
+/// The algorithm and channel count of a GPU collective: the step interpreter runs rings, on as
+/// many channels as the size fills, except for a two-rank all-reduce [`gpu_exchange`] takes.
+/// (On more ranks the tree plans exchange with non-neighbours, connections a GPU communicator
+/// does not open.)
 ///
 /// Errors: [`Error::InvalidUsage`] when `NCCL_ALGO` excludes Ring.
 fn gpu_choice(
@@ -145,12 +146,22 @@ fn gpu_choice(
     c: &crate::graph::tuning::select::Choice,
 ) -> Result<(Algo, usize)> {
     use crate::graph::tuning::{RING, SIMPLE};
+    if gpu_exchange(
+        core.algo_knob.as_deref(),
+        func,
+        bytes,
+        core.nranks,
+        core.geo.slot_bytes,
+    ) {
+        return Ok((Algo::Tree, 1));
+    }
     if let Some(knob) = &core.algo_knob {
         let ring_on = core.tuning.time(func, RING, SIMPLE, bytes as u64).is_some();
         if c.algo != RING && !ring_on {
             return Err(Error::invalid_usage(format!(
-                "NCCL_ALGO={knob:?} excludes Ring, the algorithm rnccl runs {} with on GPUs; \
-                 unset it or include Ring",
+                "NCCL_ALGO={knob:?} excludes Ring, the algorithm rnccl runs {} with on GPUs \
+                 (Tree only for a two-rank all-reduce of up to 64 KiB); unset it or \
+                 include Ring",
                 func.nccl_name()
             )));
         }
@@ -159,6 +170,40 @@ fn gpu_choice(
         Algo::Ring,
         ring_channels(func, bytes, core.nranks, core.rings.nchannels()),
     ))
+}
+
+/// Largest all-reduce a two-rank GPU communicator runs as one exchange ([`gpu_exchange`]):
+/// the exchange is one lane, so one thread block copies the buffer into the slot and reduces
+/// what arrives, where the ring spreads a larger buffer over more channels. Two ranks on one
+/// H200 (`rnccl bench -t 2 -g 1`, `NCCL_PROTO=Simple`, 2026-11-29): 8 B to 4 KB in 7.9-8.1 µs
+/// where the ring took 9.1-10.3, 32 KB in 9.3 against 10.9, 256 KB in 24.9 against 14.9.
+const GPU_EXCHANGE_MAX_BYTES: usize = 64 << 10;
+
+/// Whether a GPU all-reduce of `bytes` bytes per rank over `nranks` ranks, with FIFO slots of
+/// `slot_bytes` bytes, runs as one exchange with the peer (the two-rank case of
+/// `coll::tree`'s recursive doubling: each rank sends its buffer, and both reduce the two in
+/// rank order) rather than the ring: on two ranks, up to one slot and
+/// [`GPU_EXCHANGE_MAX_BYTES`], unless `NCCL_ALGO` (`algo`, as set) excludes Tree. The ring's
+/// two ranks take two dependent hops (the reduce-scatter step, then the all-gather step), the
+/// exchange one, with the same bytes on the wire. That matters most between hosts, where a
+/// hop is a crossing of both proxies and the sockets: two processes sharing one H200 as two
+/// hosts over loopback (`perf/gpu_net.sh`, where every hop also waits for the GPU's time
+/// slice) took 2254 µs per all-reduce of 8 B to 256 KB, the ring 4506 (2026-11-29).
+pub(crate) fn gpu_exchange(
+    algo: Option<&str>,
+    func: Func,
+    bytes: usize,
+    nranks: usize,
+    slot_bytes: usize,
+) -> bool {
+    let tree = algo.is_none_or(|raw| {
+        AlgoProtoList::parse(raw, &ALGORITHMS)
+            .is_ok_and(|l| l.allows(func.nccl_name(), "Tree", &ALGORITHMS))
+    });
+    func == Func::AllReduce
+        && nranks == 2
+        && bytes <= slot_bytes.min(GPU_EXCHANGE_MAX_BYTES)
+        && tree
 }
 
 /// Channels a GPU ring trims to at most when its shares are small (below, the size alone
@@ -387,6 +432,31 @@ mod tests {
             assert!(!two(f, 8 << 20), "{f}");
         }
     }
+    #[test]
+    fn two_gpu_ranks_exchange_small_all_reduces() {
+        let slot = 512 << 10;
+        let ex = |algo, func, bytes, n| gpu_exchange(algo, func, bytes, n, slot);
+        assert!(ex(None, Func::AllReduce, 8, 2));
+        assert!(ex(None, Func::AllReduce, GPU_EXCHANGE_MAX_BYTES, 2));
+        assert!(
+            !ex(None, Func::AllReduce, GPU_EXCHANGE_MAX_BYTES + 1, 2),
+            "the ring's channels"
+        );
+        assert!(
+            !gpu_exchange(None, Func::AllReduce, 4096, 2, 2048),
+            "more than a slot"
+        );
+        assert!(!ex(None, Func::AllReduce, 8, 3), "partners beyond the ring");
+        assert!(!ex(None, Func::AllReduce, 8, 4));
+        assert!(!ex(None, Func::AllGather, 8, 2));
+        assert!(!ex(None, Func::Broadcast, 8, 2));
+        assert!(!ex(Some("Ring"), Func::AllReduce, 8, 2));
+        assert!(!ex(Some("^Tree"), Func::AllReduce, 8, 2));
+        assert!(!ex(Some("allreduce:ring"), Func::AllReduce, 8, 2));
+        assert!(ex(Some("Tree"), Func::AllReduce, 8, 2));
+        assert!(ex(Some("allgather:ring"), Func::AllReduce, 8, 2));
+    }
+
     #[test]
     fn large_rings_trim_channels_whose_shares_are_small() {
         let mb = |m: usize| m << 20;

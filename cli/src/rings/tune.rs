@@ -15,13 +15,10 @@ fn sizes() -> impl Iterator<Item = u64> {
     (3..=30).map(|e| 1u64 << e)
 }
 
-/// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs: its one-node choice, the rings
-/// across nodes (the LL and direct kernels need peer access to every rank).
+/// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs (across nodes no LL or direct
+/// kernel: they need peer access to every rank).
 fn rnccl_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
-    if p.nodes > 1 {
-        return Some(GpuKernel::Ring);
-    }
-    rnccl::gpu_kernel(&p.knobs, f, bytes as usize, p.model.nranks).ok()
+    rnccl::gpu_kernel(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
 }
 
 fn combos() -> [(usize, usize); 7] {
@@ -48,7 +45,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     out.push(String::new());
     out.push(format!(
         "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable); \
-         rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple)",
+         rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple, Exchange/Simple)",
         f.nccl_name()
     ));
     let usable: Vec<(usize, usize)> = combos()

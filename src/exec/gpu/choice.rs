@@ -8,12 +8,13 @@
 use serde::Serialize;
 
 use super::ll;
+use crate::comm::layout::slot_bytes;
 use crate::config::Config;
 use crate::config::syntax::{AlgoProtoList, PROTOCOLS};
 use crate::conn::MAX_CHANNELS;
 use crate::device::cuda::abi::{DIRECT_BLOCKS, DirectMode, THREADS};
 use crate::error::{Error, Result};
-use crate::exec::plans::{direct_allowed, ll_allowed};
+use crate::exec::plans::{direct_allowed, gpu_exchange, ll_allowed};
 use crate::func::Func;
 use crate::graph::ChannelBounds;
 
@@ -38,6 +39,9 @@ pub enum GpuKernel {
     },
     /// The step interpreter over the rings, with NCCL's Simple protocol.
     Ring,
+    /// The step interpreter exchanging the buffer with the one peer, with NCCL's Simple
+    /// protocol (`plans::gpu_exchange`).
+    Exchange,
 }
 
 impl std::fmt::Display for GpuKernel {
@@ -56,6 +60,7 @@ impl std::fmt::Display for GpuKernel {
                 rounds,
             } => write!(f, "Direct {blocks}x{unit}B x{rounds}"),
             GpuKernel::Ring => f.write_str("Ring/Simple"),
+            GpuKernel::Exchange => f.write_str("Exchange/Simple"),
         }
     }
 }
@@ -72,14 +77,34 @@ pub(crate) fn direct_block_bound(cfg: &Config) -> usize {
 }
 
 /// The kernel rnccl runs for `func` whose largest buffer holds `bytes` bytes (nccl-tests'
-/// size) over `nranks` GPU ranks of one node that all reach each other over peer access, with
-/// the knobs of `cfg`: the one-shot LL kernel for all-reduces up to 512 KiB, the direct kernel
-/// for all-reduce, all-gather, reduce-scatter, broadcast and all-to-all in the sizes
-/// `plans::direct_sizes` gives, the rings otherwise (and always across nodes or without peer
-/// access, which the caller knows and this does not).
+/// size) over `nranks` GPU ranks on `nodes` nodes, with the knobs of `cfg`. On one node, where
+/// every rank reaches the others over peer access: the one-shot LL kernel for all-reduces up
+/// to 512 KiB, the direct kernel for all-reduce, all-gather, reduce-scatter, broadcast and
+/// all-to-all in the sizes `plans::direct_sizes` gives. Otherwise (and across nodes) the
+/// exchange for a small two-rank all-reduce (`plans::gpu_exchange`), the
+/// rings for the rest. Ranks without peer access run as across nodes; the caller knows that,
+/// this does not.
 ///
-/// Errors: [`Error::InvalidUsage`] for an `NCCL_PROTO` value that does not parse.
-pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Result<GpuKernel> {
+/// Errors: [`Error::InvalidUsage`] for an `NCCL_PROTO` or `NCCL_BUFFSIZE` value that does not
+/// parse.
+pub fn gpu_kernel(
+    cfg: &Config,
+    func: Func,
+    bytes: usize,
+    nranks: usize,
+    nodes: usize,
+) -> Result<GpuKernel> {
+    let slot = slot_bytes(cfg, nodes, true)?;
+    let interp = || {
+        if gpu_exchange(cfg.string("NCCL_ALGO"), func, bytes, nranks, slot) {
+            GpuKernel::Exchange
+        } else {
+            GpuKernel::Ring
+        }
+    };
+    if nodes > 1 {
+        return Ok(interp());
+    }
     let proto = cfg
         .string("NCCL_PROTO")
         .map(|raw| {
@@ -93,7 +118,7 @@ pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Resu
         });
     }
     if !direct_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes, nranks) {
-        return Ok(GpuKernel::Ring);
+        return Ok(interp());
     }
     // The launch path hands the kernel the all-reduce's buffer, the others' per-rank part.
     let n = nranks.max(1);
@@ -103,7 +128,7 @@ pub fn gpu_kernel(cfg: &Config, func: Func, bytes: usize, nranks: usize) -> Resu
         Func::ReduceScatter => (DirectMode::ReduceScatter, bytes / n),
         Func::Broadcast => (DirectMode::Broadcast, bytes),
         Func::AllToAll => (DirectMode::AllToAll, bytes / n),
-        _ => return Ok(GpuKernel::Ring),
+        _ => return Ok(interp()),
     };
     let p = ll::direct_plan(mode, per_rank, n, direct_block_bound(cfg));
     Ok(GpuKernel::Direct {
@@ -118,7 +143,7 @@ mod tests {
     use super::*;
 
     fn kernel(knobs: &[(&str, &str)], func: Func, bytes: usize, n: usize) -> GpuKernel {
-        gpu_kernel(&Config::from_pairs(knobs).unwrap(), func, bytes, n).unwrap()
+        gpu_kernel(&Config::from_pairs(knobs).unwrap(), func, bytes, n, 1).unwrap()
     }
 
     #[test]
@@ -167,7 +192,22 @@ mod tests {
     fn knobs_move_the_choice() {
         let ar = |knobs: &[(&str, &str)], bytes| kernel(knobs, Func::AllReduce, bytes, 2);
         assert_eq!(ar(&[("NCCL_ALGO", "Ring")], 8 << 20), GpuKernel::Ring);
-        assert_eq!(ar(&[("NCCL_PROTO", "Simple")], 8), GpuKernel::Ring);
+        assert_eq!(ar(&[("NCCL_PROTO", "Simple")], 8), GpuKernel::Exchange);
+        assert_eq!(
+            ar(&[("NCCL_PROTO", "Simple"), ("NCCL_ALGO", "Ring")], 8),
+            GpuKernel::Ring
+        );
+        assert_eq!(
+            kernel(&[("NCCL_PROTO", "Simple")], Func::AllReduce, 8, 4),
+            GpuKernel::Ring
+        );
+        // Across nodes neither LL nor the direct kernel: the exchange, then the rings.
+        let across = |bytes, n| gpu_kernel(&Config::defaults(), Func::AllReduce, bytes, n, 2);
+        assert_eq!(across(8, 2).unwrap(), GpuKernel::Exchange);
+        assert_eq!(across(64 << 10, 2).unwrap(), GpuKernel::Exchange);
+        assert_eq!(across(128 << 10, 2).unwrap(), GpuKernel::Ring);
+        assert_eq!(across(8, 4).unwrap(), GpuKernel::Ring);
+        assert_eq!(across(8, 2).unwrap().to_string(), "Exchange/Simple");
         assert!(matches!(
             ar(&[("NCCL_PROTO", "LL")], 8 << 20),
             GpuKernel::Ll { .. }
@@ -181,7 +221,8 @@ mod tests {
                 &Config::from_pairs(&[("NCCL_PROTO", "Fast")]).unwrap(),
                 Func::AllReduce,
                 8,
-                2
+                2,
+                1
             )
             .is_err()
         );

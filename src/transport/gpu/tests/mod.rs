@@ -385,6 +385,54 @@ fn counts_continue_across_kernels() {
     }
 }
 
+/// Two ranks exchange in lock step, as a two-rank all-reduce's exchange does: each posts one
+/// slot to the other, then waits for the other's, slot after slot, both ways at once through
+/// one proxy per rank.
+#[test]
+fn lock_step_exchanges_cross_both_ways() {
+    for (nsocks, slot, count) in [(1, 4096, 3000), (2, 4099, 3000)] {
+        let (ra, rb) = (Rank::new(), Rank::new());
+        let (a_out, b_in, b_out, a_in) = (
+            End::new(slot),
+            End::new(slot),
+            End::new(slot),
+            End::new(slot),
+        );
+        let (la, lb) = tcp_links(nsocks, &a_out, 1, &b_in, 0);
+        let (lb2, la2) = tcp_links(nsocks, &b_out, 0, &a_in, 1);
+        let _pa = start(
+            vec![conn(la, &a_out, 1, 0), conn(la2, &a_in, 1, 0)],
+            &ra,
+            LONG,
+        );
+        let _pb = start(
+            vec![conn(lb, &b_in, 0, 0), conn(lb2, &b_out, 0, 0)],
+            &rb,
+            LONG,
+        );
+        let ka = (
+            Kernel::new(&a_out, &ra, LONG),
+            Kernel::new(&a_in, &ra, LONG),
+        );
+        let kb = (
+            Kernel::new(&b_out, &rb, LONG),
+            Kernel::new(&b_in, &rb, LONG),
+        );
+        let exchange = |(tx, rx): (Kernel, Kernel)| -> Result<(), String> {
+            for s in 0..count {
+                tx.send(s..s + 1)?;
+                rx.recv(s..s + 1)?;
+            }
+            Ok(())
+        };
+        std::thread::scope(|sc| {
+            let t = sc.spawn(move || exchange(ka));
+            exchange(kb).unwrap();
+            t.join().unwrap().unwrap();
+        });
+    }
+}
+
 mod failures;
 mod ib;
 mod namespaces;
