@@ -17,8 +17,8 @@ use crate::exec::gpu::GpuEngine;
 use crate::exec::host::{WaitPolicy, spin_cores};
 use crate::exec::{Core, Engine, State, Watch, plans};
 use crate::stats::CommStats;
-use crate::transport::TransportParams;
 use crate::transport::tcp::listener::DataListener;
+use crate::transport::{TransportParams, slot_size};
 
 impl Communicator {
     /// Joins the communicator `id` as `rank` of `nranks` (`ncclCommInitRankConfig`). Blocks until
@@ -45,7 +45,7 @@ impl Communicator {
         let (knobs, timeout) = config.resolve()?;
         let params = TransportParams::from_config(&knobs)?;
         // Fail fast on a bad NCCL_BUFFSIZE before meeting the other ranks.
-        layout::slot_bytes(&knobs, 1, config.device.is_some())?;
+        slot_size::slot_bytes(&knobs, 1, config.device.is_some())?;
         // The process's status service answers on the bootstrap's interface; every rank learns
         // where through the check-in.
         let iface = BootstrapNet::interface(id, &knobs)?;
@@ -238,7 +238,7 @@ impl Communicator {
                 rings.nchannels()
             );
         }
-        let slot_bytes = layout::check_slot_bytes(lay.slot_bytes)
+        let slot_bytes = slot_size::check_slot_bytes(lay.slot_bytes)
             .map_err(|e| Error::Remote(format!("rank 0's channel layout: {e}")))?;
         tracing::info!(
             target: "rnccl::init",

@@ -5,8 +5,7 @@
 use std::path::Path;
 
 use crate::bootstrap::{BootstrapNet, Deadline, PeerInfo, tags};
-use crate::config::{BUFFSIZE_MAX, BUFFSIZE_MIN, Config};
-use crate::conn::NSLOTS;
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::graph::comm::{ChannelBounds, Channels, PlanParams, search_or_load};
 use crate::graph::file::GraphFile;
@@ -15,20 +14,8 @@ use crate::topo::busid::busid_to_u64;
 use crate::topo::detect::{self, Inventory};
 use crate::topo::kinds::NodeType;
 use crate::topo::{System, TopoError};
+use crate::transport::slot_size::slot_bytes;
 
-/// Buffer bytes per connection for CPU ranks on one host when `NCCL_BUFFSIZE` is auto: 512 KiB,
-/// so a slot is 64 KiB and a ring chunk (four slots) stays in the L2/L3 caches while it is handed
-/// on. (NCCL's GPU default is 4 MiB, internals §5.)
-pub(crate) const CPU_DEFAULT_BUFFSIZE: usize = 512 << 10;
-/// Buffer bytes per connection for CPU ranks across hosts when `NCCL_BUFFSIZE` is auto: 1 MiB,
-/// so a slot is 128 KiB. Sockets send from the collective's buffers and receive into slots that
-/// are reduced or copied while the next ones arrive: 8 slots of 128 KiB per connection stay in
-/// the caches where 8 of 512 KiB do not. On the netns pair of perf/cpu_vs_mpi.sh a 256 MiB
-/// all_reduce moved 1.27-1.38 GB/s with 512 KiB slots, 1.36-1.57 with 64 KiB and 1.47-1.67 with
-/// 128 KiB ones (NCCL's socket transport likewise cuts its 512 KiB steps into 64 KiB pieces).
-pub(crate) const CPU_NET_DEFAULT_BUFFSIZE: usize = 1 << 20;
-/// Buffer bytes per connection for GPU ranks when `NCCL_BUFFSIZE` is auto: NCCL's 4 MiB.
-pub(crate) const NET_DEFAULT_BUFFSIZE: usize = 4 << 20;
 /// Channels for CPU ranks when no topology gives a count: each channel is a separate ring with
 /// its own connections (and sockets), which keeps TCP links busy.
 pub(crate) const CPU_DEFAULT_CHANNELS: usize = 2;
@@ -46,44 +33,6 @@ pub(crate) struct Layout {
     pub proto: Option<String>,
     /// Where the ring order came from ("rank order", "topology").
     pub source: String,
-}
-
-/// Slot bytes from `NCCL_BUFFSIZE` (bytes per connection; auto: NCCL's 4 MiB
-/// ([`NET_DEFAULT_BUFFSIZE`]) for GPU ranks, [`CPU_NET_DEFAULT_BUFFSIZE`] for CPU ranks across
-/// hosts, [`CPU_DEFAULT_BUFFSIZE`] for CPU ranks on one host): an eighth of it, rounded down to
-/// 64 bytes. The knob's range ([`BUFFSIZE_MIN`] to [`BUFFSIZE_MAX`]) is the registry's, so the
-/// engine and `env-explain` refuse the same values.
-///
-/// GPU ranks take NCCL's default because every slot costs the kernel a block-wide barrier and
-/// a system-scope fence before the flag store: a 64 KiB slot spends a third of its time there
-/// on NVLink, a 512 KiB one a few percent.
-///
-/// Errors: [`Error::InvalidUsage`] for a value outside the knob's range.
-pub(crate) fn slot_bytes(cfg: &Config, hosts: usize, gpu: bool) -> Result<usize> {
-    let buff = match cfg.int("NCCL_BUFFSIZE")? {
-        b if b >= 0 => usize::try_from(b).unwrap_or(usize::MAX),
-        _ if gpu => NET_DEFAULT_BUFFSIZE,
-        _ if hosts > 1 => CPU_NET_DEFAULT_BUFFSIZE,
-        _ => CPU_DEFAULT_BUFFSIZE,
-    };
-    check_slot_bytes((buff / NSLOTS) / 64 * 64)
-}
-
-/// Checks a slot size (possibly decided by another rank): a multiple of 64 bytes, an eighth of
-/// a buffer within the knob's range.
-///
-/// Errors: [`Error::InvalidUsage`] naming the size.
-pub(crate) fn check_slot_bytes(slot: usize) -> Result<usize> {
-    let (min, max) = (
-        BUFFSIZE_MIN as usize / NSLOTS,
-        BUFFSIZE_MAX as usize / NSLOTS,
-    );
-    if !(min..=max).contains(&slot) || !slot.is_multiple_of(64) {
-        return Err(Error::invalid_usage(format!(
-            "a FIFO slot of {slot} bytes is not a multiple of 64 between {min} and {max}"
-        )));
-    }
-    Ok(slot)
 }
 
 /// Rank 0's decision for a communicator over `peers` (GPU ranks when `gpu`): channel count and
@@ -439,68 +388,5 @@ mod tests {
         assert_eq!(&got[48..], &rings[..16]);
         let many: Vec<Vec<usize>> = (0..70).map(ring).collect();
         assert_eq!(gpu_rings(many).len(), 70, "never fewer than NCCL's");
-    }
-
-    #[test]
-    fn buffsize_sets_slots() {
-        assert_eq!(
-            slot_bytes(&Config::from_pairs(&[]).unwrap(), 1, false).unwrap(),
-            64 << 10
-        );
-        assert_eq!(
-            slot_bytes(&Config::from_pairs(&[]).unwrap(), 2, false).unwrap(),
-            128 << 10,
-            "CPU ranks across hosts: 1 MiB"
-        );
-        assert_eq!(
-            slot_bytes(&Config::from_pairs(&[]).unwrap(), 1, true).unwrap(),
-            512 << 10,
-            "GPU: NCCL's 4 MiB"
-        );
-        assert_eq!(
-            slot_bytes(
-                &Config::from_pairs(&[("NCCL_BUFFSIZE", "4194304")]).unwrap(),
-                1,
-                false
-            )
-            .unwrap(),
-            512 << 10
-        );
-        assert_eq!(
-            slot_bytes(
-                &Config::from_pairs(&[("NCCL_BUFFSIZE", "1048576")]).unwrap(),
-                1,
-                true
-            )
-            .unwrap(),
-            128 << 10,
-            "the knob wins on GPUs too"
-        );
-        for bad in ["100", "99999999999999"] {
-            let e = slot_bytes(
-                &Config::from_pairs(&[("NCCL_BUFFSIZE", bad)]).unwrap(),
-                1,
-                false,
-            )
-            .unwrap_err();
-            assert_eq!(e.code(), crate::error::ResultCode::InvalidUsage);
-            let e = e.to_string();
-            assert!(
-                e.contains("NCCL_BUFFSIZE") && e.contains("1073741824"),
-                "{e}"
-            );
-        }
-        assert!(
-            slot_bytes(
-                &Config::from_pairs(&[("NCCL_BUFFSIZE", "1073741824")]).unwrap(),
-                1,
-                true
-            )
-            .is_ok()
-        );
-        for bad in [0, 100, 1 << 30] {
-            assert!(check_slot_bytes(bad).is_err(), "{bad}");
-        }
-        assert_eq!(check_slot_bytes(64 << 10).unwrap(), 64 << 10);
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod ib;
 pub(crate) mod params;
 pub(crate) mod setup;
 pub(crate) mod shm;
+pub(crate) mod slot_size;
 pub(crate) mod tcp;
 
 use std::os::fd::RawFd;

@@ -8,7 +8,6 @@
 use serde::Serialize;
 
 use super::ll;
-use crate::comm::layout::slot_bytes;
 use crate::config::Config;
 use crate::config::syntax::{AlgoProtoList, PROTOCOLS};
 use crate::conn::MAX_CHANNELS;
@@ -17,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::exec::plans::{direct_allowed, gpu_exchange, ll_allowed};
 use crate::func::Func;
 use crate::graph::ChannelBounds;
+use crate::transport::slot_size::slot_bytes;
 
 /// The kernel rnccl's GPU engine runs for one collective.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
