@@ -81,9 +81,8 @@ pub(crate) fn direct_block_bound(cfg: &Config) -> usize {
 /// every rank reaches the others over peer access: the one-shot LL kernel for all-reduces up
 /// to 512 KiB, the direct kernel for all-reduce, all-gather, reduce-scatter, broadcast and
 /// all-to-all in the sizes `plans::direct_sizes` gives. Otherwise (and across nodes) the
-/// exchange for a small two-rank all-reduce (`plans::gpu_exchange`), the
-/// rings for the rest. Ranks without peer access run as across nodes; the caller knows that,
-/// this does not.
+/// exchange for a small two-rank all-reduce (`plans::gpu_exchange`), the rings for the rest.
+/// Ranks without peer access run as across nodes; the caller knows that, this does not.
 ///
 /// Errors: [`Error::InvalidUsage`] for an `NCCL_PROTO` or `NCCL_BUFFSIZE` value that does not
 /// parse.
