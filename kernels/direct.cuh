@@ -54,7 +54,11 @@ enum DirectMode {
   DIRECT_REDUCE_SCATTER = 1,
   DIRECT_ALL_GATHER = 2,
   DIRECT_BROADCAST = 3,
-  DIRECT_ALL_TO_ALL = 4
+  DIRECT_ALL_TO_ALL = 4,
+  // The symmetric kernels (symmetric.cuh), on buffers in symmetric windows.
+  DIRECT_SYM_ALL_REDUCE = 5,
+  DIRECT_SYM_REDUCE_SCATTER = 6,
+  DIRECT_SYM_ALL_GATHER = 7
 };
 
 #ifndef RNCCL_ABI_ONLY
@@ -360,6 +364,9 @@ __device__ void direct_run(const LlArgs& a) {
 #define RNCCL_DIRECT(NAME, T, OP)                                                       \
   extern "C" __global__ void __launch_bounds__(512) rnccl_direct_##NAME(                \
       const __grid_constant__ rnccl::LlArgs a) {                                        \
-    rnccl::direct_run<T, OP>(a);                                                        \
+    if (a.mode >= rnccl::DIRECT_SYM_ALL_REDUCE)                                         \
+      rnccl::sym_run<T, OP>(a);                                                         \
+    else                                                                                \
+      rnccl::direct_run<T, OP>(a);                                                      \
   }
 #endif  // RNCCL_ABI_ONLY

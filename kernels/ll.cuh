@@ -51,8 +51,12 @@ struct LlArgs {
   u64 out_live[RNCCL_LL_MAX_RANKS];
   u64 in_step[RNCCL_LL_MAX_RANKS];
   u64 in_live[RNCCL_LL_MAX_RANKS];
+  // symmetric.cuh: per rank, its input and output as mapped in this process (this rank's
+  // own at its index); 0 otherwise.
+  u64 peer_src[RNCCL_LL_MAX_RANKS];
+  u64 peer_dst[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 576, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 704, "LlArgs layout");
 
 #ifndef RNCCL_ABI_ONLY
 

@@ -143,6 +143,88 @@ fn one_thread_drives_both_ranks_in_one_group() {
     }
 }
 
+/// Two GPU ranks driven by one thread whose buffers lie in symmetric windows
+/// (`ncclCommWindowRegister` with `NCCL_WIN_COLL_SYMMETRIC`): all-reduces, reduce-scatters and
+/// all-gathers run the symmetric kernels (kernels/symmetric.cuh), which load the peers'
+/// inputs and store into their outputs in place; in and out of place, sums and maxima,
+/// counts from one element to several blocks' worth, whole and unaligned buffers.
+fn collectives_in_symmetric_windows() {
+    use cudarc::driver::DevicePtr;
+    let devs = devices(2);
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    let streams = streams_for(&comms);
+    let n = comms.len();
+    let mut seed = 40u64;
+    for f in [Func::AllReduce, Func::ReduceScatter, Func::AllGather] {
+        for in_place in [false, true] {
+            for op in [RedOp::Sum, RedOp::Max] {
+                if op == RedOp::Max && f == Func::AllGather {
+                    continue;
+                }
+                for count in [1usize, 7, 1021, 65_537, 3_000_017] {
+                    seed += 1;
+                    let what = format!("{f:?} {op} count={count} in_place={in_place}");
+                    let cases: Vec<Case<f32>> =
+                        (0..n).map(|r| case(f, op, r, n, count, seed)).collect();
+                    let mut bufs: Vec<Bufs<f32>> = (0..n)
+                        .map(|r| prepare(&comms[r], &streams[r], &cases[r], in_place))
+                        .collect();
+                    // Every rank's send and receive buffers as windows: all offers out first,
+                    // as one thread registers for both ranks.
+                    let ranges: Vec<[(u64, usize); 2]> = bufs
+                        .iter()
+                        .zip(&streams)
+                        .map(|(b, s)| {
+                            let (send, _g) = b.send.device_ptr(s);
+                            let (recv, _h) = b.recv.device_ptr(s);
+                            [(send, b.send.num_bytes()), (recv, b.recv.num_bytes())]
+                        })
+                        .collect();
+                    let pending: Vec<Vec<_>> = comms
+                        .iter()
+                        .zip(&ranges)
+                        .map(|(c, rs)| {
+                            rs.iter()
+                                .map(|&(p, len)| {
+                                    c.device_window_start(p, len, true).expect("offer")
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let windows: Vec<_> = comms
+                        .iter()
+                        .zip(pending)
+                        .flat_map(|(c, ps)| {
+                            ps.into_iter()
+                                .map(|p| c.device_window_finish(p).expect("window"))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect();
+                    {
+                        let mut g = rnccl::group_start();
+                        for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(&streams) {
+                            let a = cases[c.rank()].args;
+                            if in_place {
+                                g.push_cuda_in_place(c, a, &mut b.recv, s).expect("queue");
+                            } else {
+                                g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
+                            }
+                        }
+                        g.end().expect("group");
+                    }
+                    for r in 0..n {
+                        streams[r].synchronize().expect("sync");
+                        comms[r].async_error().expect("no async error");
+                        check(&what, &streams[r], &bufs[r], &cases[r], n).expect("result");
+                    }
+                    drop(windows);
+                }
+            }
+        }
+    }
+}
+
 /// A collective captured into a CUDA graph in thread-local mode (nccl-tests `-G`) once the
 /// device-program cache is full of other sizes: making room queries events, which such a
 /// capture forbids (it invalidates the capture) unless the engine relaxes the mode around it.
@@ -318,6 +400,10 @@ fn main() {
         gpu_test(
             "graph_capture_after_the_program_cache_filled",
             graph_capture_after_the_program_cache_filled,
+        ),
+        gpu_test(
+            "collectives_in_symmetric_windows",
+            collectives_in_symmetric_windows,
         ),
         gpu_test("large_collectives", large_collectives),
         gpu_test(

@@ -3,12 +3,14 @@
 //!
 //! NCCL documents both registrations as optimisations for collectives (zero-copy transfers,
 //! symmetric-memory kernels): a collective on a registered buffer gives the same result as on
-//! any other. rnccl's kernels move collectives' data through its own buffers either way, so a
-//! registration is recorded and its handle only taken back by the same call's deregistration,
-//! on the same communicator. A window on a GPU communicator is more: every rank learns where
-//! the others' ranges are ([`rnccl::DeviceWindow`], collective like NCCL's: inside a group the
-//! ranks' ranges are exchanged at `ncclGroupEnd`, so one thread can register on several GPUs),
-//! and one-sided operations (`crate::rma`) store into them.
+//! any other. A `ncclCommRegister` registration is recorded and its handle only taken back by
+//! the same call's deregistration, on the same communicator; collectives on such buffers run
+//! through rnccl's own buffers as on any other. A window on a GPU communicator is more: every
+//! rank learns where the others' ranges are ([`rnccl::DeviceWindow`], collective like NCCL's:
+//! inside a group the ranks' ranges are exchanged at `ncclGroupEnd`, so one thread can register
+//! on several GPUs), one-sided operations (`crate::rma`) store into them, and with
+//! `NCCL_WIN_COLL_SYMMETRIC` all-reduces, reduce-scatters and all-gathers whose buffers lie in
+//! windows load and store the peers' buffers in place (rnccl's symmetric kernels).
 
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
@@ -24,6 +26,9 @@ use crate::types::*;
 /// order (NCCL 2.30 src/gin/gin_host.cc, `NCCL_NET_MR_FLAG_FORCE_SO`); rnccl's one-sided
 /// operations store through NVLink in stream order, so it changes nothing here.
 const WIN_FLAGS: c_int = 0x03;
+/// `NCCL_WIN_COLL_SYMMETRIC`: every rank registers the same size, and collectives pass buffers
+/// at the same offsets of it.
+const WIN_COLL_SYMMETRIC: c_int = 0x01;
 
 /// What either registration hands out.
 pub struct Registration {
@@ -32,6 +37,8 @@ pub struct Registration {
     size: usize,
     /// Made by `ncclCommWindowRegister` (else `ncclCommRegister`).
     window: bool,
+    /// A window registered with `NCCL_WIN_COLL_SYMMETRIC`.
+    symmetric: bool,
     /// A window of a GPU communicator: the ranks' ranges once exchanged (at `ncclGroupEnd`
     /// inside a group), or why the exchange failed.
     device: OnceLock<Result<DeviceWindow, Failure>>,
@@ -80,7 +87,7 @@ pub fn run_windows(jobs: Vec<WindowJob>) -> Option<Failure> {
             // the group ends (NCCL forbids destroying them inside a group).
             let (h, r) = unsafe { (&*j.comm, &*j.reg) };
             h.with_ready(F, |c| {
-                c.device_window_start(r.buff as u64, r.size)
+                c.device_window_start(r.buff as u64, r.size, r.symmetric)
                     .map_err(|e| Failure::from_error(F, &e))
             })
         })
@@ -113,6 +120,7 @@ unsafe fn register(
     buff: *mut c_void,
     size: usize,
     window: bool,
+    symmetric: bool,
 ) -> Result<*mut Registration, Failure> {
     // SAFETY: forwarded from the caller.
     let h = unsafe { handle(comm, f) }?;
@@ -127,6 +135,7 @@ unsafe fn register(
         buff: buff as usize,
         size,
         window,
+        symmetric,
         device: OnceLock::new(),
     })))
 }
@@ -203,7 +212,7 @@ pub unsafe extern "C" fn ncclCommRegister(
     guard(F, || {
         check_ptr(handle_out, F, "handle")?;
         // SAFETY: forwarded from the caller.
-        let r = unsafe { register(F, comm, buff, size, false) }?;
+        let r = unsafe { register(F, comm, buff, size, false, false) }?;
         // SAFETY: checked non-null and aligned; the caller passes a writable pointer.
         unsafe { handle_out.write(r.cast()) };
         Ok(())
@@ -260,7 +269,16 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
         // SAFETY: forwarded from the caller.
         let h = unsafe { handle(comm, F) }?;
         // SAFETY: forwarded from the caller.
-        let r = unsafe { register(F, comm, buff, size, true) }?;
+        let r = unsafe {
+            register(
+                F,
+                comm,
+                buff,
+                size,
+                true,
+                winFlags & WIN_COLL_SYMMETRIC != 0,
+            )
+        }?;
         if h.device.is_some() {
             let job = WindowJob { comm: h, reg: r };
             if crate::group::depth() > 0 {

@@ -15,7 +15,7 @@ use super::gpu_check::DeviceCheck;
 use super::ranks::{Region, input_region, is_sendrecv, output_region};
 use super::{BenchOptions, Counts, grouped};
 use crate::coll::{CollArgs, Func};
-use crate::comm::{Communicator, Group, group_start};
+use crate::comm::{Communicator, DeviceWindow, Group, group_start};
 use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error, relaxed_capture};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
@@ -27,6 +27,8 @@ pub(super) struct GpuRank<'c> {
     /// The GPU's ordinal, for messages.
     gpu: usize,
     stream: Arc<CudaStream>,
+    /// `-R 2`: `send` and `recv` registered as symmetric windows (released before the buffers).
+    windows: Vec<DeviceWindow>,
     send: DeviceAlloc,
     recv: DeviceAlloc,
     /// Bytes of `send` and `recv` (and of the check's expected output).
@@ -101,12 +103,43 @@ impl<'c> GpuRank<'c> {
             comm,
             gpu,
             stream,
+            windows: Vec::new(),
             send: alloc(bytes)?,
             recv: alloc(bytes)?,
             bytes,
             check,
             staging: Vec::new(),
         })
+    }
+
+    /// Registers the send and receive buffers of every rank of `ranks` (this thread's) as
+    /// symmetric windows of their communicators (`-R 2`, nccl-tests' `ncclCommWindowRegister`
+    /// with `NCCL_WIN_COLL_SYMMETRIC`): every rank's offers go out before any is collected, so
+    /// one thread can register for several GPUs.
+    ///
+    /// Errors: as [`Communicator::device_window_start`] and
+    /// [`Communicator::device_window_finish`].
+    pub(super) fn register_windows(ranks: &mut [GpuRank<'_>]) -> Result<()> {
+        let mut pending = Vec::new();
+        for r in ranks.iter() {
+            for buf in [&r.send, &r.recv] {
+                pending.push(
+                    r.comm
+                        .device_window_start(buf.ptr(), buf.len().max(1), true)?,
+                );
+            }
+        }
+        let mut pending = pending.into_iter();
+        for r in ranks.iter_mut() {
+            for _ in 0..2 {
+                let p = pending
+                    .next()
+                    .ok_or_else(|| Error::Internal("a window registration went missing".into()))?;
+                let w = r.comm.device_window_finish(p)?;
+                r.windows.push(w);
+            }
+        }
+        Ok(())
     }
 
     /// The device address of `len` bytes at `off` in the receive (`in_recv`) or send buffer.

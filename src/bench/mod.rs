@@ -83,9 +83,10 @@ pub struct BenchOptions {
     pub check: usize,
     /// How times are combined (`-a`).
     pub average: Average,
-    /// Allocate the buffers with [`crate::mem::mem_alloc`] and register them as windows
-    /// (nccl-tests `-R 2`), so ranks on one host read each other's buffers directly. Host
-    /// ranks only, one per thread.
+    /// Register the send and receive buffers as windows (nccl-tests `-R 2`). Host ranks
+    /// allocate them with [`crate::mem::mem_alloc`], so ranks on one host read each other's
+    /// buffers directly (one rank per thread); GPU ranks register them as symmetric device
+    /// windows, so all-reduces, reduce-scatters and all-gathers run the symmetric kernels.
     pub windows: bool,
     /// CUDA graph launches (nccl-tests `-G`): 0 launches the timed iterations directly; N
     /// captures them into one graph per GPU stream at each point and launches it N times
@@ -153,7 +154,7 @@ pub fn host_bytes_per_rank(opts: &BenchOptions, nranks: usize) -> u64 {
 /// several ranks. Buffers are allocated once, for the largest size.
 ///
 /// Errors: [`Error::InvalidArgument`] for no communicator, communicators of different sizes, a
-/// root that is not a rank, windows on GPU ranks or on several ranks of one thread, or graph
+/// root that is not a rank, windows of host buffers on several ranks of one thread, or graph
 /// launches on host ranks; [`Error::InvalidUsage`] for a mix of GPU and host ranks; any engine
 /// or CUDA error, naming the operation and the peer involved.
 pub fn run_ranks(

@@ -76,7 +76,7 @@ impl<'c> Ranks<'c> {
     /// Buffers of `bytes` bytes for every rank of `comms`, on the GPU of GPU ranks.
     ///
     /// Errors: [`Error::InvalidUsage`] for a mix of GPU and host ranks;
-    /// [`Error::InvalidArgument`] for windows on GPU ranks or on several ranks of one thread,
+    /// [`Error::InvalidArgument`] for windows of host buffers on several ranks of one thread,
     /// or graph launches on host ranks; allocation and registration errors.
     pub(super) fn new(
         comms: &'c [Communicator],
@@ -108,17 +108,14 @@ impl<'c> Ranks<'c> {
                 "a thread drives either GPU ranks or host ranks, not both",
             ));
         }
-        if opts.windows {
-            return Err(Error::invalid_arg(
-                "windows (-R 2) register host buffers, and GPU ranks use device memory: \
-                 benchmark host buffers on CPU ranks, or drop -R",
-            ));
-        }
-        comms
+        let mut ranks = comms
             .iter()
             .map(|c| GpuRank::new(c, bytes, opts))
-            .collect::<Result<_>>()
-            .map(Ranks::Gpu)
+            .collect::<Result<Vec<_>>>()?;
+        if opts.windows {
+            GpuRank::register_windows(&mut ranks)?;
+        }
+        Ok(Ranks::Gpu(ranks))
     }
 
     /// Writes every rank's input for `spec`, every element when the results will be `checked`.

@@ -23,6 +23,7 @@ use super::Communicator;
 use crate::bootstrap::tags;
 use crate::device::cuda::ipc::{self, Imported};
 use crate::error::{Error, Result};
+use crate::exec::gpu::windows::SymWindow;
 
 /// A window of GPU memory registered on a communicator (`ncclWindow_t`).
 #[derive(Debug)]
@@ -43,6 +44,9 @@ pub struct DeviceWindow {
     /// Peers' allocations opened through CUDA IPC; unmapped when the last window using them
     /// goes.
     _imported: Vec<Arc<Imported>>,
+    /// A symmetric window's entry among the communicator's, which collectives look their
+    /// buffers up in; it leaves with this handle.
+    _symmetric: Option<Arc<SymWindow>>,
 }
 
 /// A registration whose offer is posted and whose peers are not yet collected.
@@ -51,6 +55,7 @@ pub struct PendingDeviceWindow {
     id: u64,
     addr: u64,
     bytes: usize,
+    symmetric: bool,
 }
 
 /// What a rank tells the others about its range.
@@ -140,12 +145,21 @@ impl Communicator {
     /// Starts registering `bytes` bytes of this GPU's memory at `addr` as a window: posts this
     /// rank's offer to every rank and returns at once. Finish with
     /// [`Communicator::device_window_finish`]; every rank must register its windows in the
-    /// same order.
+    /// same order. A `symmetric` window (`NCCL_WIN_COLL_SYMMETRIC`) is the caller's promise
+    /// that every rank registers the same size and passes collectives buffers at the same
+    /// offsets of it: all-reduces, reduce-scatters and all-gathers whose buffers lie in such
+    /// windows then run the symmetric kernels, which load and store the peers' buffers in
+    /// place (`kernels/symmetric.cuh`).
     ///
     /// Errors: [`Error::InvalidUsage`] on a communicator without a GPU or one that failed;
     /// [`Error::InvalidArgument`] for a null address or zero bytes; bootstrap errors of the
     /// sends.
-    pub fn device_window_start(&self, addr: u64, bytes: usize) -> Result<PendingDeviceWindow> {
+    pub fn device_window_start(
+        &self,
+        addr: u64,
+        bytes: usize,
+        symmetric: bool,
+    ) -> Result<PendingDeviceWindow> {
         let core = &self.core;
         self.state.borrow().usable(core)?;
         let gpu = core
@@ -179,7 +193,12 @@ impl Communicator {
         let msg = serde_json::to_vec(&offer)
             .map_err(|e| Error::Internal(format!("encoding a window offer: {e}")))?;
         core.post_to_all(tags::device_window(id), &msg)?;
-        Ok(PendingDeviceWindow { id, addr, bytes })
+        Ok(PendingDeviceWindow {
+            id,
+            addr,
+            bytes,
+            symmetric,
+        })
     }
 
     /// Finishes a registration [`Communicator::device_window_start`] began: collects every
@@ -216,12 +235,13 @@ impl Communicator {
             sizes: offers.iter().map(|o| o.bytes as usize).collect(),
             unreachable: None,
             _imported: Vec::new(),
+            _symmetric: None,
         };
-        let ctx = core
+        let gpu = core
             .watch
             .gpu()
-            .map(|g| g.ctx.clone())
             .ok_or_else(|| Error::invalid_usage("GPU windows need a communicator on a GPU"))?;
+        let ctx = gpu.ctx.clone();
         for (r, o) in offers.iter().enumerate() {
             let mapped = if let Some(why) = &o.unsupported {
                 Err(why.clone())
@@ -248,8 +268,14 @@ impl Communicator {
                 }
             }
         }
+        let peers: Option<Vec<u64>> = w.peers.iter().copied().collect();
+        if let Some(peers) = peers.filter(|_| pending.symmetric && w.unreachable.is_none()) {
+            let sym = SymWindow::new(w.addr, w.bytes, peers, w.sizes.clone());
+            w._symmetric = Some(gpu.windows.add(sym));
+        }
         tracing::info!(target: "rnccl::init",
-            "GPU window {} registered ({} bytes{})", w.id, w.bytes,
+            "GPU window {} registered ({} bytes{}{})", w.id, w.bytes,
+            if w._symmetric.is_some() { ", symmetric: collectives in it load and store the peers' buffers" } else { "" },
             w.unreachable.as_ref().map_or(String::new(), |why| format!("; no one-sided operations: {why}")));
         Ok(w)
     }
@@ -258,8 +284,13 @@ impl Communicator {
     /// [`Communicator::device_window_finish`]. Blocks until every rank registers.
     ///
     /// Errors: as those two.
-    pub fn device_window_register(&self, addr: u64, bytes: usize) -> Result<DeviceWindow> {
-        let p = self.device_window_start(addr, bytes)?;
+    pub fn device_window_register(
+        &self,
+        addr: u64,
+        bytes: usize,
+        symmetric: bool,
+    ) -> Result<DeviceWindow> {
+        let p = self.device_window_start(addr, bytes, symmetric)?;
         self.device_window_finish(p)
     }
 }

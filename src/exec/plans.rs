@@ -350,6 +350,19 @@ pub(crate) fn direct_allowed(
         && !ll_allowed(proto, func, bytes)
 }
 
+/// Whether a GPU collective of `func` whose largest buffer holds `bytes` bytes runs a
+/// symmetric kernel (`kernels/symmetric.cuh`) when its buffers lie in symmetric windows (the
+/// caller checks that, and the kernel's existence and the peer access): when `NCCL_ALGO` is
+/// unset, `NCCL_PROTO` allows Simple for the function and the one-shot LL kernel does not take
+/// it. Unlike the direct kernel's ([`direct_sizes`]) this holds at every size: the symmetric
+/// kernels move every byte once, from the caller's buffer into the caller's buffer, where the
+/// direct kernel and the rings also store it into a peer's slot and copy it out again.
+pub(crate) fn gpu_sym(core: &Core, func: Func, bytes: usize) -> bool {
+    let proto = core.proto.as_ref();
+    let simple = proto.is_none_or(|l| l.allows(func.nccl_name(), "Simple", &PROTOCOLS));
+    core.algo_knob.is_none() && simple && !ll_allowed(proto, func, bytes)
+}
+
 /// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.
 pub(crate) fn cpu_model(
     net: &BootstrapNet,

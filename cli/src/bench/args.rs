@@ -113,9 +113,10 @@ pub struct Args {
         value_name = "FILE"
     )]
     pub output_file: Option<PathBuf>,
-    /// Buffer registration, as nccl-tests' -R: 0 none; 2 symmetric windows of host buffers
-    /// (CPU ranks: mem_alloc + window_register, so ranks on one host read each other's buffers
-    /// directly). 1 (ncclCommRegister local registration) is not supported.
+    /// Buffer registration, as nccl-tests' -R: 0 none; 2 symmetric windows (GPU ranks: the
+    /// symmetric kernels load and store the peers' buffers in place; CPU ranks: mem_alloc +
+    /// window_register, so ranks on one host read each other's buffers directly). 1
+    /// (ncclCommRegister local registration) is not supported.
     #[arg(
         short = 'R',
         long = "local_register",
@@ -221,7 +222,7 @@ impl Args {
             2 => true,
             1 => anyhow::bail!(
                 "-R 1 (local registration, ncclCommRegister) is not supported by rnccl: use -R 0, \
-                 or -R 2 (symmetric windows of host buffers) with CPU ranks"
+                 or -R 2 (symmetric windows)"
             ),
             v => anyhow::bail!("-R/--local_register {v} is not 0, 1 or 2"),
         };

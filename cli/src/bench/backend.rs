@@ -60,8 +60,8 @@ impl Choice {
             .map(|why| format!("# no GPU: {why}; running on CPU ranks"))
     }
 
-    /// Refuses flags that do not fit the backend: `-g` above 1 and `-G` need GPU ranks; `-R 2`
-    /// registers host buffers, so it needs CPU ranks.
+    /// Refuses flags that do not fit the backend: `-g` above 1 and `-G` need GPU ranks (`-R 2`
+    /// registers windows on either).
     ///
     /// Errors: a message naming the flags, the reason and what to do.
     pub fn check_flags(&self, args: &Args) -> anyhow::Result<()> {
@@ -94,10 +94,6 @@ impl Choice {
                     ),
                 }
             }
-            Backend::Gpu(_) if args.register == 2 => anyhow::bail!(
-                "-R 2 registers host buffers as windows, but the ranks run on GPUs (device \
-                 memory): add --cpu to benchmark host buffers, or drop -R 2"
-            ),
             Backend::Gpu(_) => Ok(()),
         }
     }
@@ -152,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn gpu_flags_need_gpus_and_windows_need_cpus() {
+    fn gpu_flags_need_gpus() {
         let cpu = Choice::new(true, gpus(2));
         let none = Choice::new(false, no_driver);
         let gpu = Choice::new(false, gpus(2));
@@ -171,11 +167,7 @@ mod tests {
             "{e}"
         );
         assert!(gpu.check_flags(&args(&["-g", "2", "-G", "5"])).is_ok());
-        let e = gpu
-            .check_flags(&args(&["-R", "2"]))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--cpu"), "{e}");
+        assert!(gpu.check_flags(&args(&["-R", "2"])).is_ok());
         assert!(cpu.check_flags(&args(&["-R", "2"])).is_ok());
     }
 

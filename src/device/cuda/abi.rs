@@ -233,11 +233,31 @@ pub(crate) enum DirectMode {
     /// All-to-all: `bytes` is the block each rank sends to each rank (each buffer is `nranks`
     /// × `bytes`).
     AllToAll = 4,
+    /// The symmetric all-reduce (`AllReduce_RSxLD_AGxST`, kernels/symmetric.cuh) of `bytes`
+    /// bytes per rank, on buffers in symmetric windows.
+    SymAllReduce = 5,
+    /// The symmetric reduce-scatter (`ReduceScatter_LD`): `bytes` as [`DirectMode::ReduceScatter`].
+    SymReduceScatter = 6,
+    /// The symmetric all-gather (`AllGather_ST`): `bytes` as [`DirectMode::AllGather`].
+    SymAllGather = 7,
 }
 
 /// Word of the LL state where the direct blocks' round counts start
 /// (`RNCCL_DIRECT_ROUNDS_WORD`); the state holds [`DIRECT_BLOCKS`] of them after it.
 pub(crate) const DIRECT_ROUNDS_WORD: usize = 8;
+/// Most blocks of a symmetric kernel (`RNCCL_SYM_BLOCKS`, kernels/symmetric.cuh): NCCL's
+/// bound for its symmetric kernels (`ncclSymkMaxBlocks`, src/include/sym_kernels.h).
+pub(crate) const SYM_BLOCKS: usize = 64;
+/// Byte offset of the symmetric flags (a `u64` per block) in a direct area
+/// (`RNCCL_SYM_FLAGS_OFF`): inside [`DIRECT_FLAGS_BYTES`], after [`SIGNAL_OFF`].
+pub(crate) const SYM_FLAGS_OFF: usize = 2304;
+const _: () = assert!(SIGNAL_OFF + 8 <= SYM_FLAGS_OFF);
+const _: () = assert!(SYM_FLAGS_OFF + 8 * SYM_BLOCKS <= DIRECT_FLAGS_BYTES);
+/// Word of the LL state where the symmetric blocks' operation counts start
+/// (`RNCCL_SYM_COUNT_WORD`); the state holds [`SYM_BLOCKS`] of them after it.
+pub(crate) const SYM_COUNT_WORD: usize = DIRECT_ROUNDS_WORD + DIRECT_BLOCKS;
+/// Bytes of the LL state: its words, the direct round counts, the symmetric counts.
+pub(crate) const LL_STATE_BYTES: usize = 8 * (SYM_COUNT_WORD + SYM_BLOCKS);
 
 /// The one-shot LL all-reduce's arguments (`struct LlArgs`), passed by value as the kernel's
 /// parameter.
@@ -280,6 +300,11 @@ pub(crate) struct LlArgs {
     pub in_step: [u64; LL_MAX_RANKS],
     /// Per rank: the receive end's `DevConn::bytes`.
     pub in_live: [u64; LL_MAX_RANKS],
+    /// Symmetric kernels: per rank, its input as mapped in this process (this rank's own at
+    /// its index); 0 otherwise.
+    pub peer_src: [u64; LL_MAX_RANKS],
+    /// Symmetric kernels: per rank, its output as mapped in this process.
+    pub peer_dst: [u64; LL_MAX_RANKS],
 }
 
 /// Byte offset of the signal word in a direct area (`RNCCL_SIGNAL_OFF`, kernels/rma.cuh): after
@@ -409,7 +434,7 @@ const _: () = {
     assert!(size_of::<Lane>() == 4 * 4);
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
     assert!(size_of::<Program>() == 14 * 8 + 4 * 4);
-    assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 4 * 4 + 6 * 8 * LL_MAX_RANKS);
+    assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 4 * 4 + 8 * 8 * LL_MAX_RANKS);
     assert!(size_of::<RmaArgs>() == size_of::<Program>() + 7 * 8 + 4 * 4 + 3 * 8 * LL_MAX_RANKS);
 };
 
@@ -431,7 +456,7 @@ pub(crate) fn put<T: Pod>(out: &mut Vec<u8>, v: &T) {
 pub(crate) fn layout_asserts() -> String {
     use std::mem::offset_of;
     let mut out = String::from(
-        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\n#include \"rma.cuh\"\nnamespace rnccl {\n",
+        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\n#include \"symmetric.cuh\"\n#include \"rma.cuh\"\nnamespace rnccl {\n",
     );
     let mut check = |what: String, value: usize| {
         out.push_str(&format!("static_assert({what} == {value}, \"{what}\");\n"));
@@ -467,7 +492,7 @@ pub(crate) fn layout_asserts() -> String {
         LlArgs,
         [
             ctl, src, dst, bytes, state, seq, unit, nranks, mode, root, pad, out, inp => "in", out_step,
-            out_live, in_step, in_live
+            out_live, in_step, in_live, peer_src, peer_dst
         ]
     );
     fields!(
@@ -494,6 +519,9 @@ pub(crate) fn layout_asserts() -> String {
         (DirectMode::AllGather, "DIRECT_ALL_GATHER"),
         (DirectMode::Broadcast, "DIRECT_BROADCAST"),
         (DirectMode::AllToAll, "DIRECT_ALL_TO_ALL"),
+        (DirectMode::SymAllReduce, "DIRECT_SYM_ALL_REDUCE"),
+        (DirectMode::SymReduceScatter, "DIRECT_SYM_REDUCE_SCATTER"),
+        (DirectMode::SymAllGather, "DIRECT_SYM_ALL_GATHER"),
     ] {
         check(name.to_string(), mode as usize);
     }
@@ -519,6 +547,9 @@ pub(crate) fn layout_asserts() -> String {
         ("DIRECT_FLAGS", DIRECT_FLAGS_BYTES),
         ("DIRECT_AREA", DIRECT_AREA_BYTES),
         ("DIRECT_ROUNDS_WORD", DIRECT_ROUNDS_WORD),
+        ("SYM_BLOCKS", SYM_BLOCKS),
+        ("SYM_FLAGS_OFF", SYM_FLAGS_OFF),
+        ("SYM_COUNT_WORD", SYM_COUNT_WORD),
         ("SIGNAL_OFF", SIGNAL_OFF),
         ("RMA_STATE", RMA_STATE_BYTES),
     ] {
@@ -584,7 +615,9 @@ mod tests {
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
             "((Conn*)0)->head)) == 24",
-            "sizeof(LlArgs) == 576",
+            "sizeof(LlArgs) == 704",
+            "((LlArgs*)0)->peer_dst)) == 640",
+            "RNCCL_SYM_COUNT_WORD == 136",
             "((LlArgs*)0)->in)) == 256",
             "OP_EXCHANGE == 8",
         ] {

@@ -16,6 +16,7 @@ use cudarc::driver::{CudaContext, sys};
 
 use super::ll::LlOp;
 use super::program::{Control, Part, conn_order};
+use super::windows::{SymKernels, SymWindows};
 use crate::device::cuda::abi::{
     CONTROL_BYTES, DevConn, DirectMode, OPS_OFF, REPORT_OFF, RMA_STATE_BYTES, Status,
 };
@@ -68,6 +69,10 @@ pub(crate) struct GpuComm {
     /// The thread that launches this communicator's kernels when one thread ends a group over
     /// several GPUs, started on first use ([`super::launcher`]).
     launcher: std::sync::OnceLock<super::launcher::Launcher>,
+    /// The symmetric windows registered and not yet released.
+    pub(crate) windows: SymWindows,
+    /// Which symmetric kernels may run over them, and on how many blocks.
+    sym: SymKernels,
 }
 
 /// Whether another rank of `core`'s communicator runs in this process on the same GPU (as the
@@ -96,6 +101,7 @@ impl GpuComm {
     /// GPUs cannot be used here); connection errors as [`GpuConns::open`].
     pub(crate) fn new(core: &Core, ordinal: usize) -> Result<GpuComm> {
         let kernel_cache = crate::device::cuda::compile::cache::cache_dir(&core.knobs)?;
+        let sym = SymKernels::from_config(&core.knobs)?;
         let cuda = probe()?;
         let ctx = context(cuda, ordinal)?;
         let info = cuda.devices[ordinal].clone();
@@ -164,6 +170,8 @@ impl GpuComm {
             kernel_cache,
             programs,
             launcher: std::sync::OnceLock::new(),
+            windows: SymWindows::default(),
+            sym,
         })
     }
 
@@ -228,7 +236,35 @@ impl GpuComm {
             inp: l.inp.clone(),
             out_counts: l.out_counts.clone(),
             inp_counts: l.inp_counts.clone(),
+            peer_src: Vec::new(),
+            peer_dst: Vec::new(),
         })
+    }
+
+    /// The symmetric kernel for `func` from `input` into `output` (device address and bytes;
+    /// `bytes` as [`LlOp::bytes`]), with its split over blocks: when the knobs allow one, the
+    /// communicator has direct areas with every peer (peer access), and both buffers lie in
+    /// symmetric windows (see [`super::windows`] for what every rank then assumes).
+    pub(crate) fn sym_op(
+        &self,
+        func: crate::func::Func,
+        input: (u64, usize),
+        output: (u64, usize),
+        bytes: usize,
+    ) -> Option<(LlOp, super::ll::DirectPlan)> {
+        let mode = self.sym.mode(func)?;
+        let peer_src = self.windows.place(input.0, input.1)?;
+        let peer_dst = self.windows.place(output.0, output.1)?;
+        let op = self.direct_op(mode, 0, input.0, output.0, bytes)?;
+        let plan = super::ll::sym_plan(mode, bytes, self.nranks, &self.sym);
+        Some((
+            LlOp {
+                peer_src,
+                peer_dst,
+                ..op
+            },
+            plan,
+        ))
     }
 
     /// The connection ends a program of `parts` uses, in [`conn_order`].

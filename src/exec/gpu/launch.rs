@@ -20,7 +20,7 @@ use crate::device::cuda::{Interp, PeerKernel, check, cuda_error};
 use crate::device::{ReduceSpec, Region};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::exec::plans::{PlanCache, gpu_direct, gpu_ll};
+use crate::exec::plans::{PlanCache, gpu_direct, gpu_ll, gpu_sym};
 use crate::exec::{Core, Op};
 use crate::redop::RedOp;
 use crate::stats::OpInfo;
@@ -40,7 +40,8 @@ enum Work {
     Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
     /// The one-shot LL all-reduce.
     Ll(LlOp),
-    /// The direct kernel (all-reduce, reduce-scatter or all-gather) with its split over blocks.
+    /// The direct kernel (all-reduce, reduce-scatter, all-gather, broadcast or all-to-all, or
+    /// a symmetric kernel: [`ll::LlOp::mode`]) with its split over blocks.
     Direct(LlOp, ll::DirectPlan),
     /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
     /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).
@@ -223,17 +224,25 @@ fn launch_all(
             Func::AllToAll => Some((DirectMode::AllToAll, out.1 / n)),
             _ => None,
         };
+        // Buffers in symmetric windows: the symmetric kernel loads and stores them in place.
+        let sym = mode
+            .filter(|_| !own_scalar && ll.is_none() && gpu_sym(core, a.func, total))
+            .and_then(|(_, bytes)| gpu.sym_op(a.func, input, out, bytes));
         let direct = mode
-            .filter(|_| !own_scalar && ll.is_none() && gpu_direct(core, a.func, total))
+            .filter(|_| {
+                !own_scalar && ll.is_none() && sym.is_none() && gpu_direct(core, a.func, total)
+            })
             .and_then(|(mode, bytes)| gpu.direct_op(mode, a.root as u32, input.0, out.0, bytes));
-        // The LL and direct kernels store straight into the peers' memory, without the plan.
-        let work = match (ll, direct) {
-            (Some(op), _) => Work::Ll(op),
-            (None, Some(op)) => {
+        // The LL, symmetric and direct kernels store straight into the peers' memory, without
+        // the plan.
+        let work = match (ll, sym, direct) {
+            (Some(op), ..) => Work::Ll(op),
+            (None, Some((op, plan)), _) => Work::Direct(op, plan),
+            (None, None, Some(op)) => {
                 let plan = ll::direct_plan(op.mode, op.bytes, n, direct_block_bound(&core.knobs));
                 Work::Direct(op, plan)
             }
-            (None, None) => Work::Program(vec![(plan, bufs)]),
+            (None, None, None) => Work::Program(vec![(plan, bufs)]),
         };
         let op = match &work {
             Work::Ll(_) => OpInfo {

@@ -7,6 +7,7 @@
 //! the same arguments and runs on the direct areas that follow the LL areas.
 
 use super::program::{Control, header};
+use super::windows::SymKernels;
 use crate::device::ReduceSpec;
 use crate::device::cuda::abi::{
     DIRECT_BLOCKS, DIRECT_SLOT_BYTES, DirectMode, LL_CHUNK_BYTES, LL_MAX_RANKS, LlArgs,
@@ -52,6 +53,10 @@ pub(crate) struct LlOp {
     pub out_counts: Vec<(u64, u64)>,
     /// The same for the receive end.
     pub inp_counts: Vec<(u64, u64)>,
+    /// Symmetric kernels: per rank, its input as mapped in this process (empty otherwise).
+    pub peer_src: Vec<u64>,
+    /// Symmetric kernels: per rank, its output as mapped in this process (empty otherwise).
+    pub peer_dst: Vec<u64>,
 }
 
 /// Bytes of a shard each block of a direct all-reduce gets at least per round: fewer blocks
@@ -76,11 +81,37 @@ pub(crate) struct DirectPlan {
 /// bytes (as the kernel computes it), the others' per-rank part.
 fn direct_shard(mode: DirectMode, bytes: usize, nranks: usize) -> usize {
     match mode {
-        DirectMode::AllReduce => bytes.div_ceil(nranks.max(1)).next_multiple_of(16),
+        DirectMode::AllReduce | DirectMode::SymAllReduce => {
+            bytes.div_ceil(nranks.max(1)).next_multiple_of(16)
+        }
         DirectMode::AllGather
         | DirectMode::ReduceScatter
         | DirectMode::Broadcast
-        | DirectMode::AllToAll => bytes,
+        | DirectMode::AllToAll
+        | DirectMode::SymReduceScatter
+        | DirectMode::SymAllGather => bytes,
+    }
+}
+
+/// The split of a symmetric kernel of `mode` (`kernels/symmetric.cuh`) with `bytes` bytes per
+/// rank (as [`LlOp::bytes`]) over `nranks` ranks: [`SymKernels::blocks`] blocks, each taking
+/// an equal piece (`unit`, a multiple of 16) of the rank's shard in one round; blocks that
+/// would get nothing are left out.
+pub(crate) fn sym_plan(
+    mode: DirectMode,
+    bytes: usize,
+    nranks: usize,
+    kernels: &SymKernels,
+) -> DirectPlan {
+    let shard = direct_shard(mode, bytes, nranks).max(1);
+    let unit = shard
+        .div_ceil(kernels.blocks(shard))
+        .next_multiple_of(16)
+        .max(16);
+    DirectPlan {
+        blocks: shard.div_ceil(unit) as u32,
+        unit,
+        rounds: 1,
     }
 }
 
@@ -156,6 +187,8 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
         out_live: list(&|r| op.out_counts[r].1),
         in_step: list(&|r| op.inp_counts[r].0),
         in_live: list(&|r| op.inp_counts[r].1),
+        peer_src: list(&|r| op.peer_src.get(r).copied().unwrap_or(0)),
+        peer_dst: list(&|r| op.peer_dst.get(r).copied().unwrap_or(0)),
     })
 }
 
@@ -186,6 +219,8 @@ mod tests {
             inp: vec![0xb0, 0],
             out_counts: vec![(0xc0, 0xc8), (0, 0)],
             inp_counts: vec![(0xd0, 0xd8), (0, 0)],
+            peer_src: vec![0xe0, 0x1000],
+            peer_dst: vec![],
         };
         let args = encode(
             &op,
@@ -216,10 +251,12 @@ mod tests {
         assert_eq!(at(h + 64), 0xa0, "out[0]");
         assert_eq!(at(h + 64 + 64), 0xb0, "in[0]");
         assert_eq!(at(h + 64 + 8 * 15), 0, "unused ranks are zero");
-        for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8)] {
-            assert_eq!(at(h + 64 + 64 * list), want, "counter list {list}");
+        for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8), (6, 0xe0)] {
+            assert_eq!(at(h + 64 + 64 * list), want, "list {list}");
         }
-        assert_eq!(h + 64 + 64 * 6, size_of::<LlArgs>());
+        assert_eq!(at(h + 64 + 64 * 6 + 8), 0x1000, "peer_src[1]");
+        assert_eq!(at(h + 64 + 64 * 7), 0, "no peer_dst: zero");
+        assert_eq!(h + 64 + 64 * 8, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],
@@ -270,6 +307,42 @@ mod tests {
             "the per-rank part is the shard"
         );
         assert_eq!(direct_plan(ReduceScatter, 256 << 10, 4, 64).blocks, 16);
+    }
+
+    #[test]
+    fn sym_plans_split_the_shard_in_one_round() {
+        use DirectMode::{SymAllGather, SymAllReduce, SymReduceScatter};
+        let cfg = |pairs: &[(&str, &str)]| {
+            SymKernels::from_config(&crate::config::Config::from_pairs(pairs).unwrap()).unwrap()
+        };
+        let auto = cfg(&[]);
+        let plan = |blocks, unit| DirectPlan {
+            blocks,
+            unit,
+            rounds: 1,
+        };
+        // 8 MB over 2 ranks: 4 MB shards, 64 blocks of 64 KB.
+        assert_eq!(
+            sym_plan(SymAllReduce, 8 << 20, 2, &auto),
+            plan(64, 64 << 10)
+        );
+        // 1 MB over 4 ranks: 256 KB shards, one block per 32 KB.
+        assert_eq!(sym_plan(SymAllReduce, 1 << 20, 4, &auto), plan(8, 32 << 10));
+        // A reduce-scatter's and an all-gather's shard is the per-rank part.
+        assert_eq!(
+            sym_plan(SymReduceScatter, 1 << 20, 4, &auto),
+            plan(32, 32 << 10)
+        );
+        assert_eq!(sym_plan(SymAllGather, 100, 8, &auto), plan(1, 112));
+        // 8 bytes over 2 ranks: one 16-byte piece.
+        assert_eq!(sym_plan(SymAllReduce, 8, 2, &auto), plan(1, 16));
+        // NCCL_SYM_CTAS fixes the blocks, leaving out those that would get nothing.
+        let eight = cfg(&[("NCCL_SYM_CTAS", "8")]);
+        assert_eq!(
+            sym_plan(SymAllReduce, 8 << 20, 2, &eight),
+            plan(8, 512 << 10)
+        );
+        assert_eq!(sym_plan(SymAllGather, 64, 2, &eight), plan(4, 16));
     }
 
     #[test]

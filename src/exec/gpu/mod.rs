@@ -2,8 +2,9 @@
 //! ([`program`]) and executed by the step interpreter kernel (`kernels/interp.cu`), one thread
 //! block per lane, on the caller's CUDA stream; a small all-reduce on one host runs the one-shot
 //! LL kernel ([`ll`]), and mid-size all-reduces, all-gathers and reduce-scatters over peer access
-//! the direct kernel (`kernels/direct.cuh`, same arguments); a group's Send/Recv run as one fused
-//! kernel ([`launch`]). Nothing here
+//! the direct kernel (`kernels/direct.cuh`, same arguments), or the symmetric kernels
+//! (`kernels/symmetric.cuh`) where the buffers lie in symmetric windows ([`windows`]); a group's
+//! Send/Recv run as one fused kernel ([`launch`]). Nothing here
 //! waits for the GPU: completion is seen through the stream, failures after the launch through
 //! the communicator's async-error query ([`GpuComm::async_error`]). Operations on host memory
 //! of a GPU communicator run on its host engine.
@@ -24,6 +25,7 @@ mod scratch;
 pub(crate) mod spread;
 #[cfg(test)]
 mod tests;
+pub(crate) mod windows;
 
 use std::sync::Arc;
 

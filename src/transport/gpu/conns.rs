@@ -18,7 +18,7 @@ use crate::bootstrap::{BootstrapNet, Deadline};
 use crate::coll::Rings;
 use crate::conn::ConnKey;
 use crate::device::cuda::DeviceAlloc;
-use crate::device::cuda::abi::{DIRECT_BLOCKS, DIRECT_ROUNDS_WORD, DevConn, LL_MAX_RANKS};
+use crate::device::cuda::abi::{DevConn, LL_MAX_RANKS, LL_STATE_BYTES};
 use crate::error::{Error, Result};
 use crate::stats::{Direction, LinkSnapshot, Path};
 use crate::transport::ib::IbNet;
@@ -76,7 +76,9 @@ pub(crate) struct GpuSetup<'a> {
 /// (0 for itself), and its epoch in device memory.
 pub(crate) struct LlPeers {
     /// `u32` last epoch used, `u32` blocks finished, `u64` last operation reported finished;
-    /// from word [`DIRECT_ROUNDS_WORD`], the direct all-reduce's round count per block.
+    /// from word `DIRECT_ROUNDS_WORD`, the direct kernel's round count per block; from word
+    /// `SYM_COUNT_WORD`, the symmetric kernels' operation count per block
+    /// ([`LL_STATE_BYTES`] in all).
     pub state: DeviceAlloc,
     /// Whether every area is in GPU memory (peers reached over P2P), where the direct
     /// all-reduce (`kernels/direct.cuh`) runs at link speed; through host memory it would not.
@@ -166,7 +168,7 @@ fn ll_peers(
         inp_counts[r] = (rc.step, rc.bytes);
     }
     Ok(Some(LlPeers {
-        state: DeviceAlloc::zeroed(ctx, 8 * (DIRECT_ROUNDS_WORD + DIRECT_BLOCKS))?,
+        state: DeviceAlloc::zeroed(ctx, LL_STATE_BYTES)?,
         direct,
         out,
         inp,

@@ -39,6 +39,7 @@ pub(crate) const SOURCES: &[Source] = &[
     kernel_file!("program.cuh"),
     kernel_file!("reduce.cuh"),
     kernel_file!("rma.cuh"),
+    kernel_file!("symmetric.cuh"),
 ];
 
 /// The programs of `kernels/` (`*.cu`), each compiled on its own.

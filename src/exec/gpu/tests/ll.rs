@@ -80,6 +80,8 @@ impl LlFabric {
             inp: (0..self.n).map(|r| area(r, rank)).collect(),
             out_counts: (0..self.n).map(|p| self.counters(rank, p, true)).collect(),
             inp_counts: (0..self.n).map(|p| self.counters(rank, p, false)).collect(),
+            peer_src: Vec::new(),
+            peer_dst: Vec::new(),
         };
         let [report, abort, claim, ops] = &self.ctl[rank];
         let ctl = Control {

@@ -1,0 +1,127 @@
+// All-reduce, reduce-scatter and all-gather between buffers every rank registered in a
+// symmetric window (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC: each rank's buffer
+// at the same offset of its window), loaded and stored in place in the peers' memory: no
+// slot, no copy out of one. The shapes and names are NCCL's symmetric kernels' (2.27+,
+// src/device/symmetric/; gpu-backend.md §A.5), run by the direct kernel's entry
+// (LlArgs::mode):
+// - ReduceScatter_LD: block b loads its piece of this rank's shard from every rank's input
+//   (the peers' through peer access), reduces them in rank order and stores the output;
+// - AllGather_ST: block b stores its piece of this rank's input at this rank's place in every
+//   rank's output;
+// - AllReduce_RSxLD_AGxST: both in one pass: block b reduces its piece of this rank's shard
+//   from every rank's input and stores it into every rank's output.
+// Only rank s loads or stores shard s of any rank's buffers, so the all-reduce needs no
+// barrier between its halves and runs in place as well.
+//
+// Two barriers per block guard the peers' buffers. Before block b touches a peer's memory it
+// waits for the peer's block b to have started the same operation: the peer's stream reached
+// it, so what ran before it there is done with the buffers. Before block b ends it waits for
+// the peer's block b to be done, so once a rank's kernel ends no peer still loads its input
+// or stores into its output. Each is one flag per block and peer in the receiver's direct
+// area (RNCCL_SYM_FLAGS_OFF, after the one-sided signal word), counting the block's
+// symmetric operations twice: 2c + 1 once it entered operation c, 2c + 2 once it left; the
+// count c lives in LlArgs::state from word RNCCL_SYM_COUNT_WORD. Every rank runs the same
+// operations on the same blocks (the block count depends on the size and the ranks only).
+//
+// Mirrored by src/device/cuda/abi.rs (the constants); change both together.
+#pragma once
+
+namespace rnccl {
+
+// Most blocks of a symmetric kernel (flag row of an area, count words of the state).
+#define RNCCL_SYM_BLOCKS 64
+// Byte offset of the symmetric flags in a direct area: inside RNCCL_DIRECT_FLAGS, after the
+// direct flag rows and the one-sided signal word (RNCCL_SIGNAL_OFF).
+#define RNCCL_SYM_FLAGS_OFF 2304
+// Word of LlArgs::state where the blocks' symmetric operation counts start.
+#define RNCCL_SYM_COUNT_WORD (RNCCL_DIRECT_ROUNDS_WORD + RNCCL_DIRECT_BLOCKS)
+
+#ifndef RNCCL_ABI_ONLY
+
+// Block b's symmetric flag in the direct area that follows the LL area at `ll_area`.
+__device__ __forceinline__ u64* sym_flag(u64 ll_area, u32 b) {
+  return (u64*)(ll_area + RNCCL_LL_AREA + RNCCL_SYM_FLAGS_OFF) + b;
+}
+
+// Thread 0, after the block's loads and stores before it: raises this rank's flag for block
+// b to `value` in every peer's area, then waits until every peer raised its flag for block b
+// in this rank's areas to `value`. Returns ST_OK, or the failure (reported, naming the peer).
+__device__ int sym_barrier(const LlArgs& a, u32 b, u64 value) {
+  const Program* P = &a.ctl;
+  const u32 n = a.nranks, me = P->rank;
+  fence_release_sys();
+  for (u32 j = 1; j < n; j++) st_volatile(sym_flag(a.out[(me + j) % n], b), value);
+  for (u32 j = 1; j < n; j++) {
+    const u32 r = (me + j) % n;
+    const int st = wait_at_least(sym_flag(a.in[r], b), value, P, (u64*)a.in_live[r] + 2);
+    if (st != ST_OK) {
+      Conn c = {};
+      c.peer = r;
+      report(P, st, b, c, value, 1);
+      return st;
+    }
+  }
+  return ST_OK;
+}
+
+// Block b of a symmetric kernel. LlArgs::bytes is the all-reduce's buffer and the others'
+// per-rank part; LlArgs::unit the bytes of this rank's shard each block takes (a multiple of
+// 16); peer_src / peer_dst every rank's input and output as mapped here.
+template <typename T, int OP>
+__device__ void sym_run(const LlArgs& a) {
+  __shared__ u64 count;
+  __shared__ int status;
+  const Program* P = &a.ctl;
+  const u32 tid = threadIdx.x, b = blockIdx.x, n = a.nranks, me = P->rank;
+  u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + b;
+  u64 guard = 0;
+  if (tid == 0) {
+    count = *counted;
+    guard = ld_volatile((const u64*)a.state + 1);
+    status = sym_barrier(a, b, 2 * count + 1);
+  }
+  op_started(P, a.seq);
+  __syncthreads();
+  const bool ar = a.mode == DIRECT_SYM_ALL_REDUCE, ag = a.mode == DIRECT_SYM_ALL_GATHER;
+  // This rank's shard: of the all-reduce's buffers (16-byte aligned shards), of the
+  // reduce-scatter's inputs, of the all-gather's outputs; `total` bytes in those buffers.
+  const u64 shard = ar ? ((a.bytes + n - 1) / n + 15) & ~15ull : a.bytes;
+  const u64 total = ar ? a.bytes : a.bytes * n;
+  const u64 start = me * shard + min(shard, (u64)b * a.unit);
+  const u64 end = min(min((u64)me * shard + shard, start + a.unit), total);
+  if (status == ST_OK && end > start) {
+    const Scalars sc = scalars<T>(P);
+    u64 srcs[RNCCL_LL_MAX_RANKS], dsts[RNCCL_LL_MAX_RANKS];
+    u32 nsrc = 0, ndst = 0;
+    // Sources: every rank's input at this piece (the all-gather's own input, at its start).
+    if (ag) {
+      srcs[nsrc++] = a.src + (start - me * shard);
+    } else {
+      for (u32 r = 0; r < n; r++) srcs[nsrc++] = a.peer_src[r] + start;
+    }
+    // Destinations: this rank's output first (a reduce-scatter's holds only the shard; an
+    // all-gather in place has its piece there already), then every peer's from the next on.
+    const u64 own = ar || ag ? a.dst + start : a.dst + (start - me * shard);
+    if (!ag || own != srcs[0]) dsts[ndst++] = own;
+    if (ar || ag)
+      for (u32 j = 1; j < n; j++) dsts[ndst++] = a.peer_dst[(me + j) % n] + start;
+    direct_reduce<T, OP>(srcs, nsrc, dsts, ndst, end - start, sc, ag, tid, blockDim.x);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (status == ST_OK) sym_barrier(a, b, 2 * count + 2);
+    *counted = count + 1;
+    // Bytes sent to (way 0) and received from (way 1) every peer r: r loads its shard from
+    // this rank and this rank stores its own into r (all-reduce both), and the other way.
+    const u64 mine = min(shard, total - min(total, me * shard));
+    ll_finish(a, guard, (const u32*)0, [&](u32 r, int way) -> u64 {
+      const u64 theirs = min(shard, total - min(total, r * shard));
+      if (ar) return mine + theirs;
+      return (way == 0) == ag ? mine : theirs;
+    });
+  }
+}
+
+#endif  // RNCCL_ABI_ONLY
+
+}  // namespace rnccl
