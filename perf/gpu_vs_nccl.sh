@@ -10,7 +10,9 @@
 #   there: perf/gpu_vs_nccl.sh            (carry .devbin and .nccl-tests)
 #
 # Knobs: ROUNDS (3), GPUS (all), COLLS, SMALL_COLLS, MINBYTES/MAXBYTES/FACTOR for the bandwidth
-# sweep, SHM (0 skips the NCCL_P2P_DISABLE=1 runs), RUN_LIMIT (seconds per program run).
+# sweep, SHM (0 skips the NCCL_P2P_DISABLE=1 runs), RUN_LIMIT (seconds per program run), FLAGS
+# (added to both programs' command lines: "-R 2" registers symmetric windows, "-G 1" launches
+# CUDA graphs).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,8 +61,8 @@ if ! make -C .nccl-tests/src -j"$(nproc)" BUILDDIR=/tmp/nt NCCL_HOME=$home CUDA_
   tail -20 "$out/nccl-tests-build.log"; exit 1
 fi
 nccl_version=$(python3 -c 'import nvidia.nccl, importlib.metadata as m; print(m.version("nvidia-nccl-cu13"))' 2>/dev/null)
-echo "NCCL $nccl_version (nvidia-nccl-cu13), nccl-tests $(git -C .nccl-tests log -1 --format=%h 2>/dev/null || echo src), $gpus GPUs, $rounds rounds"
-common="-g $gpus -n 20 -w 5 -c 0"
+echo "NCCL $nccl_version (nvidia-nccl-cu13), nccl-tests $(git -C .nccl-tests log -1 --format=%h 2>/dev/null || echo src), $gpus GPUs, $rounds rounds, flags: ${FLAGS:-none}"
+common="-g $gpus -n 20 -w 5 -c 0 ${FLAGS:-}"
 # rnccl bench also gets --ranks "$gpus": without it, a host with more GPUs than -g gets one
 # process per -g GPUs for all of them (2026-11-28: GPUS=2 on a 4-GPU host ran 4 ranks against
 # NCCL's 2).

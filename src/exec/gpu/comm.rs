@@ -9,7 +9,7 @@
 //! `ncclCommGetAsyncError`.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, sys};
@@ -73,6 +73,9 @@ pub(crate) struct GpuComm {
     pub(crate) windows: SymWindows,
     /// Which symmetric kernels may run over them, and on how many blocks.
     sym: SymKernels,
+    /// The symmetric kernels (a bit per [`SymKernels::kernel`] place) whose first run the
+    /// log told already.
+    sym_told: AtomicU8,
 }
 
 /// Whether another rank of `core`'s communicator runs in this process on the same GPU (as the
@@ -172,6 +175,7 @@ impl GpuComm {
             launcher: std::sync::OnceLock::new(),
             windows: SymWindows::default(),
             sym,
+            sym_told: AtomicU8::new(0),
         })
     }
 
@@ -252,11 +256,17 @@ impl GpuComm {
         output: (u64, usize),
         bytes: usize,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
-        let mode = self.sym.mode(func)?;
+        let (kernel, mode, name) = self.sym.kernel(func)?;
         let peer_src = self.windows.place(input.0, input.1)?;
         let peer_dst = self.windows.place(output.0, output.1)?;
         let op = self.direct_op(mode, 0, input.0, output.0, bytes)?;
         let plan = super::ll::sym_plan(mode, bytes, self.nranks, &self.sym);
+        let bit = 1u8 << kernel;
+        if self.sym_told.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            tracing::info!(target: "rnccl::coll",
+                "rank {}: {} on buffers in symmetric windows ({} blocks for {bytes} bytes; \
+                 told once per kernel)", self.rank, name, plan.blocks);
+        }
         Some((
             LlOp {
                 peer_src,

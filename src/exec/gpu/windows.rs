@@ -137,13 +137,21 @@ impl SymKernels {
         Ok(SymKernels { allowed, ctas })
     }
 
-    /// The symmetric kernel's mode for `func`, when one exists and the knobs allow it.
-    pub(crate) fn mode(&self, func: Func) -> Option<DirectMode> {
+    /// The symmetric kernel for `func`, when one exists and the knobs allow it: its place in
+    /// [`KERNELS`] (below 8), its mode and its name.
+    pub(crate) fn kernel(&self, func: Func) -> Option<(usize, DirectMode, &'static str)> {
         KERNELS
             .iter()
             .zip(self.allowed)
-            .find(|((f, _, _), ok)| *f == func && *ok)
-            .map(|((_, m, _), _)| *m)
+            .enumerate()
+            .find(|(_, ((f, _, _), ok))| *f == func && *ok)
+            .map(|(i, ((_, m, name), _))| (i, *m, *name))
+    }
+
+    /// The symmetric kernel's mode for `func`, as [`SymKernels::kernel`].
+    #[cfg(test)]
+    fn mode(&self, func: Func) -> Option<DirectMode> {
+        self.kernel(func).map(|k| k.1)
     }
 
     /// Blocks for a symmetric kernel whose rank moves a shard of `shard` bytes: `NCCL_SYM_CTAS`
@@ -227,6 +235,10 @@ mod tests {
         assert_eq!(one.mode(Func::AllReduce), None);
         let none = kernels(&[("NCCL_SYM_KERNEL", "AllReduce_AGxLL_R")]).unwrap();
         assert!(KERNELS.iter().all(|k| none.mode(k.0).is_none()));
+        assert_eq!(
+            all.kernel(Func::ReduceScatter),
+            Some((1, DirectMode::SymReduceScatter, "ReduceScatter_LD"))
+        );
     }
 
     #[test]
