@@ -1,6 +1,7 @@
 //! Faults of GPU collectives, on the device machine (`perf/gpu_suite.sh` runs it there):
 //! a peer that never joins → the waiting kernel gives up after the timeout and the async-error
-//! query names it with the job's status; an abort stops a waiting kernel; a rank process killed
+//! query names it with the job's status; ranks that break the symmetric-window promise time out
+//! naming each other; an abort stops a waiting kernel; a rank process killed
 //! mid-collective is reported and leaves nothing in /dev/shm; a host communicator refuses device
 //! buffers; `rnccl status` names a GPU rank that skipped an operation.
 //!
@@ -60,6 +61,79 @@ fn a_silent_peer_times_out_and_is_named() {
     g.push_cuda(c, k.args, &b.send, &mut b.recv, &s)
         .expect("queue");
     assert!(g.end().is_err());
+}
+
+/// A broken symmetric promise: rank 0's buffers lie in symmetric windows and rank 1's do not,
+/// so rank 0 runs the symmetric kernel and rank 1 the direct kernel. Neither kernel hears from
+/// the other: both give up after the timeout, and each rank's async error names the other.
+fn a_broken_symmetric_promise_times_out() {
+    use cudarc::driver::DevicePtr;
+    let devs = devices(2);
+    let timeout = Duration::from_secs(8);
+    let comms = Communicator::init_all_devices(&devs, config(timeout, &[])).expect("init");
+    let streams = streams_for(&comms);
+    let cases: Vec<_> = (0..2)
+        .map(|r| case::<f32>(Func::AllReduce, RedOp::Sum, r, 2, 1 << 20, 9))
+        .collect();
+    let mut bufs: Vec<_> = (0..2)
+        .map(|r| prepare(&comms[r], &streams[r], &cases[r], false))
+        .collect();
+    // Windows of the same size on both ranks: rank 0's over its buffers, rank 1's over spare
+    // memory its collective does not use.
+    let spare: Vec<_> = (0..2)
+        .map(|r| poisoned::<f32>(&streams[r], 2 << 20))
+        .collect();
+    let range = |r: usize, which: usize| {
+        let s = &streams[r];
+        let (p, _g) = match (r, which) {
+            (0, 0) => bufs[0].send.device_ptr(s),
+            (0, _) => bufs[0].recv.device_ptr(s),
+            _ => spare[r].device_ptr(s),
+        };
+        p
+    };
+    let bytes = 4 << 20;
+    let pending: Vec<Vec<_>> = (0..2)
+        .map(|r| {
+            (0..2)
+                .map(|w| {
+                    comms[r]
+                        .device_window_start(range(r, w), bytes, true)
+                        .expect("offer")
+                })
+                .collect()
+        })
+        .collect();
+    let _windows: Vec<_> = pending
+        .into_iter()
+        .enumerate()
+        .flat_map(|(r, ps)| {
+            ps.into_iter()
+                .map(|p| comms[r].device_window_finish(p).expect("window"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let t0 = Instant::now();
+    {
+        let mut g = rnccl::group_start();
+        for (r, b) in bufs.iter_mut().enumerate() {
+            g.push_cuda(&comms[r], cases[r].args, &b.send, &mut b.recv, &streams[r])
+                .expect("queue");
+        }
+        g.end().expect("launch returns before the data moves");
+    }
+    for (r, s) in streams.iter().enumerate() {
+        s.synchronize().expect("the kernel ends by itself");
+        let e = comms[r].async_error().expect_err("a timeout");
+        assert_eq!(e.code(), rnccl::ResultCode::Timeout, "rank {r}: {e}");
+        let other = format!("rank {}", 1 - r);
+        assert!(e.to_string().contains(&other), "rank {r}: {e}");
+    }
+    let waited = t0.elapsed();
+    assert!(
+        waited >= timeout && waited < timeout * 4,
+        "waited {waited:?}"
+    );
 }
 
 /// An abort from another thread stops a kernel waiting for a peer within milliseconds.
@@ -259,6 +333,10 @@ fn main() {
         gpu_test(
             "a_silent_peer_times_out_and_is_named",
             a_silent_peer_times_out_and_is_named,
+        ),
+        gpu_test(
+            "a_broken_symmetric_promise_times_out",
+            a_broken_symmetric_promise_times_out,
         ),
         gpu_test(
             "abort_unblocks_a_waiting_kernel",

@@ -358,9 +358,18 @@ pub(crate) fn direct_allowed(
 /// kernels move every byte once, from the caller's buffer into the caller's buffer, where the
 /// direct kernel and the rings also store it into a peer's slot and copy it out again.
 pub(crate) fn gpu_sym(core: &Core, func: Func, bytes: usize) -> bool {
-    let proto = core.proto.as_ref();
+    sym_allowed(core.algo_knob.as_deref(), core.proto.as_ref(), func, bytes)
+}
+
+/// [`gpu_sym`] for the knobs `NCCL_ALGO` (`algo`, as set) and `NCCL_PROTO` (`proto`, parsed).
+pub(crate) fn sym_allowed(
+    algo: Option<&str>,
+    proto: Option<&AlgoProtoList>,
+    func: Func,
+    bytes: usize,
+) -> bool {
     let simple = proto.is_none_or(|l| l.allows(func.nccl_name(), "Simple", &PROTOCOLS));
-    core.algo_knob.is_none() && simple && !ll_allowed(proto, func, bytes)
+    algo.is_none() && simple && !ll_allowed(proto, func, bytes)
 }
 
 /// The CPU tuning model of the communicator whose rank `i` is bootstrap rank `net_rank[i]`.

@@ -21,6 +21,12 @@ fn rnccl_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
     rnccl::gpu_kernel(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
 }
 
+/// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs when the buffers lie in symmetric
+/// windows (`-R 2`).
+fn rnccl_window_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
+    rnccl::gpu_kernel_in_windows(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
+}
+
 fn combos() -> [(usize, usize); 7] {
     [
         (TREE, LL),
@@ -45,7 +51,8 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     out.push(String::new());
     out.push(format!(
         "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable); \
-         rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple, Exchange/Simple)",
+         rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple, Exchange/Simple); \
+         rnccl -R 2: the kernel on buffers in symmetric windows (a symmetric kernel xblocks)",
         f.nccl_name()
     ));
     let usable: Vec<(usize, usize)> = combos()
@@ -53,7 +60,15 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
         .filter(|&(a, pr)| m.bandwidth[f as usize][a][pr] > 0.0)
         .collect();
     let mut header: Vec<String> = [
-        "size", "rnccl", "choice", "ch", "thr", "time", "algbw", "busbw",
+        "size",
+        "rnccl",
+        "rnccl -R 2",
+        "choice",
+        "ch",
+        "thr",
+        "time",
+        "algbw",
+        "busbw",
     ]
     .map(String::from)
     .to_vec();
@@ -67,6 +82,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
         let mut row = vec![
             crate::units::bytes_iec_whole(s),
             rnccl_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
+            rnccl_window_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
         ];
         match m.choose(f, s) {
             Some(c) => {
@@ -98,6 +114,8 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
 struct SweepJson {
     bytes: u64,
     rnccl: Option<GpuKernel>,
+    /// The kernel on buffers in symmetric windows (`-R 2`).
+    rnccl_windows: Option<GpuKernel>,
     algo: Option<&'static str>,
     proto: Option<&'static str>,
     nchannels: Option<usize>,
@@ -126,6 +144,7 @@ pub fn json(p: &Planned, f: Func) -> TuneJson {
                 SweepJson {
                     bytes: s,
                     rnccl: rnccl_kernel(p, f, s),
+                    rnccl_windows: rnccl_window_kernel(p, f, s),
                     algo: c.map(|c| ALGORITHMS[c.algo]),
                     proto: c.map(|c| PROTOCOLS[c.proto]),
                     nchannels: c.map(|c| c.nchannels),

@@ -8,12 +8,13 @@
 use serde::Serialize;
 
 use super::ll;
+use super::windows::SymKernels;
 use crate::config::Config;
 use crate::config::syntax::{AlgoProtoList, PROTOCOLS};
 use crate::conn::MAX_CHANNELS;
 use crate::device::cuda::abi::{DIRECT_BLOCKS, DirectMode, THREADS};
 use crate::error::{Error, Result};
-use crate::exec::plans::{direct_allowed, gpu_exchange, ll_allowed};
+use crate::exec::plans::{direct_allowed, gpu_exchange, ll_allowed, sym_allowed};
 use crate::func::Func;
 use crate::graph::ChannelBounds;
 use crate::transport::slot_size::slot_bytes;
@@ -42,10 +43,18 @@ pub enum GpuKernel {
     /// The step interpreter exchanging the buffer with the one peer, with NCCL's Simple
     /// protocol (`plans::gpu_exchange`).
     Exchange,
+    /// A symmetric kernel (`kernels/symmetric.cuh`), on buffers in symmetric windows.
+    Symmetric {
+        /// Its name (NCCL's for the same shape: `AllReduce_RSxLD_AGxST`, `ReduceScatter_LD`,
+        /// `AllGather_ST`).
+        name: &'static str,
+        /// Thread blocks.
+        blocks: u32,
+    },
 }
 
 impl std::fmt::Display for GpuKernel {
-    /// `LL x8`, `Direct 128x64K x1`, `Ring/Simple`.
+    /// `LL x8`, `Direct 128x64K x1`, `Ring/Simple`, `AllGather_ST x64`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GpuKernel::Ll { blocks } => write!(f, "LL x{blocks}"),
@@ -61,6 +70,7 @@ impl std::fmt::Display for GpuKernel {
             } => write!(f, "Direct {blocks}x{unit}B x{rounds}"),
             GpuKernel::Ring => f.write_str("Ring/Simple"),
             GpuKernel::Exchange => f.write_str("Exchange/Simple"),
+            GpuKernel::Symmetric { name, blocks } => write!(f, "{name} x{blocks}"),
         }
     }
 }
@@ -137,9 +147,103 @@ pub fn gpu_kernel(
     })
 }
 
+/// The kernel rnccl runs as [`gpu_kernel`] says, when the collective's buffers lie in
+/// symmetric windows (`ncclCommWindowRegister` with `NCCL_WIN_COLL_SYMMETRIC`, `rnccl bench
+/// -R 2`): on one node a symmetric kernel for all-reduces above the LL sizes, reduce-scatters
+/// and all-gathers, when `NCCL_ALGO` is unset, `NCCL_PROTO` allows Simple and
+/// `NCCL_SYM_KERNEL` allows the kernel (`NCCL_SYM_CTAS` sets its blocks); [`gpu_kernel`]'s
+/// choice otherwise.
+///
+/// Errors: as [`gpu_kernel`]; [`Error::InvalidUsage`] for an `NCCL_SYM_CTAS` out of 0-64.
+pub fn gpu_kernel_in_windows(
+    cfg: &Config,
+    func: Func,
+    bytes: usize,
+    nranks: usize,
+    nodes: usize,
+) -> Result<GpuKernel> {
+    let plain = gpu_kernel(cfg, func, bytes, nranks, nodes)?;
+    if nodes > 1 {
+        return Ok(plain);
+    }
+    let proto = cfg
+        .string("NCCL_PROTO")
+        .map(|raw| {
+            AlgoProtoList::parse(raw, &PROTOCOLS)
+                .map_err(|e| Error::invalid_usage(format!("NCCL_PROTO={raw:?}: {e}")))
+        })
+        .transpose()?;
+    if !sym_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes) {
+        return Ok(plain);
+    }
+    let kernels = SymKernels::from_config(cfg)?;
+    let Some((_, mode, name)) = kernels.kernel(func) else {
+        return Ok(plain);
+    };
+    // The launch path hands the kernel the all-reduce's buffer, the others' per-rank part.
+    let n = nranks.max(1);
+    let per_rank = if func == Func::AllReduce {
+        bytes
+    } else {
+        bytes / n
+    };
+    let p = ll::sym_plan(mode, per_rank, n, &kernels);
+    Ok(GpuKernel::Symmetric {
+        name,
+        blocks: p.blocks,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symmetric_windows_run_the_symmetric_kernels() {
+        let sym = |knobs: &[(&str, &str)], func, bytes, nodes| {
+            let cfg = Config::from_pairs(knobs).unwrap();
+            gpu_kernel_in_windows(&cfg, func, bytes, 2, nodes)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            sym(&[], Func::AllReduce, 8 << 20, 1),
+            "AllReduce_RSxLD_AGxST x64"
+        );
+        assert_eq!(
+            sym(&[], Func::AllReduce, 8, 1),
+            "LL x1",
+            "the LL sizes stay LL"
+        );
+        assert_eq!(
+            sym(&[], Func::ReduceScatter, 64 << 20, 1),
+            "ReduceScatter_LD x64"
+        );
+        assert_eq!(sym(&[], Func::AllGather, 64 << 10, 1), "AllGather_ST x1");
+        assert_eq!(sym(&[], Func::Broadcast, 8 << 20, 1), "Direct 128x64K x1");
+        assert_eq!(
+            sym(&[], Func::AllReduce, 8 << 20, 2),
+            "Ring/Simple",
+            "across nodes"
+        );
+        assert_eq!(
+            sym(&[("NCCL_ALGO", "Ring")], Func::AllReduce, 8 << 20, 1),
+            "Ring/Simple"
+        );
+        assert_eq!(
+            sym(
+                &[("NCCL_SYM_KERNEL", "AllGather_ST")],
+                Func::AllReduce,
+                8 << 20,
+                1
+            ),
+            "Direct 128x32K x1"
+        );
+        assert_eq!(
+            sym(&[("NCCL_SYM_CTAS", "8")], Func::AllGather, 64 << 20, 1),
+            "AllGather_ST x8"
+        );
+    }
 
     fn kernel(knobs: &[(&str, &str)], func: Func, bytes: usize, n: usize) -> GpuKernel {
         gpu_kernel(&Config::from_pairs(knobs).unwrap(), func, bytes, n, 1).unwrap()
