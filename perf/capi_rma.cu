@@ -28,23 +28,7 @@
 
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
-#define NK(x)                                                                                 \
-  do {                                                                                        \
-    ncclResult_t r_ = (x);                                                                    \
-    if (r_ != ncclSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d %s: %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_),  \
-              ncclGetLastError(NULL));                                                        \
-      exit(3);                                                                                \
-    }                                                                                         \
-  } while (0)
+#include "capi_check.h"
 
 typedef ncclResult_t (*put_fn)(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t,
                                int, int, unsigned int, ncclComm_t, cudaStream_t);

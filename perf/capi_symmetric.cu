@@ -13,23 +13,7 @@
 
 #include <vector>
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                           \
-    }                                                                                    \
-  } while (0)
-#define NK(x)                                                                              \
-  do {                                                                                     \
-    ncclResult_t r_ = (x);                                                                 \
-    if (r_ != ncclSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s (%s)\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_), \
-              ncclGetLastError(NULL));                                                     \
-      exit(3);                                                                             \
-    }                                                                                      \
-  } while (0)
+#include "capi_check.h"
 
 static const int N = 2;
 // Rank r's input element i: small integers, so float sums are exact.

@@ -14,9 +14,11 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::gpu::*;
+use cudarc::driver::CudaStream;
 use rnccl::{Communicator, Func, RedOp};
 
 /// Counts: empty, one element, primes, not multiples of nranks, several FIFO slots.
@@ -96,6 +98,35 @@ fn every_collective_between_hosts_over_ib() {
     between_hosts(&[("RNCCL_IB_FAKE", "1")], rnccl::stats::Path::GpuNetIb);
 }
 
+/// Queues every rank's case (in place or not) as one group from this thread, waits for the
+/// streams and checks every rank's output.
+fn one_group_checked(
+    what: &str,
+    comms: &[Communicator],
+    streams: &[Arc<CudaStream>],
+    cases: &[Case<f32>],
+    bufs: &mut [Bufs<f32>],
+    in_place: bool,
+) {
+    {
+        let mut g = rnccl::group_start();
+        for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(streams) {
+            let a = cases[c.rank()].args;
+            if in_place {
+                g.push_cuda_in_place(c, a, &mut b.recv, s).expect("queue");
+            } else {
+                g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
+            }
+        }
+        g.end().expect("group");
+    }
+    for (r, s) in streams.iter().enumerate() {
+        s.synchronize().expect("sync");
+        comms[r].async_error().expect("no async error");
+        check(what, s, &bufs[r], &cases[r], comms.len()).expect("result");
+    }
+}
+
 /// One thread drives both ranks: each group holds one operation per rank (NCCL's
 /// ncclCommInitAll usage), so nothing may block between the two launches, and every driver
 /// call of a launch (LL kernels, input snapshots of in-place AllToAll) must run in its own
@@ -123,23 +154,14 @@ fn one_thread_drives_both_ranks_in_one_group() {
         let mut bufs: Vec<Bufs<f32>> = (0..n)
             .map(|r| prepare(&comms[r], &streams[r], &cases[r], in_place))
             .collect();
-        {
-            let mut g = rnccl::group_start();
-            for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(&streams) {
-                let a = cases[c.rank()].args;
-                if in_place {
-                    g.push_cuda_in_place(c, a, &mut b.recv, s).expect("queue");
-                } else {
-                    g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
-                }
-            }
-            g.end().expect("group");
-        }
-        for r in 0..n {
-            streams[r].synchronize().expect("sync");
-            comms[r].async_error().expect("no async error");
-            check("one-thread group", &streams[r], &bufs[r], &cases[r], n).expect("result");
-        }
+        one_group_checked(
+            "one-thread group",
+            &comms,
+            &streams,
+            &cases,
+            &mut bufs,
+            in_place,
+        );
     }
 }
 
@@ -201,23 +223,7 @@ fn collectives_in_symmetric_windows() {
                                 .collect::<Vec<_>>()
                         })
                         .collect();
-                    {
-                        let mut g = rnccl::group_start();
-                        for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(&streams) {
-                            let a = cases[c.rank()].args;
-                            if in_place {
-                                g.push_cuda_in_place(c, a, &mut b.recv, s).expect("queue");
-                            } else {
-                                g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
-                            }
-                        }
-                        g.end().expect("group");
-                    }
-                    for r in 0..n {
-                        streams[r].synchronize().expect("sync");
-                        comms[r].async_error().expect("no async error");
-                        check(&what, &streams[r], &bufs[r], &cases[r], n).expect("result");
-                    }
+                    one_group_checked(&what, &comms, &streams, &cases, &mut bufs, in_place);
                     drop(windows);
                 }
             }

@@ -114,13 +114,7 @@ pub fn gpu_kernel(
     if nodes > 1 {
         return Ok(interp());
     }
-    let proto = cfg
-        .string("NCCL_PROTO")
-        .map(|raw| {
-            AlgoProtoList::parse(raw, &PROTOCOLS)
-                .map_err(|e| Error::invalid_usage(format!("NCCL_PROTO={raw:?}: {e}")))
-        })
-        .transpose()?;
+    let proto = proto_knob(cfg)?;
     if ll_allowed(proto.as_ref(), func, bytes) {
         return Ok(GpuKernel::Ll {
             blocks: ll::blocks(bytes, THREADS as usize),
@@ -147,6 +141,18 @@ pub fn gpu_kernel(
     })
 }
 
+/// `NCCL_PROTO` of `cfg`, parsed (`None`: unset).
+///
+/// Errors: [`Error::InvalidUsage`] for a value that does not parse.
+fn proto_knob(cfg: &Config) -> Result<Option<AlgoProtoList>> {
+    cfg.string("NCCL_PROTO")
+        .map(|raw| {
+            AlgoProtoList::parse(raw, &PROTOCOLS)
+                .map_err(|e| Error::invalid_usage(format!("NCCL_PROTO={raw:?}: {e}")))
+        })
+        .transpose()
+}
+
 /// The kernel rnccl runs as [`gpu_kernel`] says, when the collective's buffers lie in
 /// symmetric windows (`ncclCommWindowRegister` with `NCCL_WIN_COLL_SYMMETRIC`, `rnccl bench
 /// -R 2`): on one node a symmetric kernel for all-reduces above the LL sizes, reduce-scatters
@@ -166,13 +172,7 @@ pub fn gpu_kernel_in_windows(
     if nodes > 1 {
         return Ok(plain);
     }
-    let proto = cfg
-        .string("NCCL_PROTO")
-        .map(|raw| {
-            AlgoProtoList::parse(raw, &PROTOCOLS)
-                .map_err(|e| Error::invalid_usage(format!("NCCL_PROTO={raw:?}: {e}")))
-        })
-        .transpose()?;
+    let proto = proto_knob(cfg)?;
     if !sym_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes) {
         return Ok(plain);
     }
