@@ -65,6 +65,7 @@ pub static HONOURED: &[&str] = &[
     "NCCL_TESTS_MIN_BW",
     "NCCL_TOPO_DUMP_FILE",
     "NCCL_TOPO_FILE",
+    "NCCL_WIN_ENABLE",
     "RNCCL_BENCH_GPU",
     "RNCCL_BENCH_ID",
     "RNCCL_BENCH_NPROCS",

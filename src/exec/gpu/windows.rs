@@ -111,13 +111,19 @@ pub(crate) struct SymKernels {
 }
 
 impl SymKernels {
-    /// Reads the knobs. `NCCL_SYM_KERNEL` unset or `^` allows every kernel, a kernel's name
-    /// that one alone, any other value none (NCCL's `kernelMask_user`, src/sym_kernels.cc);
-    /// `NCCL_SYM_CTAS` 0 sizes the grid by the buffer, 1-64 fixes it.
+    /// Reads the knobs. `NCCL_WIN_ENABLE=0` allows none (NCCL then has no symmetric support,
+    /// src/init.cc); otherwise `NCCL_SYM_KERNEL` unset or `^` allows every kernel, a kernel's
+    /// name that one alone, any other value none (NCCL's `kernelMask_user`,
+    /// src/sym_kernels.cc); `NCCL_SYM_CTAS` 0 sizes the grid by the buffer, 1-64 fixes it.
     ///
-    /// Errors: [`Error::InvalidUsage`] for an `NCCL_SYM_CTAS` that is not an integer in 0-64.
+    /// Errors: [`Error::InvalidUsage`] for an `NCCL_SYM_CTAS` that is not an integer in 0-64 or
+    /// an `NCCL_WIN_ENABLE` that is not a switch.
     pub(crate) fn from_config(cfg: &Config) -> Result<SymKernels> {
+        let win_enable = cfg
+            .flag("NCCL_WIN_ENABLE")
+            .map_err(|e| Error::invalid_usage(e.to_string()))?;
         let allowed = match cfg.string("NCCL_SYM_KERNEL").map(str::trim) {
+            _ if !win_enable => [false; KERNELS.len()],
             None | Some("^") => [true; KERNELS.len()],
             Some(name) => KERNELS.map(|(_, _, k)| k == name),
         };
@@ -235,6 +241,8 @@ mod tests {
         assert_eq!(one.mode(Func::AllReduce), None);
         let none = kernels(&[("NCCL_SYM_KERNEL", "AllReduce_AGxLL_R")]).unwrap();
         assert!(KERNELS.iter().all(|k| none.mode(k.0).is_none()));
+        let off = kernels(&[("NCCL_WIN_ENABLE", "0")]).unwrap();
+        assert!(KERNELS.iter().all(|k| off.mode(k.0).is_none()));
         assert_eq!(
             all.kernel(Func::ReduceScatter),
             Some((1, DirectMode::SymReduceScatter, "ReduceScatter_LD"))
