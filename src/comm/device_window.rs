@@ -46,7 +46,7 @@ pub struct DeviceWindow {
     _imported: Vec<Arc<Imported>>,
     /// A symmetric window's entry among the communicator's, which collectives look their
     /// buffers up in; it leaves with this handle.
-    _symmetric: Option<Arc<SymWindow>>,
+    symmetric_entry: Option<Arc<SymWindow>>,
 }
 
 /// A registration whose offer is posted and whose peers are not yet collected.
@@ -235,7 +235,7 @@ impl Communicator {
             sizes: offers.iter().map(|o| o.bytes as usize).collect(),
             unreachable: None,
             _imported: Vec::new(),
-            _symmetric: None,
+            symmetric_entry: None,
         };
         let gpu = core
             .watch
@@ -271,11 +271,11 @@ impl Communicator {
         let peers: Option<Vec<u64>> = w.peers.iter().copied().collect();
         if let Some(peers) = peers.filter(|_| pending.symmetric && w.unreachable.is_none()) {
             let sym = SymWindow::new(w.addr, w.bytes, peers, w.sizes.clone());
-            w._symmetric = Some(gpu.windows.add(sym));
+            w.symmetric_entry = Some(gpu.windows.add(sym));
         }
         tracing::info!(target: "rnccl::init",
             "GPU window {} registered ({} bytes{}{})", w.id, w.bytes,
-            if w._symmetric.is_some() { ", symmetric: collectives in it load and store the peers' buffers" } else { "" },
+            if w.symmetric_entry.is_some() { ", symmetric: collectives in it load and store the peers' buffers" } else { "" },
             w.unreachable.as_ref().map_or(String::new(), |why| format!("; no one-sided operations: {why}")));
         Ok(w)
     }
