@@ -169,7 +169,7 @@ impl SymKernels {
 }
 
 /// Bytes of a shard per block of a symmetric kernel at least, before more blocks are used: a
-/// block of 512 threads keeps 32 KiB of 16-byte loads in flight per pass (kernels/reduce.cuh
+/// block of 512 threads keeps 32 KiB of 16-byte loads in flight per pass (kernels/interp.cu
 /// `UNROLL` × 16 bytes per thread).
 pub(crate) const SYM_MIN_UNIT: usize = 32 << 10;
 
