@@ -12,6 +12,7 @@
 
 mod decode;
 pub(crate) mod ll;
+pub(crate) mod sym;
 mod sync;
 
 pub(crate) use sync::{Waiting, report_field, word, word32};

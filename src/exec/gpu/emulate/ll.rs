@@ -18,19 +18,26 @@ use crate::error::{Error, Result};
 use crate::redop::Combine;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `struct LlArgs` after the header.
-struct Args {
-    src: u64,
-    dst: u64,
-    bytes: u64,
-    state: u64,
+/// `struct LlArgs` after the header (the LL kernel's fields, and the symmetric kernels').
+pub(super) struct Args {
+    pub(super) src: u64,
+    pub(super) dst: u64,
+    pub(super) bytes: u64,
+    pub(super) state: u64,
     /// The operation's number.
-    seq: u64,
-    nranks: u32,
-    out: [u64; LL_MAX_RANKS],
-    inp: [u64; LL_MAX_RANKS],
+    pub(super) seq: u64,
+    /// The direct kernel's bytes per block (symmetric kernels: of the rank's shard).
+    pub(super) unit: u64,
+    pub(super) nranks: u32,
+    /// The direct kernel's mode.
+    pub(super) mode: u32,
+    pub(super) out: [u64; LL_MAX_RANKS],
+    pub(super) inp: [u64; LL_MAX_RANKS],
     /// Per rank: the send end's (step, live) counters, then the receive end's.
-    counts: [[u64; LL_MAX_RANKS]; 4],
+    pub(super) counts: [[u64; LL_MAX_RANKS]; 4],
+    /// Per rank: its input and output as mapped here (symmetric kernels).
+    pub(super) peer_src: [u64; LL_MAX_RANKS],
+    pub(super) peer_dst: [u64; LL_MAX_RANKS],
 }
 
 fn le(b: &[u8], at: usize) -> u64 {
@@ -39,7 +46,10 @@ fn le(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
+/// The header and arguments of an `LlArgs` block, read as the kernels read them.
+///
+/// Errors: [`Error::Internal`] for a block of another size, or a rank out of range.
+pub(super) fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
     if bytes.len() != LL_ARGS_BYTES {
         return Err(Error::Internal(format!(
             "an LL argument block of {} bytes (the kernel's is {LL_ARGS_BYTES})",
@@ -62,7 +72,9 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
         bytes: le(bytes, offset_of!(LlArgs, bytes)),
         state: le(bytes, offset_of!(LlArgs, state)),
         seq: le(bytes, offset_of!(LlArgs, seq)),
+        unit: le(bytes, offset_of!(LlArgs, unit)),
         nranks,
+        mode: le(bytes, offset_of!(LlArgs, mode)) as u32,
         out: list(offset_of!(LlArgs, out)),
         inp: list(offset_of!(LlArgs, inp)),
         counts: [
@@ -72,6 +84,8 @@ fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
             offset_of!(LlArgs, in_live),
         ]
         .map(list),
+        peer_src: list(offset_of!(LlArgs, peer_src)),
+        peer_dst: list(offset_of!(LlArgs, peer_dst)),
     };
     Ok((h, a))
 }
@@ -163,14 +177,33 @@ pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Resu
     arrived.fetch_add(1, Ordering::AcqRel);
     epoch.store(epoch0.wrapping_add(nchunks as u32), Ordering::Relaxed);
     arrived.store(0, Ordering::Relaxed);
+    // SAFETY: caller's contract (counters, state, control block).
+    unsafe { finish(&h, &a, guard, |_, _| a.bytes) };
+    Ok(())
+}
+
+/// The end of an LL or direct kernel (`ll_finish`, once its last block is done): adds
+/// `moved(r, way)` bytes to the counters of this rank's connection ends with every peer r (way
+/// 0 the send end, 1 the receive end), clears the receive end's wait mark and, unless the
+/// operation was reported already (a graph replay) or a failure claimed the report, says it
+/// finished.
+///
+/// # Safety
+/// The connection ends' counters (`u64[2]`, live `u64[3]`), the state's word 1 and the control
+/// block's claim and operation words are live.
+pub(super) unsafe fn finish(h: &Header, a: &Args, guard: u64, moved: impl Fn(usize, usize) -> u64) {
+    let me = h.rank as usize;
     for r in (0..a.nranks as usize).filter(|&r| r != me) {
-        for (step, live) in [
+        for (way, (step, live)) in [
             (a.counts[0][r], a.counts[1][r]),
             (a.counts[2][r], a.counts[3][r]),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             // SAFETY: live u64[2] counters of this rank's connection ends (caller's contract).
             unsafe {
-                let b = word(step + 8).load(Ordering::Relaxed) + a.bytes;
+                let b = word(step + 8).load(Ordering::Relaxed) + moved(r, way);
                 word(step + 8).store(b, Ordering::Relaxed);
                 word(live + 8).store(b, Ordering::Relaxed);
             }
@@ -178,14 +211,14 @@ pub(crate) unsafe fn run(args: &[u8], dtype: DataType, combine: Combine) -> Resu
         // SAFETY: as above, the receive end's live word 2.
         unsafe { word(a.counts[3][r] + 16) }.store(0, Ordering::Relaxed);
     }
-    // SAFETY: the claim and ops words of the control block are live (caller's contract).
+    // SAFETY: the claim and ops words of the control block and the state are live (caller's
+    // contract).
     unsafe {
         if a.seq > guard && word32(h.claim).load(Ordering::Acquire) == 0 {
-            said.store(a.seq, Ordering::Relaxed);
+            word(a.state + 8).store(a.seq, Ordering::Relaxed);
             word(h.ops + 8).store(a.seq, Ordering::Release);
         }
     }
-    Ok(())
 }
 
 /// Stores line `{v low, flag, v high, flag}` at `addr` (`st_line`).

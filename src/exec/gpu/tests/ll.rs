@@ -12,31 +12,37 @@ use super::super::ll::{self, LlOp};
 use super::super::program::Control;
 use super::fabric::Words;
 use crate::device::ReduceSpec;
-use crate::device::cuda::abi::{self, LL_AREA_BYTES, LL_CHUNK_BYTES, REPORT_BYTES, Status};
+use crate::device::cuda::abi::{
+    self, DIRECT_FLAGS_BYTES, LL_AREA_BYTES, LL_CHUNK_BYTES, LL_STATE_BYTES, REPORT_BYTES, Status,
+};
 use crate::dtype::DataType;
 use crate::redop::RedOp;
 
-/// LL areas (one per ordered pair of ranks), epochs and control blocks of `n` ranks.
-struct LlFabric {
-    n: usize,
+/// LL areas (one per ordered pair of ranks, each followed by the direct area's flags), states
+/// and control blocks of `n` ranks.
+pub(super) struct LlFabric {
+    pub(super) n: usize,
     /// (from, to): `to`'s area for `from`'s lines.
     areas: BTreeMap<(usize, usize), Words>,
-    state: Vec<Words>,
+    pub(super) state: Vec<Words>,
     /// (rank, peer, sending): that end's `u64[2]` counters and their live copy.
-    counts: BTreeMap<(usize, usize, bool), [Words; 2]>,
+    pub(super) counts: BTreeMap<(usize, usize, bool), [Words; 2]>,
     /// Per rank: report, abort flag, claim, operation words.
-    ctl: Vec<[Words; 4]>,
+    pub(super) ctl: Vec<[Words; 4]>,
     /// Per rank: its last operation's number.
     launches: Vec<AtomicU64>,
     timeout: Duration,
 }
 
 impl LlFabric {
-    fn new(n: usize, timeout: Duration) -> LlFabric {
+    pub(super) fn new(n: usize, timeout: Duration) -> LlFabric {
         let mut areas = BTreeMap::new();
         for from in 0..n {
             for to in (0..n).filter(|&t| t != from) {
-                areas.insert((from, to), Words::zeroed(LL_AREA_BYTES));
+                areas.insert(
+                    (from, to),
+                    Words::zeroed(LL_AREA_BYTES + DIRECT_FLAGS_BYTES),
+                );
             }
         }
         let mut counts = BTreeMap::new();
@@ -51,7 +57,7 @@ impl LlFabric {
             n,
             counts,
             areas,
-            state: (0..n).map(|_| Words::zeroed(16)).collect(),
+            state: (0..n).map(|_| Words::zeroed(LL_STATE_BYTES)).collect(),
             ctl: (0..n)
                 .map(|_| {
                     [
@@ -68,8 +74,13 @@ impl LlFabric {
     }
 
     fn args(&self, rank: usize, src: u64, dst: u64, bytes: usize, spec: &ReduceSpec) -> Vec<u8> {
+        self.encoded(rank, &self.op(rank, src, dst, bytes), 0, spec)
+    }
+
+    /// `rank`'s LL all-reduce of `bytes` bytes from `src` into `dst` over this fabric.
+    pub(super) fn op(&self, rank: usize, src: u64, dst: u64, bytes: usize) -> LlOp {
         let area = |from, to| self.areas.get(&(from, to)).map_or(0, Words::addr);
-        let op = LlOp {
+        LlOp {
             src,
             dst,
             bytes,
@@ -82,7 +93,11 @@ impl LlFabric {
             inp_counts: (0..self.n).map(|p| self.counters(rank, p, false)).collect(),
             peer_src: Vec::new(),
             peer_dst: Vec::new(),
-        };
+        }
+    }
+
+    /// The argument block of `op` as `rank`'s next operation, with `unit` bytes per block.
+    pub(super) fn encoded(&self, rank: usize, op: &LlOp, unit: u64, spec: &ReduceSpec) -> Vec<u8> {
         let [report, abort, claim, ops] = &self.ctl[rank];
         let ctl = Control {
             report: report.addr(),
@@ -96,11 +111,10 @@ impl LlFabric {
             slot_bytes: 512,
         };
         let seq = self.launches[rank].fetch_add(1, Ordering::Relaxed) + 1;
+        let mut args = ll::encode(op, seq, spec, &ctl).expect("encode");
+        args.unit = unit;
         let mut bytes = Vec::new();
-        abi::put(
-            &mut bytes,
-            &ll::encode(&op, seq, spec, &ctl).expect("encode"),
-        );
+        abi::put(&mut bytes, &args);
         bytes
     }
 
@@ -121,14 +135,14 @@ impl LlFabric {
     }
 
     /// Addresses of `rank`'s counters for its end with `peer` ((0, 0) for itself).
-    fn counters(&self, rank: usize, peer: usize, send: bool) -> (u64, u64) {
+    pub(super) fn counters(&self, rank: usize, peer: usize, send: bool) -> (u64, u64) {
         self.counts
             .get(&(rank, peer, send))
             .map_or((0, 0), |[s, l]| (s.addr(), l.addr()))
     }
 
     /// (code, peer) of `rank`'s report.
-    fn report(&self, rank: usize) -> (Option<Status>, u32) {
+    pub(super) fn report(&self, rank: usize) -> (Option<Status>, u32) {
         let r = &self.ctl[rank][0];
         (
             Status::from_code(r.word(0) as u32),

@@ -10,3 +10,4 @@ mod failures;
 mod ll;
 mod p2p;
 mod reference;
+mod sym;
