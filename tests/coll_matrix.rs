@@ -268,10 +268,12 @@ fn matrix_8_ranks() {
 }
 
 /// Buffers of 16 MiB and more: every collective in float32 (sum, in both places), and every data
-/// type through AllReduce and ReduceScatter, on each rank count.
+/// type through AllReduce and ReduceScatter, on one rank, two, three (blocks that do not divide)
+/// and eight. The small-size matrices above cover every rank count; at this size each rank
+/// count costs CI about 8 s per rank on two cores.
 #[test]
 fn sixteen_mebibyte_buffers() {
-    for n in [1, 2, 3, 4, 7, 8] {
+    for n in [1, 2, 3, 8] {
         all_ok(on_threads(n, &[], |c| {
             let mut seed = 1000u64;
             for f in FUNCS {

@@ -12,6 +12,18 @@ use crate::error::Error;
 /// The architectures compiled for: A100 and H100.
 const ARCHS: [u32; 2] = [80, 90];
 
+/// Whether `every_program_compiles_to_a_cubin_with_its_kernels` compiles `program` whole (every
+/// data type and reduction): every program but the interpreter, whose whole build takes NVRTC
+/// minutes per architecture on one core. Its kernels are compiled as the loader builds them
+/// instead, a module per data type: for the newest architecture every type, split over two
+/// tests that run side by side (`interp_modules_of_*_types_compile`); for older ones one
+/// module (`a_module_holds_its_types_kernels_for_its_reduction`), since the interpreter differs
+/// between architectures only in the FP8 types that sm_90 adds (`__CUDA_ARCH__ >= 900` in
+/// interp.cu, which `entry_points` follows).
+fn compiled_whole(program: &Source) -> bool {
+    program.name != "interp.cu"
+}
+
 /// Whether NVRTC and CUDA's headers are here; if not, fails under CI, else says why it skips.
 fn nvrtc_here(test: &str) -> bool {
     let Err(e) = nvrtc::options(ARCHS[0], &[]) else {
@@ -39,7 +51,7 @@ fn every_program_compiles_to_a_cubin_with_its_kernels() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let disk = DiskCache::new(tmp.path().to_path_buf());
-    for program in sources::programs() {
+    for program in sources::programs().filter(|p| compiled_whole(p)) {
         for arch in ARCHS {
             let expected = entry_points(program.name, arch).unwrap();
             let what = format!("kernels/{} for sm_{arch}", program.name);
@@ -71,6 +83,58 @@ fn every_program_compiles_to_a_cubin_with_its_kernels() {
             assert_eq!(cache::cubin(program, arch, &[], None).unwrap(), cubin);
         }
     }
+}
+
+/// The interpreter's module of each data type whose place in `DataType::ALL` has parity
+/// `parity`, built for the newest architecture with every reduction (`RNCCL_DTYPE` alone), holds
+/// the kernels the loader looks up in it.
+fn interp_modules_compile(parity: usize) {
+    use crate::device::cuda::compile::entry::{
+        COMBINES, FP8_MIN_ARCH, RMA_KERNEL, direct_kernel, interp_kernel, ll_kernel,
+    };
+    use crate::dtype::DataType;
+    let test = format!("interp_modules_of_parity_{parity}_types_compile");
+    if !nvrtc_here(&test) {
+        return;
+    }
+    let arch = ARCHS[ARCHS.len() - 1];
+    assert!(
+        arch >= FP8_MIN_ARCH,
+        "the newest architecture builds every type"
+    );
+    let program = sources::programs().find(|p| p.name == "interp.cu").unwrap();
+    for &dtype in DataType::ALL.iter().skip(parity).step_by(2) {
+        let defines = [format!("RNCCL_DTYPE={}", dtype as u32)];
+        let cubin = nvrtc::compile(program, arch, &defines).unwrap();
+        let mut expected: Vec<String> = COMBINES
+            .iter()
+            .flat_map(|&c| {
+                [
+                    interp_kernel(dtype, c),
+                    ll_kernel(dtype, c),
+                    direct_kernel(dtype, c),
+                ]
+            })
+            .collect();
+        if dtype == DataType::Uint8 {
+            expected.push(RMA_KERNEL.to_string());
+        }
+        let missing: Vec<&String> = expected.iter().filter(|k| !names(&cubin, k)).collect();
+        assert!(
+            missing.is_empty(),
+            "{dtype} for sm_{arch} lacks kernels {missing:?}"
+        );
+    }
+}
+
+#[test]
+fn interp_modules_of_even_types_compile() {
+    interp_modules_compile(0);
+}
+
+#[test]
+fn interp_modules_of_odd_types_compile() {
+    interp_modules_compile(1);
 }
 
 #[test]
@@ -145,7 +209,7 @@ fn the_device_abi_matches_the_kernel_headers() {
 /// A module built for one data type and one reduction (`module_defines`,
 /// what the loader compiles) holds exactly the kernels the loader looks up in it: that type's
 /// interpreter, LL and direct kernels for that reduction, and the one-sided kernel in the byte
-/// module for sums alone.
+/// module for sums alone. One of the modules is built for each architecture of `ARCHS`.
 #[test]
 fn a_module_holds_its_types_kernels_for_its_reduction() {
     use crate::device::cuda::compile::entry::{
@@ -158,12 +222,12 @@ fn a_module_holds_its_types_kernels_for_its_reduction() {
         return;
     }
     let program = sources::programs().find(|p| p.name == "interp.cu").unwrap();
-    for (dtype, combine) in [
-        (DataType::Uint8, Combine::Sum),
-        (DataType::Int64, Combine::Max),
-        (DataType::Bfloat16, Combine::Min),
+    for (dtype, combine, arch) in [
+        (DataType::Uint8, Combine::Sum, 90),
+        (DataType::Int64, Combine::Max, ARCHS[0]),
+        (DataType::Bfloat16, Combine::Min, 90),
     ] {
-        let cubin = nvrtc::compile(program, 90, &module_defines(dtype, combine)).unwrap();
+        let cubin = nvrtc::compile(program, arch, &module_defines(dtype, combine)).unwrap();
         for c in COMBINES {
             for k in [
                 interp_kernel(dtype, c),
