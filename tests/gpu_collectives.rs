@@ -165,17 +165,15 @@ fn one_thread_drives_both_ranks_in_one_group() {
     }
 }
 
-/// Two GPU ranks driven by one thread whose buffers lie in symmetric windows
-/// (`ncclCommWindowRegister` with `NCCL_WIN_COLL_SYMMETRIC`): all-reduces, reduce-scatters and
-/// all-gathers run the symmetric kernels (kernels/symmetric.cuh), which load the peers'
-/// inputs and store into their outputs in place; in and out of place, sums and maxima,
-/// counts from one element to several blocks' worth, whole and unaligned buffers.
-fn collectives_in_symmetric_windows() {
-    use cudarc::driver::DevicePtr;
-    let devs = devices(2);
-    let comms =
-        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
-    let streams = streams_for(&comms);
+/// Every case the symmetric kernels take, for two GPU ranks of `comms` driven by one thread:
+/// all-reduces, reduce-scatters and all-gathers, in and out of place, sums and maxima, counts
+/// from one element to several blocks' worth; `run` gets each case's name, cases and prepared
+/// buffers, and whether it is in place.
+fn each_symmetric_case(
+    comms: &[Communicator],
+    streams: &[Arc<CudaStream>],
+    mut run: impl FnMut(&str, &[Case<f32>], &mut Vec<Bufs<f32>>, bool),
+) {
     let n = comms.len();
     let mut seed = 40u64;
     for f in [Func::AllReduce, Func::ReduceScatter, Func::AllGather] {
@@ -192,41 +190,100 @@ fn collectives_in_symmetric_windows() {
                     let mut bufs: Vec<Bufs<f32>> = (0..n)
                         .map(|r| prepare(&comms[r], &streams[r], &cases[r], in_place))
                         .collect();
-                    // Every rank's send and receive buffers as windows: all offers out first,
-                    // as one thread registers for both ranks.
-                    let ranges: Vec<[(u64, usize); 2]> = bufs
-                        .iter()
-                        .zip(&streams)
-                        .map(|(b, s)| {
-                            let (send, _g) = b.send.device_ptr(s);
-                            let (recv, _h) = b.recv.device_ptr(s);
-                            [(send, b.send.num_bytes()), (recv, b.recv.num_bytes())]
-                        })
-                        .collect();
-                    let pending: Vec<Vec<_>> = comms
-                        .iter()
-                        .zip(&ranges)
-                        .map(|(c, rs)| {
-                            rs.iter()
-                                .map(|&(p, len)| {
-                                    c.device_window_start(p, len, true).expect("offer")
-                                })
-                                .collect()
-                        })
-                        .collect();
-                    let windows: Vec<_> = comms
-                        .iter()
-                        .zip(pending)
-                        .flat_map(|(c, ps)| {
-                            ps.into_iter()
-                                .map(|p| c.device_window_finish(p).expect("window"))
-                                .collect::<Vec<_>>()
-                        })
-                        .collect();
-                    one_group_checked(&what, &comms, &streams, &cases, &mut bufs, in_place);
-                    drop(windows);
+                    run(&what, &cases, &mut bufs, in_place);
                 }
             }
+        }
+    }
+}
+
+/// Two GPU ranks driven by one thread whose buffers lie in symmetric windows
+/// (`ncclCommWindowRegister` with `NCCL_WIN_COLL_SYMMETRIC`): all-reduces, reduce-scatters and
+/// all-gathers run the symmetric kernels (kernels/symmetric.cuh), which load the peers'
+/// inputs and store into their outputs in place, at the windows' offsets
+/// (`NCCL_P2P_DIRECT_DISABLE=1` keeps the group's own buffers out of it).
+fn collectives_in_symmetric_windows() {
+    use cudarc::driver::DevicePtr;
+    let devs = devices(2);
+    let knobs = [("NCCL_P2P_DIRECT_DISABLE", "1")];
+    let comms = Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &knobs))
+        .expect("init");
+    let streams = streams_for(&comms);
+    each_symmetric_case(&comms, &streams, |what, cases, bufs, in_place| {
+        // Every rank's send and receive buffers as windows: all offers out first, as one
+        // thread registers for both ranks.
+        let ranges: Vec<[(u64, usize); 2]> = bufs
+            .iter()
+            .zip(&streams)
+            .map(|(b, s)| {
+                let (send, _g) = b.send.device_ptr(s);
+                let (recv, _h) = b.recv.device_ptr(s);
+                [(send, b.send.num_bytes()), (recv, b.recv.num_bytes())]
+            })
+            .collect();
+        let pending: Vec<Vec<_>> = comms
+            .iter()
+            .zip(&ranges)
+            .map(|(c, rs)| {
+                rs.iter()
+                    .map(|&(p, len)| c.device_window_start(p, len, true).expect("offer"))
+                    .collect()
+            })
+            .collect();
+        let windows: Vec<_> = comms
+            .iter()
+            .zip(pending)
+            .flat_map(|(c, ps)| {
+                ps.into_iter()
+                    .map(|p| c.device_window_finish(p).expect("window"))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        one_group_checked(what, &comms, &streams, cases, bufs, in_place);
+        drop(windows);
+    });
+}
+
+/// Two GPU ranks driven by one thread, on plain buffers (no registration): the group holds
+/// both ranks' buffers, so the symmetric kernels load and store them in place through peer
+/// access (rnccl's `exec::gpu::group_buffers`). The buffers come from each GPU's memory pool,
+/// opened to the other GPU first, as a program sharing pool memory between its GPUs does.
+fn collectives_on_the_groups_own_buffers() {
+    let devs = devices(2);
+    open_pools_to_each_other(&devs);
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    let streams = streams_for(&comms);
+    each_symmetric_case(&comms, &streams, |what, cases, bufs, in_place| {
+        one_group_checked(what, &comms, &streams, cases, bufs, in_place);
+    });
+}
+
+/// Gives every GPU of `devs` read and write access to every other's current memory pool
+/// (where cudarc's stream allocations come from).
+fn open_pools_to_each_other(devs: &[usize]) {
+    use cudarc::driver::sys;
+    for &d in devs {
+        let _ctx = cudarc::driver::CudaContext::new(d).expect("GPU context");
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: the driver writes one pool handle of device d (an ordinal that exists).
+        let r = unsafe { sys::cuDeviceGetMemPool(&mut pool, d as i32) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "GPU {d}'s memory pool");
+        for &p in devs.iter().filter(|&&p| p != d) {
+            let desc = sys::CUmemAccessDesc {
+                location: sys::CUmemLocation {
+                    type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                    id: p as i32,
+                },
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: one descriptor for a live pool.
+            let r = unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) };
+            assert_eq!(
+                r,
+                sys::CUresult::CUDA_SUCCESS,
+                "opening GPU {d}'s pool to GPU {p}"
+            );
         }
     }
 }
@@ -410,6 +467,10 @@ fn main() {
         gpu_test(
             "collectives_in_symmetric_windows",
             collectives_in_symmetric_windows,
+        ),
+        gpu_test(
+            "collectives_on_the_groups_own_buffers",
+            collectives_on_the_groups_own_buffers,
         ),
         gpu_test("large_collectives", large_collectives),
         gpu_test(

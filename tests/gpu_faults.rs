@@ -66,11 +66,14 @@ fn a_silent_peer_times_out_and_is_named() {
 /// A broken symmetric promise: rank 0's buffers lie in symmetric windows and rank 1's do not,
 /// so rank 0 runs the symmetric kernel and rank 1 the direct kernel. Neither kernel hears from
 /// the other: both give up after the timeout, and each rank's async error names the other.
+/// (`NCCL_P2P_DIRECT_DISABLE=1`: otherwise the one thread's group hands both ranks each other's
+/// own buffers, and both run the symmetric kernel correctly, promise or not.)
 fn a_broken_symmetric_promise_times_out() {
     use cudarc::driver::DevicePtr;
     let devs = devices(2);
     let timeout = Duration::from_secs(8);
-    let comms = Communicator::init_all_devices(&devs, config(timeout, &[])).expect("init");
+    let knobs = [("NCCL_P2P_DIRECT_DISABLE", "1")];
+    let comms = Communicator::init_all_devices(&devs, config(timeout, &knobs)).expect("init");
     let streams = streams_for(&comms);
     let cases: Vec<_> = (0..2)
         .map(|r| case::<f32>(Func::AllReduce, RedOp::Sum, r, 2, 1 << 20, 9))

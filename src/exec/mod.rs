@@ -29,6 +29,7 @@ use std::sync::atomic::Ordering;
 use cudarc::driver::sys::CUstream;
 
 pub(crate) use self::core::{Core, Watch};
+use self::gpu::group_buffers::GroupBuffers;
 use crate::coll::CollArgs;
 use crate::device::{MemKind, Region};
 use crate::error::{Error, Result};
@@ -192,16 +193,18 @@ pub(crate) fn start(mut shares: Vec<Share<'_>>) -> Result<host::Running<'_>> {
 /// Launches each share's operations on its GPU, one result per share. With several shares (one
 /// thread driving several GPUs) the first share's launch runs on this thread and every other's
 /// on its communicator's launcher thread at the same time ([`gpu::launcher`]); all are on their
-/// streams when this returns.
+/// streams when this returns. Where the shares hold every rank of a communicator, its
+/// collectives may run on the ranks' own buffers ([`gpu::group_buffers`]).
 fn launch_gpus(shares: &mut [Share<'_>]) -> Vec<Result<()>> {
-    fn launch(core: &Core, st: &mut State, ops: &[Op]) -> Result<()> {
+    fn launch(core: &Core, st: &mut State, ops: &[Op], group: &GroupBuffers) -> Result<()> {
         match &mut st.engine {
-            Engine::Gpu(g) => g.launch(core, &mut st.ops, &mut st.plans, ops),
+            Engine::Gpu(g) => g.launch(core, &mut st.ops, &mut st.plans, ops, group),
             Engine::Host(_) => Err(Error::invalid_usage(
                 "device buffers need a communicator created on a GPU",
             )),
         }
     }
+    let groups = group_buffers(shares);
     let mut results: Vec<Result<()>> = shares.iter().map(|_| Ok(())).collect();
     let spare = match shares.len() {
         1 => 0,
@@ -209,7 +212,7 @@ fn launch_gpus(shares: &mut [Share<'_>]) -> Vec<Result<()>> {
     };
     let mut here = Vec::new();
     let mut jobs = Vec::with_capacity(shares.len());
-    for (i, (s, r)) in shares.iter_mut().zip(&mut results).enumerate() {
+    for (i, ((s, r), group)) in shares.iter_mut().zip(&mut results).zip(&groups).enumerate() {
         let (core, st, ops): (&Core, &mut State, &[Op]) = (s.core, &mut s.state, &s.ops);
         // The first share, any beyond this thread's spare CPUs, and any without a launcher (a
         // host communicator, or no thread to be had) run on this thread.
@@ -217,8 +220,8 @@ fn launch_gpus(shares: &mut [Share<'_>]) -> Vec<Result<()>> {
             .then(|| s.core.watch.gpu())
             .flatten();
         match launched.map(|g| g.launcher()) {
-            Some(Ok(l)) => jobs.push((i, l, move || *r = launch(core, st, ops))),
-            _ => here.push((core, st, ops, r)),
+            Some(Ok(l)) => jobs.push((i, l, move || *r = launch(core, st, ops, group))),
+            _ => here.push((core, st, ops, group, r)),
         }
     }
     let mut posted: Vec<(&gpu::launcher::Launcher, &mut (dyn FnMut() + Send))> = jobs
@@ -226,8 +229,8 @@ fn launch_gpus(shares: &mut [Share<'_>]) -> Vec<Result<()>> {
         .map(|(_, l, job)| (*l, job as &mut (dyn FnMut() + Send)))
         .collect();
     let ((), ran) = gpu::launcher::run_beside(&mut posted, || {
-        for (core, st, ops, r) in here {
-            *r = launch(core, st, ops);
+        for (core, st, ops, group, r) in here {
+            *r = launch(core, st, ops, group);
         }
     });
     drop(posted);
@@ -245,4 +248,33 @@ fn launch_gpus(shares: &mut [Share<'_>]) -> Vec<Result<()>> {
         )));
     }
     results
+}
+
+/// The group's buffers per share ([`gpu::group_buffers::of_group`]), over the shares on GPU
+/// engines; empty for the others and for a group of one share.
+fn group_buffers(shares: &[Share<'_>]) -> Vec<GroupBuffers> {
+    if shares.len() < 2 {
+        return vec![GroupBuffers::default(); shares.len()];
+    }
+    let on_gpu: Vec<(usize, usize)> = shares
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.state.engine {
+            Engine::Gpu(g) => Some((i, g.comm.info.ordinal)),
+            Engine::Host(_) => None,
+        })
+        .collect();
+    let members: Vec<gpu::group_buffers::Member<'_>> = on_gpu
+        .iter()
+        .map(|&(i, gpu)| gpu::group_buffers::Member {
+            core: shares[i].core,
+            gpu,
+            ops: &shares[i].ops,
+        })
+        .collect();
+    let mut out = vec![GroupBuffers::default(); shares.len()];
+    for ((i, _), g) in on_gpu.iter().zip(gpu::group_buffers::of_group(&members)) {
+        out[*i] = g;
+    }
+    out
 }

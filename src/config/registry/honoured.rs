@@ -49,6 +49,7 @@ pub static HONOURED: &[&str] = &[
     "NCCL_NTHREADS",
     "NCCL_NUM_RMA_CTX",
     "NCCL_NVB_DISABLE",
+    "NCCL_P2P_DIRECT_DISABLE",
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_PAT_ENABLE",

@@ -10,12 +10,14 @@ pub(crate) mod host_shared;
 pub(crate) mod ipc;
 mod memory;
 mod module;
+mod reach;
 
 pub(crate) use check::Checker;
 pub use driver::DeviceInfo;
 pub(crate) use driver::{check, context, cuda_error, probe, relaxed_capture};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
 pub(crate) use module::{Interp, PeerKernel};
+pub(crate) use reach::peer_reaches;
 
 /// The GPUs of this host (CUDA_VISIBLE_DEVICES applies), or why there are none.
 ///

@@ -73,8 +73,8 @@ pub(crate) struct GpuComm {
     pub(crate) windows: SymWindows,
     /// Which symmetric kernels may run over them, and on how many blocks.
     sym: SymKernels,
-    /// The symmetric kernels (a bit per [`SymKernels::kernel`] place) whose first run the
-    /// log told already.
+    /// The symmetric kernels whose first run the log told already: a bit per
+    /// [`SymKernels::kernel`] place on windows, and three places up on a group's buffers.
     sym_told: AtomicU8,
 }
 
@@ -247,25 +247,39 @@ impl GpuComm {
 
     /// The symmetric kernel for `func` from `input` into `output` (device address and bytes;
     /// `bytes` as [`LlOp::bytes`]), with its split over blocks: when the knobs allow one, the
-    /// communicator has direct areas with every peer (peer access), and both buffers lie in
-    /// symmetric windows (see [`super::windows`] for what every rank then assumes).
+    /// communicator has direct areas with every peer (peer access), and every rank's buffers
+    /// are known: `group`, every rank's (input, output) of a group that drives them all
+    /// ([`super::group_buffers`]), else both buffers lie in symmetric windows (see
+    /// [`super::windows`] for what every rank then assumes).
     pub(crate) fn sym_op(
         &self,
         func: crate::func::Func,
         input: (u64, usize),
         output: (u64, usize),
         bytes: usize,
+        group: Option<&[(u64, u64)]>,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
         let (kernel, mode, name) = self.sym.kernel(func)?;
-        let peer_src = self.windows.place(input.0, input.1)?;
-        let peer_dst = self.windows.place(output.0, output.1)?;
+        let (peer_src, peer_dst, whose) = match group {
+            Some(rows) => (
+                rows.iter().map(|r| r.0).collect(),
+                rows.iter().map(|r| r.1).collect(),
+                "the group's own buffers (one thread drives every rank; NCCL_P2P_DIRECT_DISABLE=1 \
+                 turns this off)",
+            ),
+            None => (
+                self.windows.place(input.0, input.1)?,
+                self.windows.place(output.0, output.1)?,
+                "buffers in symmetric windows",
+            ),
+        };
         let op = self.direct_op(mode, 0, input.0, output.0, bytes)?;
         let plan = super::ll::sym_plan(mode, bytes, self.nranks, &self.sym);
-        let bit = 1u8 << kernel;
+        let bit = 1u8 << (kernel + 3 * usize::from(group.is_some()));
         if self.sym_told.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
             tracing::info!(target: "rnccl::coll",
-                "rank {}: {} on buffers in symmetric windows ({} blocks for {bytes} bytes; \
-                 told once per kernel)", self.rank, name, plan.blocks);
+                "rank {}: {} on {whose} ({} blocks for {bytes} bytes; told once per kernel)",
+                self.rank, name, plan.blocks);
         }
         Some((
             LlOp {

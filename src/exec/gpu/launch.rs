@@ -11,6 +11,7 @@ use cudarc::driver::sys;
 use super::GpuEngine;
 use super::choice::direct_block_bound;
 use super::comm::GpuComm;
+use super::group_buffers::{GroupBuffers, is_collective};
 use super::ll::{self, LlOp};
 use super::program::{Control, DevBuffers, Part, encode};
 use super::programs::Recipe;
@@ -59,7 +60,9 @@ impl Work {
 
 impl GpuEngine {
     /// Launches every operation of `ops` (all on this communicator's GPU memory) on their
-    /// streams; `seq` counts the communicator's operations, `plans` caches their plans.
+    /// streams; `seq` counts the communicator's operations, `plans` caches their plans, and
+    /// `group` holds every rank's buffers of the collectives the symmetric kernels may run on
+    /// them in place ([`super::group_buffers`]).
     ///
     /// Errors: [`Error::InvalidUsage`] for fused Send/Recv on different streams; planning
     /// errors; [`Error::Cuda`] when a launch fails (the caller marks the communicator
@@ -70,6 +73,7 @@ impl GpuEngine {
         seq: &mut u64,
         plans: &mut PlanCache,
         ops: &[Op],
+        group: &GroupBuffers,
     ) -> Result<()> {
         let gpu = &*self.comm;
         // One thread may drive several GPUs (ncclCommInitAll): every driver call below
@@ -77,7 +81,7 @@ impl GpuEngine {
         gpu.ctx
             .bind_to_thread()
             .map_err(|e| cuda_error(e, format!("binding GPU {}", gpu.info.ordinal)))?;
-        launch_all(core, gpu, &mut self.scratch, seq, plans, ops)
+        launch_all(core, gpu, &mut self.scratch, seq, plans, ops, group)
     }
 }
 
@@ -88,6 +92,7 @@ fn launch_all(
     seq: &mut u64,
     plans: &mut PlanCache,
     ops: &[Op],
+    group: &GroupBuffers,
 ) -> Result<()> {
     let n = core.nranks;
     let plans = ops
@@ -121,9 +126,18 @@ fn launch_all(
     };
     let mut launches: Vec<Launch> = Vec::new();
     let mut p2p: Option<usize> = None;
+    // Collectives so far, the place of the next in `group`.
+    let mut colls = 0;
     for (q, plan) in ops.iter().zip(plans) {
         let a = q.args;
         *seq += 1;
+        let peers = match is_collective(q) {
+            true => {
+                colls += 1;
+                group.of(colls - 1)
+            }
+            false => None,
+        };
         let op = OpInfo {
             seq: *seq,
             func: a.func,
@@ -224,10 +238,11 @@ fn launch_all(
             Func::AllToAll => Some((DirectMode::AllToAll, out.1 / n)),
             _ => None,
         };
-        // Buffers in symmetric windows: the symmetric kernel loads and stores them in place.
+        // Every rank's buffers in this group, or buffers in symmetric windows: the symmetric
+        // kernel loads and stores them in place.
         let sym = mode
             .filter(|_| !own_scalar && ll.is_none() && gpu_sym(core, a.func, total))
-            .and_then(|(_, bytes)| gpu.sym_op(a.func, input, out, bytes));
+            .and_then(|(_, bytes)| gpu.sym_op(a.func, input, out, bytes, peers));
         let direct = mode
             .filter(|_| {
                 !own_scalar && ll.is_none() && sym.is_none() && gpu_direct(core, a.func, total)

@@ -3,7 +3,8 @@
 //! block per lane, on the caller's CUDA stream; a small all-reduce on one host runs the one-shot
 //! LL kernel ([`ll`]), and mid-size all-reduces, all-gathers and reduce-scatters over peer access
 //! the direct kernel (`kernels/direct.cuh`, same arguments), or the symmetric kernels
-//! (`kernels/symmetric.cuh`) where the buffers lie in symmetric windows ([`windows`]); a group's
+//! (`kernels/symmetric.cuh`) where the buffers lie in symmetric windows ([`windows`]) or one
+//! thread's group holds every rank's buffers ([`group_buffers`]); a group's
 //! Send/Recv run as one fused kernel ([`launch`]). Nothing here
 //! waits for the GPU: completion is seen through the stream, failures after the launch through
 //! the communicator's async-error query ([`GpuComm::async_error`]). Operations on host memory
@@ -14,6 +15,7 @@ pub(crate) mod choice;
 pub(crate) mod comm;
 #[cfg(test)]
 mod emulate;
+pub(crate) mod group_buffers;
 mod launch;
 pub(crate) mod launcher;
 pub(crate) mod ll;
