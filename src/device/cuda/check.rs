@@ -4,9 +4,8 @@
 //! compares an output with an expected output already in device memory and adds the number of
 //! wrong elements to a 64-bit counter in device memory.
 
-use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, sys};
 
@@ -14,6 +13,7 @@ use super::compile::cache::cubin;
 use super::compile::entry::check_kernel;
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
+use super::loaded::Loaded;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 
@@ -46,19 +46,14 @@ impl Checker {
         arch: u32,
         cache_dir: Option<&std::path::Path>,
     ) -> Result<Arc<Checker>> {
-        static LOADED: OnceLock<Mutex<HashMap<usize, Arc<Checker>>>> = OnceLock::new();
-        let map = LOADED.get_or_init(Default::default);
-        let key = ctx.ordinal();
-        if let Some(c) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(c.clone());
-        }
-        let program = programs()
-            .find(|s| s.name == "check.cu")
-            .ok_or_else(|| Error::Internal("kernels/check.cu is not embedded".into()))?;
-        let image = cubin(program, arch, &[], cache_dir)?;
-        let c = Arc::new(Checker::load(ctx, &image)?);
-        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(m.entry(key).or_insert(c).clone())
+        static LOADED: OnceLock<Loaded<usize, Checker>> = OnceLock::new();
+        LOADED.get_or_init(Default::default).get(ctx.ordinal(), || {
+            let program = programs()
+                .find(|s| s.name == "check.cu")
+                .ok_or_else(|| Error::Internal("kernels/check.cu is not embedded".into()))?;
+            let image = cubin(program, arch, &[], cache_dir)?;
+            Checker::load(ctx, &image)
+        })
     }
 
     fn load(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Checker> {

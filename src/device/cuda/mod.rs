@@ -8,6 +8,7 @@ pub(crate) mod compile;
 mod driver;
 pub(crate) mod host_shared;
 pub(crate) mod ipc;
+mod loaded;
 mod memory;
 mod module;
 mod reach;

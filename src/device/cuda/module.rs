@@ -2,9 +2,8 @@
 //! (device, data type, reduction), compiled for the device's architecture on first use (NVRTC,
 //! disk-cached) and kept for the life of the process.
 
-use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, sys};
 
@@ -15,6 +14,7 @@ use super::compile::entry::{
 };
 use super::compile::sources::programs;
 use super::driver::{check, cuda_error};
+use super::loaded::Loaded;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
@@ -74,9 +74,7 @@ impl Interp {
         combine: Combine,
         cache_dir: Option<&std::path::Path>,
     ) -> Result<Arc<Interp>> {
-        type Loaded = Mutex<HashMap<(usize, DataType, Combine), Arc<Interp>>>;
-        static LOADED: OnceLock<Loaded> = OnceLock::new();
-        let map = LOADED.get_or_init(Default::default);
+        static LOADED: OnceLock<Loaded<(usize, DataType, Combine), Interp>> = OnceLock::new();
         if dtype.fp8().is_some() && arch < FP8_MIN_ARCH {
             return Err(Error::invalid_arg(format!(
                 "{dtype} reductions need a GPU of compute capability 9.0 (Hopper) or later, as in \
@@ -85,16 +83,13 @@ impl Interp {
             )));
         }
         let key = (ctx.ordinal(), dtype, combine);
-        if let Some(i) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(i.clone());
-        }
-        let program = programs()
-            .find(|s| s.name == "interp.cu")
-            .ok_or_else(|| Error::Internal("kernels/interp.cu is not embedded".into()))?;
-        let image = cubin(program, arch, &module_defines(dtype, combine), cache_dir)?;
-        let i = Arc::new(Interp::load(ctx, &image, dtype, combine)?);
-        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(m.entry(key).or_insert(i).clone())
+        LOADED.get_or_init(Default::default).get(key, || {
+            let program = programs()
+                .find(|s| s.name == "interp.cu")
+                .ok_or_else(|| Error::Internal("kernels/interp.cu is not embedded".into()))?;
+            let image = cubin(program, arch, &module_defines(dtype, combine), cache_dir)?;
+            Interp::load(ctx, &image, dtype, combine)
+        })
     }
 
     fn load(
