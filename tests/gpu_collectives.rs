@@ -182,7 +182,9 @@ fn each_symmetric_case(
                 if op == RedOp::Max && f == Func::AllGather {
                     continue;
                 }
-                for count in [1usize, 7, 1021, 65_537, 3_000_017] {
+                // 262,147 floats: just above the 1 MiB from which a group's own buffers go to
+                // the symmetric kernels, and not a multiple of 16 bytes.
+                for count in [1usize, 7, 1021, 65_537, 262_147, 3_000_017] {
                     seed += 1;
                     let what = format!("{f:?} {op} count={count} in_place={in_place}");
                     let cases: Vec<Case<f32>> =

@@ -256,19 +256,20 @@ fn group_buffers(shares: &[Share<'_>]) -> Vec<GroupBuffers> {
     if shares.len() < 2 {
         return vec![GroupBuffers::default(); shares.len()];
     }
-    let on_gpu: Vec<(usize, usize)> = shares
+    let on_gpu: Vec<(usize, &gpu::GpuComm)> = shares
         .iter()
         .enumerate()
         .filter_map(|(i, s)| match &s.state.engine {
-            Engine::Gpu(g) => Some((i, g.comm.info.ordinal)),
+            Engine::Gpu(g) => Some((i, &*g.comm)),
             Engine::Host(_) => None,
         })
         .collect();
     let members: Vec<gpu::group_buffers::Member<'_>> = on_gpu
         .iter()
-        .map(|&(i, gpu)| gpu::group_buffers::Member {
+        .map(|&(i, g)| gpu::group_buffers::Member {
             core: shares[i].core,
-            gpu,
+            gpu: g.info.ordinal,
+            direct: g.direct_pointers,
             ops: &shares[i].ops,
         })
         .collect();

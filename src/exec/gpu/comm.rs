@@ -76,6 +76,9 @@ pub(crate) struct GpuComm {
     /// The symmetric kernels whose first run the log told already: a bit per
     /// [`SymKernels::kernel`] place on windows, and three places up on a group's buffers.
     sym_told: AtomicU8,
+    /// Whether kernels may take the peers' own buffers when one thread's group holds every
+    /// rank ([`super::group_buffers`]): `NCCL_P2P_DIRECT_DISABLE` off.
+    pub(crate) direct_pointers: bool,
 }
 
 /// Whether another rank of `core`'s communicator runs in this process on the same GPU (as the
@@ -101,10 +104,15 @@ impl GpuComm {
     /// peers (every peer must do the same at about the same time).
     ///
     /// Errors: [`Error::Cuda`] when the driver, device or memory fails (the message says why
-    /// GPUs cannot be used here); connection errors as [`GpuConns::open`].
+    /// GPUs cannot be used here); [`Error::InvalidUsage`] for a symmetric-kernel knob or
+    /// `NCCL_P2P_DIRECT_DISABLE` that does not parse; connection errors as [`GpuConns::open`].
     pub(crate) fn new(core: &Core, ordinal: usize) -> Result<GpuComm> {
         let kernel_cache = crate::device::cuda::compile::cache::cache_dir(&core.knobs)?;
         let sym = SymKernels::from_config(&core.knobs)?;
+        let direct_pointers = !core
+            .knobs
+            .flag("NCCL_P2P_DIRECT_DISABLE")
+            .map_err(|e| Error::invalid_usage(e.to_string()))?;
         let cuda = probe()?;
         let ctx = context(cuda, ordinal)?;
         let info = cuda.devices[ordinal].clone();
@@ -176,6 +184,7 @@ impl GpuComm {
             windows: SymWindows::default(),
             sym,
             sym_told: AtomicU8::new(0),
+            direct_pointers,
         })
     }
 
