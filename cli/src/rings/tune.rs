@@ -27,6 +27,12 @@ fn rnccl_window_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
     rnccl::gpu_kernel_in_windows(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
 }
 
+/// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs when one thread drives every rank in
+/// one group (`-g N`, plain buffers every GPU reaches).
+fn rnccl_group_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
+    rnccl::gpu_kernel_in_group(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
+}
+
 fn combos() -> [(usize, usize); 7] {
     [
         (TREE, LL),
@@ -52,7 +58,8 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     out.push(format!(
         "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable); \
          rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple, Exchange/Simple); \
-         rnccl -R 2: the kernel on buffers in symmetric windows (a symmetric kernel xblocks)",
+         rnccl -R 2: the kernel on buffers in symmetric windows (a symmetric kernel xblocks); \
+         rnccl -g N: the kernel when one thread drives every rank in a group",
         f.nccl_name()
     ));
     let usable: Vec<(usize, usize)> = combos()
@@ -63,6 +70,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
         "size",
         "rnccl",
         "rnccl -R 2",
+        "rnccl -g N",
         "choice",
         "ch",
         "thr",
@@ -83,6 +91,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
             crate::units::bytes_iec_whole(s),
             rnccl_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
             rnccl_window_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
+            rnccl_group_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
         ];
         match m.choose(f, s) {
             Some(c) => {
@@ -116,6 +125,8 @@ struct SweepJson {
     rnccl: Option<GpuKernel>,
     /// The kernel on buffers in symmetric windows (`-R 2`).
     rnccl_windows: Option<GpuKernel>,
+    /// The kernel when one thread drives every rank in one group (`-g N`).
+    rnccl_group: Option<GpuKernel>,
     algo: Option<&'static str>,
     proto: Option<&'static str>,
     nchannels: Option<usize>,
@@ -145,6 +156,7 @@ pub fn json(p: &Planned, f: Func) -> TuneJson {
                     bytes: s,
                     rnccl: rnccl_kernel(p, f, s),
                     rnccl_windows: rnccl_window_kernel(p, f, s),
+                    rnccl_group: rnccl_group_kernel(p, f, s),
                     algo: c.map(|c| ALGORITHMS[c.algo]),
                     proto: c.map(|c| PROTOCOLS[c.proto]),
                     nchannels: c.map(|c| c.nchannels),

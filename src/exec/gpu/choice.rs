@@ -194,6 +194,31 @@ pub fn gpu_kernel_in_windows(
     })
 }
 
+/// The kernel rnccl runs as [`gpu_kernel`] says, when one thread drives every rank of the
+/// communicator in one group (`ncclCommInitAll`, nccl-tests and `rnccl bench` with `-g N`) on
+/// plain buffers every GPU reaches: [`gpu_kernel_in_windows`]' symmetric kernel from 1 to 64 MiB
+/// of the larger buffer (`bytes`, as nccl-tests counts sizes) on two or more ranks, unless
+/// `NCCL_P2P_DIRECT_DISABLE` is set (`exec::gpu::group_buffers`); [`gpu_kernel`]'s choice
+/// otherwise.
+///
+/// Errors: as [`gpu_kernel_in_windows`]; [`Error::InvalidUsage`] for an
+/// `NCCL_P2P_DIRECT_DISABLE` that is not a switch.
+pub fn gpu_kernel_in_group(
+    cfg: &Config,
+    func: Func,
+    bytes: usize,
+    nranks: usize,
+    nodes: usize,
+) -> Result<GpuKernel> {
+    let disabled = cfg
+        .flag("NCCL_P2P_DIRECT_DISABLE")
+        .map_err(|e| Error::invalid_usage(e.to_string()))?;
+    if disabled || nranks < 2 || !super::group_buffers::group_size(func, bytes) {
+        return gpu_kernel(cfg, func, bytes, nranks, nodes);
+    }
+    gpu_kernel_in_windows(cfg, func, bytes, nranks, nodes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +268,59 @@ mod tests {
             sym(&[("NCCL_SYM_CTAS", "8")], Func::AllGather, 64 << 20, 1),
             "AllGather_ST x8"
         );
+    }
+
+    #[test]
+    fn a_group_of_every_rank_runs_the_symmetric_kernels_from_one_to_64_mebibytes() {
+        let group = |knobs: &[(&str, &str)], func, bytes, n, nodes| {
+            let cfg = Config::from_pairs(knobs).unwrap();
+            gpu_kernel_in_group(&cfg, func, bytes, n, nodes)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            group(&[], Func::AllReduce, 8 << 20, 2, 1),
+            "AllReduce_RSxLD_AGxST x64"
+        );
+        assert_eq!(
+            group(&[], Func::ReduceScatter, 1 << 20, 2, 1),
+            "ReduceScatter_LD x16"
+        );
+        assert_eq!(
+            group(&[], Func::AllGather, 64 << 20, 2, 1),
+            "AllGather_ST x64"
+        );
+        // Outside 1-64 MiB, with the knob, on one rank, across nodes, or a broadcast: as plain.
+        for (knobs, func, bytes, n, nodes) in [
+            (&[][..], Func::AllGather, 512 << 10, 2, 1),
+            (&[][..], Func::AllReduce, 128 << 20, 2, 1),
+            (
+                &[("NCCL_P2P_DIRECT_DISABLE", "1")][..],
+                Func::AllReduce,
+                8 << 20,
+                2,
+                1,
+            ),
+            (&[][..], Func::AllReduce, 8 << 20, 1, 1),
+            (&[][..], Func::AllReduce, 8 << 20, 2, 2),
+            (&[][..], Func::Broadcast, 8 << 20, 2, 1),
+        ] {
+            let plain = kernel(knobs, func, bytes, n);
+            let plain = match nodes {
+                1 => plain.to_string(),
+                _ => gpu_kernel(&Config::defaults(), func, bytes, n, nodes)
+                    .unwrap()
+                    .to_string(),
+            };
+            assert_eq!(
+                group(knobs, func, bytes, n, nodes),
+                plain,
+                "{func:?} {bytes}"
+            );
+        }
+        let bad = Config::from_pairs(&[("NCCL_P2P_DIRECT_DISABLE", "maybe")]).unwrap();
+        let e = gpu_kernel_in_group(&bad, Func::AllReduce, 8 << 20, 2, 1).unwrap_err();
+        assert!(e.to_string().contains("NCCL_P2P_DIRECT_DISABLE"), "{e}");
     }
 
     fn kernel(knobs: &[(&str, &str)], func: Func, bytes: usize, n: usize) -> GpuKernel {

@@ -57,11 +57,23 @@ const SYM_FUNCS: [Func; 3] = [Func::AllReduce, Func::ReduceScatter, Func::AllGat
 /// against 62.2). Symmetric windows keep NCCL's rule (every size), as their owner asked.
 const GROUP_MIN_BYTES: usize = 1 << 20;
 
+/// Bytes of a collective's larger buffer up to which a group's own buffers go to the symmetric
+/// kernels: the 1-64 MiB range where the direct kernel's copies and flag rounds cost most (issue
+/// 27's hole). Above it the direct kernel and the rings stay, measured at 0.97-1.04× NCCL on two
+/// and four H200s, until a two-GPU run of the symmetric kernels there says otherwise.
+const GROUP_MAX_BYTES: usize = 64 << 20;
+
+/// Whether a group's collective of `func` whose larger buffer holds `bytes` bytes is one for the
+/// symmetric kernels by function and size alone: from [`GROUP_MIN_BYTES`] to
+/// [`GROUP_MAX_BYTES`].
+pub(crate) fn group_size(func: Func, bytes: usize) -> bool {
+    (GROUP_MIN_BYTES..=GROUP_MAX_BYTES).contains(&bytes) && SYM_FUNCS.contains(&func)
+}
+
 /// Whether the symmetric kernels take a group's collective of `func` whose larger buffer holds
-/// `bytes` bytes, on `core`'s communicator: from [`GROUP_MIN_BYTES`] on, where [`gpu_sym`]
-/// allows them.
+/// `bytes` bytes, on `core`'s communicator: [`group_size`], where [`gpu_sym`] allows them.
 fn takes(core: &Core, func: Func, bytes: usize) -> bool {
-    bytes >= GROUP_MIN_BYTES && SYM_FUNCS.contains(&func) && gpu_sym(core, func, bytes)
+    group_size(func, bytes) && gpu_sym(core, func, bytes)
 }
 
 /// For each member, the group's buffers of its communicator: filled where the group holds
