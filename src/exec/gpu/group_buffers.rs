@@ -26,15 +26,15 @@ pub(crate) struct Member<'a> {
     pub ops: &'a [Op],
 }
 
-/// Per collective of one rank's part of a group (Send and Recv left out, [`collectives`]), in
+/// Per collective of one rank's part of a group (Send and Recv left out, [`is_collective`]), in
 /// queue order: every rank's (input, output) device addresses, indexed by rank, where the
 /// symmetric kernels may run on them in place; `None` where they may not.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct GroupBuffers(Vec<Option<Vec<(u64, u64)>>>);
 
 impl GroupBuffers {
-    /// Every rank's (input, output) of collective `k` (its place in [`collectives`]), when the
-    /// symmetric kernels may use them.
+    /// Every rank's (input, output) of collective `k` (its place among the group's collectives,
+    /// [`is_collective`]), when the symmetric kernels may use them.
     pub(crate) fn of(&self, k: usize) -> Option<&[(u64, u64)]> {
         self.0.get(k)?.as_deref()
     }
