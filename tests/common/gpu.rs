@@ -65,8 +65,15 @@ pub(crate) fn host_test(name: &'static str, f: fn()) -> Trial {
 
 /// Runs `trials` with libtest's command line (filters, `--exact`, `--nocapture`,
 /// `--ignored`…) and exits with its status.
+///
+/// The trials run one at a time unless `--test-threads` says otherwise: each trial's ranks
+/// share the host's GPUs, and kernels of two trials' communicators on one GPU can each hold
+/// the multiprocessors the other's peers need (every rank's blocks must be resident at once),
+/// waiting until the communicators' deadline.
 pub(crate) fn run_trials(trials: Vec<Trial>) -> ! {
-    libtest_mimic::run(&Arguments::from_args(), trials).exit()
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(1);
+    libtest_mimic::run(&args, trials).exit()
 }
 
 pub(crate) fn config(timeout: Duration, knobs: &[(&str, &str)]) -> CommConfig {

@@ -3,6 +3,7 @@
 //! disk-cached) and kept for the life of the process.
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, sys};
@@ -18,6 +19,10 @@ use super::loaded::Loaded;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
+
+/// Most threads [`Interp::preload`] builds modules on: an NVRTC build of the interpreter holds
+/// a few hundred MB, and more threads than this gain little on the hosts measured.
+pub(crate) const PRELOAD_THREADS: usize = 8;
 
 /// The kernels that take [`LlArgs`] and store into the peers' areas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +47,9 @@ pub(crate) struct Interp {
     /// The one-sided kernel (kernels/rma.cuh), in the byte module for sums only (null
     /// elsewhere).
     rma: sys::CUfunction,
+    /// Blocks of the LL or direct kernel (whichever is fewer) one multiprocessor keeps
+    /// resident at once ([`Interp::peer_blocks_per_sm`]).
+    peer_blocks_per_sm: usize,
 }
 
 /// The defines that build `kernels/interp.cu`'s module for `dtype` and `combine`
@@ -92,6 +100,61 @@ impl Interp {
         })
     }
 
+    /// Loads the module of every `(dtype, combine)` of `keys` on `ctx`'s device (as
+    /// [`Interp::get`]), building those not built yet side by side on up to
+    /// [`PRELOAD_THREADS`] threads (an NVRTC build of one module takes seconds, and a fresh
+    /// cache lacks dozens); returns the fewest [`Interp::peer_blocks_per_sm`] among them
+    /// (`usize::MAX` for no keys).
+    ///
+    /// Errors: the first failure of [`Interp::get`]; [`Error::Internal`] when a build panicked.
+    pub(crate) fn preload(
+        ctx: &Arc<CudaContext>,
+        arch: u32,
+        keys: &[(DataType, Combine)],
+        cache_dir: Option<&std::path::Path>,
+    ) -> Result<usize> {
+        let next = AtomicUsize::new(0);
+        // Each worker takes the next key until none is left, and keeps the fewest.
+        let work = || -> Result<usize> {
+            let mut per_sm = usize::MAX;
+            while let Some(&(dtype, combine)) = keys.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let m = Interp::get(ctx, arch, dtype, combine, cache_dir).inspect_err(|_| {
+                    // The others stop after their current build.
+                    next.store(keys.len(), Ordering::Relaxed);
+                })?;
+                per_sm = per_sm.min(m.peer_blocks_per_sm());
+            }
+            Ok(per_sm)
+        };
+        let helpers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(PRELOAD_THREADS)
+            .min(keys.len())
+            .saturating_sub(1);
+        std::thread::scope(|s| {
+            // A thread the system refuses leaves its share to the others and this one.
+            let spawned: Vec<_> = (0..helpers)
+                .filter_map(|i| {
+                    std::thread::Builder::new()
+                        .name(format!("rnccl-build-{i}"))
+                        .spawn_scoped(s, work)
+                        .ok()
+                })
+                .collect();
+            let mut fewest = work();
+            for h in spawned {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal("building a kernel module panicked".into()))
+                });
+                fewest = match (fewest, r) {
+                    (Ok(a), Ok(b)) => Ok(a.min(b)),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
+            }
+            fewest
+        })
+    }
+
     fn load(
         ctx: &Arc<CudaContext>,
         image: &[u8],
@@ -118,6 +181,7 @@ impl Interp {
             ll: std::ptr::null_mut(),
             direct: std::ptr::null_mut(),
             rma: std::ptr::null_mut(),
+            peer_blocks_per_sm: 0,
         };
         // From here on Drop unloads the module, whichever lookup fails.
         interp.func = function(module, &interp_kernel(dtype, combine), gpu)?;
@@ -126,7 +190,18 @@ impl Interp {
         if (dtype, combine) == (DataType::Uint8, Combine::Sum) {
             interp.rma = function(module, RMA_KERNEL, gpu)?;
         }
+        interp.peer_blocks_per_sm =
+            resident_per_sm(interp.ll, gpu)?.min(resident_per_sm(interp.direct, gpu)?);
         Ok(interp)
+    }
+
+    /// Blocks of [`THREADS`] threads of the kernels that wait for their peers' blocks (the LL
+    /// and direct kernels, the fewer of the two) that one multiprocessor keeps resident at
+    /// once, as `cuOccupancyMaxActiveBlocksPerMultiprocessor` gives it for this module (its
+    /// register count sets it). Ranks sharing a GPU need all their blocks resident together:
+    /// a block waits for the same block of every peer.
+    pub(crate) fn peer_blocks_per_sm(&self) -> usize {
+        self.peer_blocks_per_sm
     }
 
     /// Launches the interpreter on `stream`: `lanes` blocks of [`THREADS`] threads
@@ -285,6 +360,22 @@ fn function(module: sys::CUmodule, name: &str, gpu: usize) -> Result<sys::CUfunc
     let r = unsafe { sys::cuFuncGetAttribute(&mut regs, attr, f) };
     check(r, || format!("loading kernel {name} on GPU {gpu}"))?;
     Ok(f)
+}
+
+/// Blocks of [`THREADS`] threads of `func` (no dynamic shared memory) that one multiprocessor
+/// keeps resident at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`), at least 1.
+///
+/// Errors: [`Error::Cuda`] when the driver cannot tell.
+fn resident_per_sm(func: sys::CUfunction, gpu: usize) -> Result<usize> {
+    let mut blocks = 0;
+    // SAFETY: a loaded function of the current context; the driver writes one int.
+    let r = unsafe {
+        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut blocks, func, THREADS as i32, 0)
+    };
+    check(r, || {
+        format!("asking GPU {gpu} how many kernel blocks stay resident")
+    })?;
+    Ok(usize::try_from(blocks).unwrap_or(0).max(1))
 }
 
 impl Drop for Interp {

@@ -117,7 +117,7 @@ pub fn gpu_kernel(
     let proto = proto_knob(cfg)?;
     if ll_allowed(proto.as_ref(), func, bytes) {
         return Ok(GpuKernel::Ll {
-            blocks: ll::blocks(bytes, THREADS as usize),
+            blocks: ll::blocks(bytes, THREADS as usize, usize::MAX),
         });
     }
     if !direct_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes, nranks) {
@@ -187,7 +187,7 @@ pub fn gpu_kernel_in_windows(
     } else {
         bytes / n
     };
-    let p = ll::sym_plan(mode, per_rank, n, &kernels);
+    let p = ll::sym_plan(mode, per_rank, n, &kernels, usize::MAX);
     Ok(GpuKernel::Symmetric {
         name,
         blocks: p.blocks,

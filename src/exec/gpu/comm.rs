@@ -79,24 +79,31 @@ pub(crate) struct GpuComm {
     /// Whether kernels may take the peers' own buffers when one thread's group holds every
     /// rank ([`super::group_buffers`]): `NCCL_P2P_DIRECT_DISABLE` off.
     pub(crate) direct_pointers: bool,
+    /// The most ranks of this communicator on one GPU of one process ([`ranks_per_gpu`]).
+    ranks_per_gpu: usize,
 }
 
-/// Whether another rank of `core`'s communicator runs in this process on the same GPU (as the
-/// ranks' PCI bus ids say): a test set-up NCCL refuses. Other communicators on the same GPU
-/// (a parent beside its child, PyTorch's process groups) do not count.
-fn shares_gpu_with_a_peer(core: &Core) -> bool {
+/// The most ranks of `core`'s communicator that run on one GPU in one process (as the ranks'
+/// PCI bus ids, hosts and process ids say): 1 when every rank has its own GPU; above 1 in a
+/// test set-up NCCL refuses. Every rank computes the same number. Other communicators on the
+/// same GPU (a parent beside its child, PyTorch's process groups) do not count.
+fn ranks_per_gpu(core: &Core) -> usize {
     let peers = core.net.peers();
-    let me = &peers[core.net_rank[core.rank]];
-    me.gpu_bus.is_some()
-        && (0..core.nranks)
-            .filter(|&r| r != core.rank)
-            .map(|r| &peers[core.net_rank[r]])
-            .any(|p| {
-                p.host_hash == me.host_hash
-                    && p.pid_ns == me.pid_ns
-                    && p.pid == me.pid
-                    && p.gpu_bus == me.gpu_bus
-            })
+    most_on_one_gpu((0..core.nranks).map(|r| &peers[core.net_rank[r]]))
+}
+
+/// The most of `ranks` that share one GPU (bus id) in one process (host, PID namespace, PID),
+/// at least 1; ranks without a GPU count for none.
+fn most_on_one_gpu<'a>(ranks: impl Iterator<Item = &'a crate::bootstrap::PeerInfo>) -> usize {
+    let mut gpus = std::collections::HashMap::new();
+    for p in ranks {
+        if let Some(bus) = &p.gpu_bus {
+            *gpus
+                .entry((p.host_hash, p.pid_ns, p.pid, bus))
+                .or_insert(0usize) += 1;
+        }
+    }
+    gpus.into_values().max().unwrap_or(1)
 }
 
 impl GpuComm {
@@ -144,15 +151,20 @@ impl GpuComm {
         // it): a kernel module loaded while the other rank's kernel waits for this one would
         // wait for that kernel (module loads serialise the GPU), so every module is loaded now
         // (FP8's only from sm_90, where its kernels exist).
-        if shares_gpu_with_a_peer(core) {
-            let types = crate::dtype::DataType::ALL
+        let ranks_per_gpu = ranks_per_gpu(core);
+        if ranks_per_gpu > 1 {
+            let keys: Vec<_> = crate::dtype::DataType::ALL
                 .into_iter()
-                .filter(|d| d.fp8().is_none() || info.arch() >= FP8_MIN_ARCH);
-            for dtype in types {
-                for combine in COMBINES {
-                    Interp::get(&ctx, info.arch(), dtype, combine, kernel_cache.as_deref())?;
-                }
-            }
+                .filter(|d| d.fp8().is_none() || info.arch() >= FP8_MIN_ARCH)
+                .flat_map(|d| COMBINES.map(|c| (d, c)))
+                .collect();
+            let per_sm = Interp::preload(&ctx, info.arch(), &keys, kernel_cache.as_deref())?;
+            tracing::info!(target: "rnccl::init",
+                "rank {}: {ranks_per_gpu} ranks of this communicator share a GPU, so the \
+                 kernels that wait for their peers' blocks run on no more blocks than stay \
+                 resident for all: {} or more by data type ({per_sm} or more per \
+                 multiprocessor × {} ÷ {ranks_per_gpu})",
+                core.rank, per_sm * info.sms as usize / ranks_per_gpu, info.sms);
         }
         tracing::info!(
             target: "rnccl::init",
@@ -185,6 +197,7 @@ impl GpuComm {
             sym,
             sym_told: AtomicU8::new(0),
             direct_pointers,
+            ranks_per_gpu,
         })
     }
 
@@ -259,7 +272,8 @@ impl GpuComm {
     /// communicator has direct areas with every peer (peer access), and every rank's buffers
     /// are known: `group`, every rank's (input, output) of a group that drives them all
     /// ([`super::group_buffers`]), else both buffers lie in symmetric windows (see
-    /// [`super::windows`] for what every rank then assumes).
+    /// [`super::windows`] for what every rank then assumes). It runs on at most `max_blocks`
+    /// blocks ([`GpuComm::block_cap`]).
     pub(crate) fn sym_op(
         &self,
         func: crate::func::Func,
@@ -267,6 +281,7 @@ impl GpuComm {
         output: (u64, usize),
         bytes: usize,
         group: Option<&[(u64, u64)]>,
+        max_blocks: usize,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
         let (kernel, mode, name) = self.sym.kernel(func)?;
         let (peer_src, peer_dst, whose) = match group {
@@ -283,7 +298,7 @@ impl GpuComm {
             ),
         };
         let op = self.direct_op(mode, 0, input.0, output.0, bytes)?;
-        let plan = super::ll::sym_plan(mode, bytes, self.nranks, &self.sym);
+        let plan = super::ll::sym_plan(mode, bytes, self.nranks, &self.sym, max_blocks);
         let bit = 1u8 << (kernel + 3 * usize::from(group.is_some()));
         if self.sym_told.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
             tracing::info!(target: "rnccl::coll",
@@ -298,6 +313,30 @@ impl GpuComm {
             },
             plan,
         ))
+    }
+
+    /// The most blocks a kernel that waits for its peers' blocks (LL, direct, symmetric) may
+    /// run on for an operation of `spec`: unbounded when every rank has its own GPU. When
+    /// ranks share one GPU, every rank's blocks must be resident at once (a block waits for
+    /// the same block of every peer, and blocks that cannot start behind resident waiting ones
+    /// would hang them), so the blocks the GPU keeps resident of the kernels' module
+    /// ([`Interp::peer_blocks_per_sm`] × multiprocessors) ÷ the ranks on it. Every rank of a
+    /// communicator on one GPU model gets the same number.
+    ///
+    /// Errors: as [`Interp::get`], when ranks share a GPU (their modules are loaded already).
+    pub(crate) fn block_cap(&self, spec: &crate::device::ReduceSpec) -> Result<usize> {
+        if self.ranks_per_gpu <= 1 {
+            return Ok(usize::MAX);
+        }
+        let interp = Interp::get(
+            &self.ctx,
+            self.info.arch(),
+            spec.dtype,
+            spec.combine,
+            self.kernel_cache.as_deref(),
+        )?;
+        let resident = interp.peer_blocks_per_sm() * self.info.sms as usize;
+        Ok((resident / self.ranks_per_gpu).max(1))
     }
 
     /// The connection ends a program of `parts` uses, in [`conn_order`].
@@ -467,5 +506,52 @@ impl Drop for GpuComm {
             // SAFETY: the context is current.
             let _ = unsafe { sys::cuCtxSynchronize() };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bootstrap::PeerInfo;
+
+    fn rank(host_hash: u64, pid: u32, bus: Option<&str>) -> PeerInfo {
+        PeerInfo {
+            rank: 0,
+            hostname: "vm".into(),
+            host_hash,
+            pid,
+            pid_ns: 1,
+            shm_dev: 1,
+            bootstrap: "127.0.0.1:1".parse().unwrap(),
+            iface: "lo".into(),
+            ib_fabric: None,
+            gpu_bus: bus.map(str::to_string),
+            version: "test".into(),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn ranks_share_a_gpu_only_in_one_process_of_one_host() {
+        let (a, b) = (Some("0000:19:00.0"), Some("0000:3b:00.0"));
+        let most = |ranks: &[PeerInfo]| most_on_one_gpu(ranks.iter());
+        // One rank per GPU, or one GPU in two processes or on two hosts: nobody shares.
+        assert_eq!(most(&[rank(1, 10, a), rank(1, 10, b)]), 1);
+        assert_eq!(most(&[rank(1, 10, a), rank(1, 11, a)]), 1);
+        assert_eq!(most(&[rank(1, 10, a), rank(2, 10, a)]), 1);
+        // CPU ranks have no GPU to share.
+        assert_eq!(most(&[rank(1, 10, None), rank(1, 10, None)]), 1);
+        assert_eq!(most(&[]), 1);
+        // `-g 2 --ranks 3`: two ranks on one GPU, one on the other; the most counts.
+        assert_eq!(most(&[rank(1, 10, a), rank(1, 10, b), rank(1, 10, a)]), 2);
+        assert_eq!(
+            most(&[
+                rank(1, 10, a),
+                rank(1, 10, a),
+                rank(1, 10, a),
+                rank(1, 10, a)
+            ]),
+            4
+        );
     }
 }

@@ -39,8 +39,8 @@ struct Launch {
 enum Work {
     /// The step interpreter over its parts (an operation's plan and buffers each).
     Program(Vec<(std::sync::Arc<Plan>, DevBuffers)>),
-    /// The one-shot LL all-reduce.
-    Ll(LlOp),
+    /// The one-shot LL all-reduce on that many blocks.
+    Ll(LlOp, u32),
     /// The direct kernel (all-reduce, reduce-scatter, all-gather, broadcast or all-to-all, or
     /// a symmetric kernel: [`ll::LlOp::mode`]) with its split over blocks.
     Direct(LlOp, ll::DirectPlan),
@@ -54,7 +54,7 @@ enum Work {
 impl Work {
     /// Whether a kernel runs it and reports its start and finish.
     fn reports(&self) -> bool {
-        matches!(self, Work::Program(_) | Work::Ll(_) | Work::Direct(..))
+        matches!(self, Work::Program(_) | Work::Ll(..) | Work::Direct(..))
     }
 }
 
@@ -226,6 +226,8 @@ fn launch_all(
         // PreMulSum scalar belongs to its rank (each rank scales its own input, and the scalars
         // may differ), so those operations take the plan, which applies it where the input is.
         let own_scalar = matches!(a.op, RedOp::PreMulSum(_));
+        // Ranks sharing a GPU run these kernels on no more blocks than stay resident for all.
+        let cap = gpu.block_cap(&spec)?;
         let ll = (!own_scalar && gpu_ll(core, a.func, input.1))
             .then(|| gpu.ll_op(input.0, bufs.output.0, input.1))
             .flatten();
@@ -242,7 +244,7 @@ fn launch_all(
         // kernel loads and stores them in place.
         let sym = mode
             .filter(|_| !own_scalar && ll.is_none() && gpu_sym(core, a.func, total))
-            .and_then(|(_, bytes)| gpu.sym_op(a.func, input, out, bytes, peers));
+            .and_then(|(_, bytes)| gpu.sym_op(a.func, input, out, bytes, peers, cap));
         let direct = mode
             .filter(|_| {
                 !own_scalar && ll.is_none() && sym.is_none() && gpu_direct(core, a.func, total)
@@ -251,16 +253,20 @@ fn launch_all(
         // The LL, symmetric and direct kernels store straight into the peers' memory, without
         // the plan.
         let work = match (ll, sym, direct) {
-            (Some(op), ..) => Work::Ll(op),
+            (Some(op), ..) => {
+                let blocks = ll::blocks(op.bytes, THREADS as usize, cap);
+                Work::Ll(op, blocks)
+            }
             (None, Some((op, plan)), _) => Work::Direct(op, plan),
             (None, None, Some(op)) => {
-                let plan = ll::direct_plan(op.mode, op.bytes, n, direct_block_bound(&core.knobs));
+                let bound = direct_block_bound(&core.knobs).min(cap);
+                let plan = ll::direct_plan(op.mode, op.bytes, n, bound);
                 Work::Direct(op, plan)
             }
             (None, None, None) => Work::Program(vec![(plan, bufs)]),
         };
         let op = match &work {
-            Work::Ll(_) => OpInfo {
+            Work::Ll(..) => OpInfo {
                 algo: "Direct",
                 nchannels: 1,
                 direct: true,
@@ -322,23 +328,25 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
             gpu.kernel_cache.as_deref(),
         )
     };
+    // The LL or direct kernel on `blocks` blocks; a direct kernel's block moves `unit` bytes a
+    // round.
+    let peers = |op: &LlOp, kernel, blocks, unit: Option<usize>| {
+        let interp = interp()?;
+        let mut args = ll::encode(op, seq, &l.spec, ctl)?;
+        if let Some(unit) = unit {
+            args.unit = unit as u64;
+        }
+        // SAFETY: the arguments name this communicator's LL and direct areas, epoch, round
+        // counts and control words (alive as long as it is) and the caller's buffers (valid
+        // until the stream runs the kernel, the contract of Group::push_device); the stream is
+        // the caller's.
+        unsafe { interp.launch_peers(kernel, blocks, l.stream, &mut args) }
+    };
     let parts = match &l.work {
         Work::Program(parts) => parts,
-        Work::Ll(op) | Work::Direct(op, _) => {
-            let interp = interp()?;
-            let mut args = ll::encode(op, seq, &l.spec, ctl)?;
-            let (kernel, blocks) = match l.work {
-                Work::Direct(_, plan) => {
-                    args.unit = plan.unit as u64;
-                    (PeerKernel::Direct, plan.blocks)
-                }
-                _ => (PeerKernel::Ll, ll::blocks(op.bytes, THREADS as usize)),
-            };
-            // SAFETY: the arguments name this communicator's LL and direct areas, epoch,
-            // round counts and control words (alive as long as it is) and the caller's buffers
-            // (valid until the stream runs the kernel, the contract of Group::push_device); the
-            // stream is the caller's.
-            return unsafe { interp.launch_peers(kernel, blocks, l.stream, &mut args) };
+        Work::Ll(op, blocks) => return peers(op, PeerKernel::Ll, *blocks, None),
+        Work::Direct(op, plan) => {
+            return peers(op, PeerKernel::Direct, plan.blocks, Some(plan.unit));
         }
         &Work::Copy { src, dst, bytes } => {
             if src == dst || bytes == 0 {

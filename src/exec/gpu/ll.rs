@@ -94,18 +94,19 @@ fn direct_shard(mode: DirectMode, bytes: usize, nranks: usize) -> usize {
 }
 
 /// The split of a symmetric kernel of `mode` (`kernels/symmetric.cuh`) with `bytes` bytes per
-/// rank (as [`LlOp::bytes`]) over `nranks` ranks: [`SymKernels::blocks`] blocks, each taking
-/// an equal piece (`unit`, a multiple of 16) of the rank's shard in one round; blocks that
-/// would get nothing are left out.
+/// rank (as [`LlOp::bytes`]) over `nranks` ranks: [`SymKernels::blocks`] blocks (at most
+/// `max_blocks`), each taking an equal piece (`unit`, a multiple of 16) of the rank's shard in
+/// one round; blocks that would get nothing are left out.
 pub(crate) fn sym_plan(
     mode: DirectMode,
     bytes: usize,
     nranks: usize,
     kernels: &SymKernels,
+    max_blocks: usize,
 ) -> DirectPlan {
     let shard = direct_shard(mode, bytes, nranks).max(1);
     let unit = shard
-        .div_ceil(kernels.blocks(shard))
+        .div_ceil(kernels.blocks(shard).min(max_blocks).max(1))
         .next_multiple_of(16)
         .max(16);
     DirectPlan {
@@ -140,12 +141,13 @@ pub(crate) fn direct_plan(
 }
 
 /// Thread blocks for an LL all-reduce of `bytes` bytes with `threads` threads per block: enough
-/// that each thread has [`LL_LINES_PER_THREAD`] lines of a chunk, at most [`LL_MAX_BLOCKS`].
-pub(crate) fn blocks(bytes: usize, threads: usize) -> u32 {
+/// that each thread has [`LL_LINES_PER_THREAD`] lines of a chunk, at most [`LL_MAX_BLOCKS`]
+/// and `max_blocks` (at least one).
+pub(crate) fn blocks(bytes: usize, threads: usize, max_blocks: usize) -> u32 {
     let lines = bytes.min(LL_CHUNK_BYTES).div_ceil(8);
     lines
         .div_ceil(threads * LL_LINES_PER_THREAD)
-        .clamp(1, LL_MAX_BLOCKS) as u32
+        .clamp(1, LL_MAX_BLOCKS.min(max_blocks).max(1)) as u32
 }
 
 /// The kernel's arguments (`struct LlArgs`) for operation number `seq` (kernels/program.cuh,
@@ -323,26 +325,49 @@ mod tests {
         };
         // 8 MB over 2 ranks: 4 MB shards, 64 blocks of 64 KB.
         assert_eq!(
-            sym_plan(SymAllReduce, 8 << 20, 2, &auto),
+            sym_plan(SymAllReduce, 8 << 20, 2, &auto, usize::MAX),
             plan(64, 64 << 10)
         );
         // 1 MB over 4 ranks: 256 KB shards, one block per 32 KB.
-        assert_eq!(sym_plan(SymAllReduce, 1 << 20, 4, &auto), plan(8, 32 << 10));
+        assert_eq!(
+            sym_plan(SymAllReduce, 1 << 20, 4, &auto, usize::MAX),
+            plan(8, 32 << 10)
+        );
         // A reduce-scatter's and an all-gather's shard is the per-rank part.
         assert_eq!(
-            sym_plan(SymReduceScatter, 1 << 20, 4, &auto),
+            sym_plan(SymReduceScatter, 1 << 20, 4, &auto, usize::MAX),
             plan(32, 32 << 10)
         );
-        assert_eq!(sym_plan(SymAllGather, 100, 8, &auto), plan(1, 112));
+        assert_eq!(
+            sym_plan(SymAllGather, 100, 8, &auto, usize::MAX),
+            plan(1, 112)
+        );
         // 8 bytes over 2 ranks: one 16-byte piece.
-        assert_eq!(sym_plan(SymAllReduce, 8, 2, &auto), plan(1, 16));
+        assert_eq!(sym_plan(SymAllReduce, 8, 2, &auto, usize::MAX), plan(1, 16));
         // NCCL_SYM_CTAS fixes the blocks, leaving out those that would get nothing.
         let eight = cfg(&[("NCCL_SYM_CTAS", "8")]);
         assert_eq!(
-            sym_plan(SymAllReduce, 8 << 20, 2, &eight),
+            sym_plan(SymAllReduce, 8 << 20, 2, &eight, usize::MAX),
             plan(8, 512 << 10)
         );
-        assert_eq!(sym_plan(SymAllGather, 64, 2, &eight), plan(4, 16));
+        assert_eq!(
+            sym_plan(SymAllGather, 64, 2, &eight, usize::MAX),
+            plan(4, 16)
+        );
+        // Ranks sharing a GPU cap the blocks (GpuComm::block_cap), knob or not: the shard
+        // spreads over fewer, larger pieces, still in one round.
+        assert_eq!(
+            sym_plan(SymAllReduce, 8 << 20, 2, &auto, 33),
+            plan(33, 127_104)
+        );
+        assert_eq!(
+            sym_plan(SymAllReduce, 8 << 20, 2, &eight, 4),
+            plan(4, 1 << 20)
+        );
+        assert_eq!(
+            sym_plan(SymAllReduce, 8 << 20, 2, &auto, 0),
+            plan(1, 4 << 20)
+        );
     }
 
     #[test]
@@ -376,10 +401,15 @@ mod tests {
 
     #[test]
     fn blocks_grow_with_size_up_to_a_chunk() {
-        assert_eq!(blocks(8, 512), 1);
-        assert_eq!(blocks(8 << 10, 512), 1);
-        assert_eq!(blocks(64 << 10, 512), 8);
-        assert_eq!(blocks(LL_CHUNK_BYTES, 512), 64);
-        assert_eq!(blocks(64 << 20, 512), 64);
+        let all = usize::MAX;
+        assert_eq!(blocks(8, 512, all), 1);
+        assert_eq!(blocks(8 << 10, 512, all), 1);
+        assert_eq!(blocks(64 << 10, 512, all), 8);
+        assert_eq!(blocks(LL_CHUNK_BYTES, 512, all), 64);
+        assert_eq!(blocks(64 << 20, 512, all), 64);
+        // Ranks sharing a GPU cap them (GpuComm::block_cap); a cap of 0 still runs one.
+        assert_eq!(blocks(LL_CHUNK_BYTES, 512, 33), 33);
+        assert_eq!(blocks(64 << 10, 512, 33), 8);
+        assert_eq!(blocks(LL_CHUNK_BYTES, 512, 0), 1);
     }
 }

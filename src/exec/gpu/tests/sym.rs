@@ -72,7 +72,7 @@ fn run(
         .collect();
     let spec = ReduceSpec::new(dt, op.lower(dt, n));
     let m = mode(func);
-    let plan = sym_plan(m, part, n, kernels);
+    let plan = sym_plan(m, part, n, kernels, usize::MAX);
     std::thread::scope(|s| {
         for &r in ranks {
             let (i, o) = at(r);
@@ -137,7 +137,7 @@ fn back_to_back_collectives_in_and_out_of_place() {
                     &k,
                 );
                 ops += 1;
-                let blocks = sym_plan(mode(func), count * 4, n, &k).blocks as usize;
+                let blocks = sym_plan(mode(func), count * 4, n, &k, usize::MAX).blocks as usize;
                 counted.iter_mut().take(blocks).for_each(|c| *c += 1);
                 let outs = if func == Func::AllGather {
                     n * count
