@@ -164,7 +164,7 @@ impl GpuComm {
                  kernels that wait for their peers' blocks run on no more blocks than stay \
                  resident for all: {} or more by data type ({per_sm} or more per \
                  multiprocessor × {} ÷ {ranks_per_gpu})",
-                core.rank, per_sm * info.sms as usize / ranks_per_gpu, info.sms);
+                core.rank, per_sm.saturating_mul(info.sms as usize) / ranks_per_gpu, info.sms);
         }
         tracing::info!(
             target: "rnccl::init",
