@@ -1,5 +1,6 @@
 //! `rnccl top` beside the job's own measurement: a CPU bench all-reducing 16 MiB back to back
-//! over shared memory, and `rnccl top --once` sampling 4 s of its out-of-place loop. Top's
+//! over shared memory for about 7 s per loop, and `rnccl top --once` sampling 4 s of its
+//! out-of-place loop. Top's
 //! busbw (bytes each rank sent per second) must be within 15% of the busbw bench reports for
 //! that loop (the two windows differ: see the check), and its links must be named by the path
 //! the bytes take (SHM between processes).
@@ -17,12 +18,32 @@ fn after(line: &str, word: &str) -> Option<f64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// Iterations of a 16 MiB all-reduce on 2 CPU ranks that take about `secs` seconds on this
+/// machine now, from a short run (at least 1000): top's 4 s window must fall inside the
+/// out-of-place loop however fast the machine is (a fixed 1000 once ended both loops before
+/// top's second sample, which then found no job).
+fn iterations_for(bin: &std::path::Path, secs: f64) -> u64 {
+    let out = Command::new(bin)
+        .args(["bench", "--cpu", "--ranks", "2", "-b", "16M", "-e", "16M"])
+        .args(["-w", "3", "-n", "20", "-c", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let us = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("16777216"))
+        .and_then(|l| l.split_whitespace().nth(5)?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no time in bench's output: {text}"));
+    ((secs * 1e6 / us.max(1.0)) as u64).clamp(1000, 100_000)
+}
+
 #[test]
 fn top_busbw_agrees_with_bench() {
     let bin = assert_cmd::cargo::cargo_bin("rnccl");
+    let iters = iterations_for(&bin, 7.0).to_string();
     let bench = Command::new(&bin)
         .args(["bench", "--cpu", "--ranks", "2", "-b", "16M", "-e", "16M"])
-        .args(["-w", "20", "-n", "1000", "-c", "0"])
+        .args(["-w", "20", "-n", &iters, "-c", "0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
