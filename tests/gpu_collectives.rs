@@ -1,7 +1,7 @@
 //! Collectives on GPU memory, on the device machine (`perf/gpu_suite.sh` runs it there):
 //! every collective × data type × operation × in/out of place, on one GPU rank, on two
 //! (two GPUs when the host has them, otherwise two ranks sharing GPU 0) and on four (hosts
-//! with four GPUs or more), as threads, as one
+//! with four GPUs or more; and four ranks sharing the first GPU), as threads, as one
 //! thread driving both ranks in one group, as two ranks that see different hosts (TCP or
 //! simulated IB between pinned FIFOs), and as two processes (FIFOs in GPU memory through
 //! CUDA IPC, or in shared host memory); counts 0, 1, primes, counts that are not multiples of
@@ -165,7 +165,7 @@ fn one_thread_drives_both_ranks_in_one_group() {
     }
 }
 
-/// Every case the symmetric kernels take, for two GPU ranks of `comms` driven by one thread:
+/// Every case the symmetric kernels take, for the GPU ranks of `comms` driven by one thread:
 /// all-reduces, reduce-scatters and all-gathers, in and out of place, sums and maxima, counts
 /// from one element to several blocks' worth; `run` gets each case's name, cases and prepared
 /// buffers, and whether it is in place.
@@ -259,6 +259,23 @@ fn collectives_on_the_groups_own_buffers() {
     each_symmetric_case(&comms, &streams, |what, cases, bufs, in_place| {
         one_group_checked(what, &comms, &streams, cases, bufs, in_place);
     });
+}
+
+/// Four ranks on the first GPU, driven by one thread, on the group's own buffers (the
+/// symmetric kernels) and with `NCCL_P2P_DIRECT_DISABLE=1` (the direct kernel). A block of
+/// these kernels waits for the same block of every peer, so all four ranks' blocks must be
+/// resident at once: rnccl caps them (`GpuComm::block_cap`). Without the cap, 4 × 64 and
+/// 4 × 128 blocks against an H200's 132 resident waited for each other until the deadline
+/// from about 9 MB (the 3,000,017-float cases here are 12 MB).
+fn four_ranks_share_one_gpu() {
+    for knobs in [&[][..], &[("NCCL_P2P_DIRECT_DISABLE", "1")][..]] {
+        let comms = Communicator::init_all_devices(&[0; 4], config(Duration::from_secs(30), knobs))
+            .expect("init");
+        let streams = streams_for(&comms);
+        each_symmetric_case(&comms, &streams, |what, cases, bufs, in_place| {
+            one_group_checked(what, &comms, &streams, cases, bufs, in_place);
+        });
+    }
 }
 
 /// Gives every GPU of `devs` read and write access to every other's current memory pool
@@ -474,6 +491,7 @@ fn main() {
             "collectives_on_the_groups_own_buffers",
             collectives_on_the_groups_own_buffers,
         ),
+        gpu_test("four_ranks_share_one_gpu", four_ranks_share_one_gpu),
         gpu_test("large_collectives", large_collectives),
         gpu_test(
             "every_collective_on_two_gpu_processes",
