@@ -20,8 +20,8 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
 
-/// Most threads [`Interp::preload`] builds modules on: an NVRTC build of the interpreter holds
-/// a few hundred MB, and more threads than this gain little on the hosts measured.
+/// Most threads [`Interp::preload`] builds modules on: each NVRTC build of the interpreter
+/// holds a few hundred MB, so this bounds the memory a preload takes on a many-core host.
 pub(crate) const PRELOAD_THREADS: usize = 8;
 
 /// The kernels that take [`LlArgs`] and store into the peers' areas.

@@ -8,8 +8,8 @@
 //! [`cuda_include`] finds. CUBINs are kept per process and on disk ([`disk`], under a [`key`]
 //! of everything they depend on), so a host compiles once per rnccl, NVRTC and architecture.
 //!
-//! What blocks: a compile (seconds; one at a time per process, and callers wanting the same
-//! CUBIN wait for it). A host without libnvrtc gets [`crate::error::Error::Cuda`] saying how to
+//! What blocks: a compile (seconds; different CUBINs build side by side on their callers'
+//! threads, and callers wanting the same CUBIN wait for it). A host without libnvrtc gets [`crate::error::Error::Cuda`] saying how to
 //! install it, never a panic.
 
 pub(crate) mod cache;
