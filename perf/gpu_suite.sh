@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite, run on a device machine in one call: the GPU tests (every collective × type ×
-# op × in/out of place on one rank and on two, faults), then `rnccl bench` on the GPUs, with a
-# short table last. Binaries are built on the development machine and carried in .devbin/
-# (perf/gpu_build.sh makes them): the device machine has CUDA and NCCL but no Rust.
+# op × in/out of place on one rank and on two, faults), then `rnccl bench` on the GPUs (also
+# four ranks sharing GPU 0), with a short table last. Binaries are built on the development
+# machine and carried in .devbin/ (perf/gpu_build.sh makes them): the device machine has CUDA
+# and NCCL but no Rust.
 #
 #   perf/gpu_build.sh            # here: release binaries into .devbin/
 #   perf/gpu_suite.sh            # there: writes logs under $OUT (or ./gpu-suite-out)
@@ -36,6 +37,14 @@ if [ -x .devbin/rnccl ]; then
   # Two ranks as processes (one GPU per process; on a one-GPU host both share GPU 0).
   run bench_processes .devbin/rnccl bench all_reduce --ranks 2 -b 8 -e 16M -f 8 -n 5 -w 2
   run bench_graph .devbin/rnccl bench all_gather --threads --ranks 2 -G 2 -b 1K -e 4M -f 16 -n 5 -w 2
+  # Four ranks of one process on GPU 0: every rank's blocks must stay resident at once
+  # (GpuComm::block_cap; without it they waited for each other from 9 MB). The symmetric
+  # kernels on the group's buffers, the direct kernel, and ring programs; -c 1 fails the run
+  # on a wrong element.
+  shared="env CUDA_VISIBLE_DEVICES=0 timeout 120 .devbin/rnccl bench -g 4 --ranks 4 -b 64K -e 256M -f 16 -n 2 -w 1 -c 1"
+  run bench_shared_gpu_group $shared all_reduce
+  run bench_shared_gpu_direct env NCCL_P2P_DIRECT_DISABLE=1 $shared reduce_scatter
+  run bench_shared_gpu_rings $shared sendrecv
   cat "$out/bench_allreduce.log"
 fi
 for t in .devbin/gpu_collectives-* .devbin/gpu_faults-*; do
