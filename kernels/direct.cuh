@@ -47,6 +47,11 @@ namespace rnccl {
 #define RNCCL_DIRECT_AREA (RNCCL_DIRECT_FLAGS + 4u * RNCCL_DIRECT_BLOCKS * RNCCL_DIRECT_SLOT)
 // Word of LlArgs::state where the blocks' round counts start.
 #define RNCCL_DIRECT_ROUNDS_WORD 8
+// Byte offset of the registration record in a direct area (registered.cuh): inside
+// RNCCL_DIRECT_FLAGS, after the symmetric flags. Three u64 the peer stores: its input and
+// output as this rank maps them, then the word 2k (those are valid) or 2k + 1 (its buffers
+// are not registered) for its k-th direct kernel.
+#define RNCCL_REG_REC_OFF 2816
 
 // What a direct kernel runs (LlArgs::mode).
 enum DirectMode {
@@ -72,6 +77,11 @@ __device__ __forceinline__ u64 direct_slot(u64 area, u32 kind, u32 par, u32 b) {
 
 __device__ __forceinline__ u64* direct_flag(u64 area, u32 kind, u32 b) {
   return (u64*)area + kind * RNCCL_DIRECT_BLOCKS + b;
+}
+
+// The registration record in the direct area that follows the LL area at `ll_area`.
+__device__ __forceinline__ u64* reg_record(u64 ll_area) {
+  return (u64*)(ll_area + RNCCL_LL_AREA + RNCCL_REG_REC_OFF);
 }
 
 // dst[i] = src[i] over `bytes` bytes (element-aligned; 16-byte packs where both are 16-byte
@@ -200,21 +210,29 @@ __device__ __forceinline__ void direct_need(const LlArgs& a, u32 kind, u32 b, u6
 // flag, which tells the peers the scatter slots of that round are read. All-gather: B stores
 // this rank's input to every peer, then C; a broadcast's root does the same with its buffer
 // (the other ranks' B stores nothing), an all-to-all's B stores block r of the input to peer r.
+//
+// The plan's LlArgs::direct_blocks blocks take part; a registered kernel (registered.cuh) may
+// run more, which only finish. `key` numbers this direct kernel on the communicator; unless
+// `offered` (a registered kernel did), block 0 tells every peer this rank's buffers are not
+// registered for it.
 template <typename T, int OP>
-__device__ void direct_run(const LlArgs& a) {
+__device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
   __shared__ u64 base_round;
   __shared__ int status[2];  // per group of warps (one group outside reduce-scatters)
   const Program* P = &a.ctl;
-  const u32 tid = threadIdx.x, b = blockIdx.x, B = gridDim.x, n = a.nranks, me = P->rank;
+  const u32 tid = threadIdx.x, b = blockIdx.x, B = a.direct_blocks, n = a.nranks, me = P->rank;
   const u32 mode = a.mode;
   const bool rs = mode == DIRECT_REDUCE_SCATTER, bcast = mode == DIRECT_BROADCAST,
              a2a = mode == DIRECT_ALL_TO_ALL;
-  u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + b;
+  const bool active = b < B;
+  u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + (active ? b : 0);
   u64 guard = 0;
   if (tid == 0) {
     base_round = *rounds_done;
     guard = ld_volatile((const u64*)a.state + 1);
     status[0] = status[1] = ST_OK;
+    if (b == 0 && !offered)
+      for (u32 j = 1; j < n; j++) st_volatile(reg_record(a.out[(me + j) % n]) + 2, 2 * key + 1);
   }
   op_started(P, a.seq);
   __syncthreads();
@@ -231,7 +249,7 @@ __device__ void direct_run(const LlArgs& a) {
   // Block b runs the rounds whose piece starts inside the shard, and counts only those: the
   // peers' block b runs as many and raises its flags for each.
   const u64 pieces = (shard + unit - 1) / unit;
-  const u64 nrounds = b < pieces ? (pieces - b + B - 1) / B : 0;
+  const u64 nrounds = active && b < pieces ? (pieces - b + B - 1) / B : 0;
   // Where shard s of this block's piece of round k is in the input and in the output.
   auto off = [&](u64 k) { return (k * B + b) * unit; };
   auto piece = [&](u32 s, u64 k) -> u64 {
@@ -345,10 +363,10 @@ __device__ void direct_run(const LlArgs& a) {
   }
   __syncthreads();
   if (tid == 0) {
-    *rounds_done = base_round + nrounds;
+    if (active) *rounds_done = base_round + nrounds;
     // Bytes sent to (way 0) and received from (way 1) every peer r.
     const u64 mine = min(shard, total - min(total, me * shard));
-    ll_finish(a, guard, (const u32*)0, [&](u32 r, int way) -> u64 {
+    ll_finish(a, guard, (const u32*)0, key, [&](u32 r, int way) -> u64 {
       const u64 theirs = min(shard, total - min(total, r * shard));
       if (bcast) return (way == 0 ? me : r) == a.root ? a.bytes : 0;
       return mode == DIRECT_ALL_REDUCE ? mine + theirs : rs ? theirs : a2a ? shard : mine;
@@ -361,12 +379,18 @@ __device__ void direct_run(const LlArgs& a) {
 }  // namespace rnccl
 
 #ifndef RNCCL_ABI_ONLY
+// Every thread reads the kernel's number (the count of direct kernels before it, plus one)
+// before its block's last barrier; the last block to finish advances the count.
 #define RNCCL_DIRECT(NAME, T, OP)                                                       \
   extern "C" __global__ void __launch_bounds__(512) rnccl_direct_##NAME(                \
       const __grid_constant__ rnccl::LlArgs a) {                                        \
+    const rnccl::u64 key =                                                              \
+        rnccl::ld_volatile((const rnccl::u64*)a.state + RNCCL_KEY_WORD) + 1;              \
     if (a.mode >= rnccl::DIRECT_SYM_ALL_REDUCE)                                         \
-      rnccl::sym_run<T, OP>(a);                                                         \
+      rnccl::sym_run<T, OP>(a, a.mode, a.peer_src, a.peer_dst, a.unit, true, true, key);\
+    else if (a.reg_blocks > 0)                                                          \
+      rnccl::reg_run<T, OP>(a, key);                                                    \
     else                                                                                \
-      rnccl::direct_run<T, OP>(a);                                                      \
+      rnccl::direct_run<T, OP>(a, key, false);                                          \
   }
 #endif  // RNCCL_ABI_ONLY

@@ -475,6 +475,7 @@ __device__ void run(const Program* G, u64 seq) {
 #include "ll.cuh"
 #include "direct.cuh"
 #include "symmetric.cuh"
+#include "registered.cuh"
 #include "rma.cuh"
 
 #define RNCCL_INTERP(NAME, T, OP)                                                \

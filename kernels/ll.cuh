@@ -27,6 +27,10 @@ namespace rnccl {
 #define RNCCL_LL_AREA (2u * RNCCL_LL_HALF)
 // Most ranks of a one-shot LL all-reduce (the peers' addresses travel in the arguments).
 #define RNCCL_LL_MAX_RANKS 8
+// Word of LlArgs::state counting the kernels of the direct entry (direct.cuh) that ran on the
+// communicator: each of their blocks reads it as it starts, the last to finish advances it, so
+// every rank numbers its direct kernels alike, CUDA-graph replays included (registered.cuh).
+#define RNCCL_KEY_WORD 2
 
 struct LlArgs {
   Program ctl;  // report, abort, claim, timeout, scalars and rank; no lanes
@@ -40,6 +44,10 @@ struct LlArgs {
   u32 nranks;
   u32 mode;     // direct.cuh: what the direct kernel runs (DirectMode); 0 for LL
   u32 root;     // direct.cuh: the broadcast's root; 0 otherwise
+  u32 reg_blocks;     // registered.cuh: the symmetric plan's blocks when this rank's buffers
+                      // are registered with every peer (peer_src / peer_dst say where); 0 not
+  u64 reg_unit;       // registered.cuh: the symmetric plan's bytes of a shard per block
+  u32 direct_blocks;  // direct.cuh: blocks of the direct plan (the launch may run more)
   u32 pad;
   u64 out[RNCCL_LL_MAX_RANKS];  // per rank: the LL area it reads this rank's lines from
   u64 in[RNCCL_LL_MAX_RANKS];   // per rank: this rank's LL area for that rank's lines
@@ -52,11 +60,12 @@ struct LlArgs {
   u64 in_step[RNCCL_LL_MAX_RANKS];
   u64 in_live[RNCCL_LL_MAX_RANKS];
   // symmetric.cuh: per rank, its input and output as mapped in this process (this rank's
-  // own at its index); 0 otherwise.
+  // own at its index); registered.cuh (reg_blocks > 0): this rank's input and output as
+  // mapped in rank r's process; 0 otherwise.
   u64 peer_src[RNCCL_LL_MAX_RANKS];
   u64 peer_dst[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 704, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 720, "LlArgs layout");
 
 #ifndef RNCCL_ABI_ONLY
 
@@ -144,16 +153,18 @@ __device__ __forceinline__ u64 reduce_unit(u64 acc, u64 x, bool first, bool last
 }
 
 // Thread 0 of every block, after the block's last store: the last block to finish sets the
-// epoch to `*epoch` (unless null), resets the count, adds `moved(r, way)` bytes to the
+// epoch to `*epoch` (unless null) and the direct kernels' count to `key` (unless 0), resets
+// the count of blocks, adds `moved(r, way)` bytes to the
 // counters of the connection ends with every peer r (way 0 the send end, 1 the receive end)
 // and, unless this is a CUDA-graph replay of an operation already reported, says the operation
 // finished.
 template <typename F>
-__device__ void ll_finish(const LlArgs& a, u64 guard, const u32* epoch, F moved) {
+__device__ void ll_finish(const LlArgs& a, u64 guard, const u32* epoch, u64 key, F moved) {
   __threadfence();
   u32* st = (u32*)a.state;
   if (atomicAdd(st + 1, 1u) != gridDim.x - 1) return;
   if (epoch) st_volatile32(st, *epoch);
+  if (key) st_volatile((u64*)a.state + RNCCL_KEY_WORD, key);
   st_volatile32(st + 1, 0u);
   for (u32 r = 0; r < a.nranks; r++) {
     if (r == a.ctl.rank) continue;
@@ -226,7 +237,7 @@ __device__ void ll_allreduce(const LlArgs& a) {
   __syncthreads();
   if (tid == 0) {
     const u32 epoch = epoch0 + (u32)nchunks;
-    ll_finish(a, guard, &epoch, [&](u32, int) { return a.bytes; });
+    ll_finish(a, guard, &epoch, 0, [&](u32, int) { return a.bytes; });
   }
 }
 

@@ -64,32 +64,36 @@ __device__ int sym_barrier(const LlArgs& a, u32 b, u64 value) {
   return ST_OK;
 }
 
-// Block b of a symmetric kernel. LlArgs::bytes is the all-reduce's buffer and the others'
-// per-rank part; LlArgs::unit the bytes of this rank's shard each block takes (a multiple of
-// 16); peer_src / peer_dst every rank's input and output as mapped here.
+// Block b of a symmetric kernel of `mode` (a DIRECT_SYM_ mode). LlArgs::bytes is the
+// all-reduce's buffer and the others' per-rank part; `unit` the bytes of this rank's shard each block takes (a multiple of 16);
+// peer_src / peer_dst every rank's input and output as mapped here. A block that is not
+// `active` (past the plan's blocks in a registered kernel, registered.cuh) only finishes.
+// Without `enter` the entry barrier is skipped: the registered kernel's exchange of records
+// already showed every peer reached the operation. `key` numbers this direct kernel.
 template <typename T, int OP>
-__device__ void sym_run(const LlArgs& a) {
+__device__ void sym_run(const LlArgs& a, u32 mode, const u64* peer_src, const u64* peer_dst,
+                        u64 unit, bool active, bool enter, u64 key) {
   __shared__ u64 count;
   __shared__ int status;
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x, b = blockIdx.x, n = a.nranks, me = P->rank;
-  u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + b;
+  u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + (active ? b : 0);
   u64 guard = 0;
   if (tid == 0) {
     count = *counted;
     guard = ld_volatile((const u64*)a.state + 1);
-    status = sym_barrier(a, b, 2 * count + 1);
+    status = active && enter ? sym_barrier(a, b, 2 * count + 1) : ST_OK;
   }
   op_started(P, a.seq);
   __syncthreads();
-  const bool ar = a.mode == DIRECT_SYM_ALL_REDUCE, ag = a.mode == DIRECT_SYM_ALL_GATHER;
+  const bool ar = mode == DIRECT_SYM_ALL_REDUCE, ag = mode == DIRECT_SYM_ALL_GATHER;
   // This rank's shard: of the all-reduce's buffers (16-byte aligned shards), of the
   // reduce-scatter's inputs, of the all-gather's outputs; `total` bytes in those buffers.
   const u64 shard = ar ? ((a.bytes + n - 1) / n + 15) & ~15ull : a.bytes;
   const u64 total = ar ? a.bytes : a.bytes * n;
-  const u64 start = me * shard + min(shard, (u64)b * a.unit);
-  const u64 end = min(min((u64)me * shard + shard, start + a.unit), total);
-  if (status == ST_OK && end > start) {
+  const u64 start = me * shard + min(shard, (u64)b * unit);
+  const u64 end = min(min((u64)me * shard + shard, start + unit), total);
+  if (active && status == ST_OK && end > start) {
     const Scalars sc = scalars<T>(P);
     u64 srcs[RNCCL_LL_MAX_RANKS], dsts[RNCCL_LL_MAX_RANKS];
     u32 nsrc = 0, ndst = 0;
@@ -97,24 +101,24 @@ __device__ void sym_run(const LlArgs& a) {
     if (ag) {
       srcs[nsrc++] = a.src + (start - me * shard);
     } else {
-      for (u32 r = 0; r < n; r++) srcs[nsrc++] = a.peer_src[r] + start;
+      for (u32 r = 0; r < n; r++) srcs[nsrc++] = peer_src[r] + start;
     }
     // Destinations: this rank's output first (a reduce-scatter's holds only the shard; an
     // all-gather in place has its piece there already), then every peer's from the next on.
     const u64 own = ar || ag ? a.dst + start : a.dst + (start - me * shard);
     if (!ag || own != srcs[0]) dsts[ndst++] = own;
     if (ar || ag)
-      for (u32 j = 1; j < n; j++) dsts[ndst++] = a.peer_dst[(me + j) % n] + start;
+      for (u32 j = 1; j < n; j++) dsts[ndst++] = peer_dst[(me + j) % n] + start;
     direct_reduce<T, OP>(srcs, nsrc, dsts, ndst, end - start, sc, ag, tid, blockDim.x);
   }
   __syncthreads();
   if (tid == 0) {
-    if (status == ST_OK) sym_barrier(a, b, 2 * count + 2);
-    *counted = count + 1;
+    if (active && status == ST_OK) sym_barrier(a, b, 2 * count + 2);
+    if (active) *counted = count + 1;
     // Bytes sent to (way 0) and received from (way 1) every peer r: r loads its shard from
     // this rank and this rank stores its own into r (all-reduce both), and the other way.
     const u64 mine = min(shard, total - min(total, me * shard));
-    ll_finish(a, guard, (const u32*)0, [&](u32 r, int way) -> u64 {
+    ll_finish(a, guard, (const u32*)0, key, [&](u32 r, int way) -> u64 {
       const u64 theirs = min(shard, total - min(total, r * shard));
       if (ar) return mine + theirs;
       return (way == 0) == ag ? mine : theirs;

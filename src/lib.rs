@@ -46,8 +46,8 @@ pub mod version;
 pub use bootstrap::unique_id::UniqueId;
 pub use coll::{CollArgs, InPlace};
 pub use comm::{
-    AbortHandle, CommConfig, Communicator, DeviceWindow, Group, Pending, PendingDeviceWindow,
-    SPLIT_NOCOLOR, ShrinkMode, SignalWait, Window, group_end, group_start,
+    AbortHandle, BufferRegistration, CommConfig, Communicator, DeviceWindow, Group, Pending,
+    PendingDeviceWindow, SPLIT_NOCOLOR, ShrinkMode, SignalWait, Window, group_end, group_start,
 };
 pub use device::cuda::{DeviceInfo, gpus};
 pub use dtype::{DataType, Element};

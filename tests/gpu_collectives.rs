@@ -278,6 +278,79 @@ fn four_ranks_share_one_gpu() {
     }
 }
 
+/// Two GPU ranks, each driven by its own thread, whose buffers are registered with
+/// `ncclCommRegister` (`Communicator::register_buffer`) by every rank, by rank 0 only, or by
+/// none. A rank that registered runs the registered kernel (kernels/registered.cuh), which
+/// runs the symmetric kernels on the peers' buffers when every rank did and the direct kernel
+/// when one did not: every pattern gives the reference results. The peers learn of a
+/// registration as they launch, so each case runs three times on the same buffers (refilled
+/// each time): the later runs find every rank's registration mapped.
+fn registered_buffers_on_rank_threads() {
+    use cudarc::driver::DevicePtr;
+    let devs = devices(2);
+    let comms =
+        Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
+    on_gpu_threads(comms, |c, s| {
+        let (r, n) = (c.rank(), c.nranks());
+        let mut seed = 90u64;
+        let patterns = [
+            ("every rank", true),
+            ("rank 0 only", r == 0),
+            ("no rank", false),
+        ];
+        for (pattern, registers) in patterns {
+            for f in [Func::AllReduce, Func::ReduceScatter, Func::AllGather] {
+                for in_place in [false, true] {
+                    for count in [1021usize, 65_537, 262_147, 3_000_017] {
+                        seed += 1;
+                        let k = case::<f32>(f, RedOp::Sum, r, n, count, seed);
+                        let what = format!(
+                            "{f:?} count={count} in_place={in_place} registered by {pattern}, \
+                             rank {r}"
+                        );
+                        let mut b = prepare(c, s, &k, in_place);
+                        let mut regs = Vec::new();
+                        if registers {
+                            for buf in [&b.send, &b.recv] {
+                                let (p, _g) = buf.device_ptr(s);
+                                let reg = c.register_buffer(p, buf.num_bytes());
+                                regs.push(reg.map_err(|e| format!("{what}: register: {e}"))?);
+                            }
+                        }
+                        for run in 0..3 {
+                            if run > 0 {
+                                let fresh = prepare(c, s, &k, in_place);
+                                s.memcpy_dtod(&fresh.send, &mut b.send)
+                                    .map_err(|e| e.to_string())?;
+                                s.memcpy_dtod(&fresh.recv, &mut b.recv)
+                                    .map_err(|e| e.to_string())?;
+                            }
+                            let err = |e: rnccl::Error| format!("{what} run {run}: {e}");
+                            let mut g = rnccl::group_start();
+                            if in_place {
+                                g.push_cuda_in_place(c, k.args, &mut b.recv, s)
+                                    .map_err(err)?;
+                            } else {
+                                g.push_cuda(c, k.args, &b.send, &mut b.recv, s)
+                                    .map_err(err)?;
+                            }
+                            g.end().map_err(err)?;
+                            s.synchronize().map_err(|e| format!("{what}: {e}"))?;
+                            c.async_error().map_err(err)?;
+                            check(&format!("{what} run {run}"), s, &b, &k, n)?;
+                        }
+                        for reg in regs {
+                            c.deregister_buffer(reg)
+                                .map_err(|e| format!("{what}: {e}"))?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
 /// Gives every GPU of `devs` read and write access to every other's current memory pool
 /// (where cudarc's stream allocations come from).
 fn open_pools_to_each_other(devs: &[usize]) {
@@ -490,6 +563,10 @@ fn main() {
         gpu_test(
             "collectives_on_the_groups_own_buffers",
             collectives_on_the_groups_own_buffers,
+        ),
+        gpu_test(
+            "registered_buffers_on_rank_threads",
+            registered_buffers_on_rank_threads,
         ),
         gpu_test("four_ranks_share_one_gpu", four_ranks_share_one_gpu),
         gpu_test("large_collectives", large_collectives),

@@ -4,8 +4,10 @@
 //! NCCL documents both registrations as optimisations for collectives (zero-copy transfers,
 //! symmetric-memory kernels): a collective on a registered buffer gives the same result as on
 //! any other. A `ncclCommRegister` registration is recorded and its handle only taken back by
-//! the same call's deregistration, on the same communicator; collectives on such buffers run
-//! through rnccl's own buffers as on any other. A window on a GPU communicator is more: every
+//! the same call's deregistration, on the same communicator. On a GPU communicator it is also
+//! offered to the peers, which map it (`rnccl::Communicator::register_buffer`): an all-reduce,
+//! reduce-scatter or all-gather whose buffers every rank registered loads and stores them in
+//! place, one whose buffers some rank did not runs through rnccl's own buffers as on any other. A window on a GPU communicator is more: every
 //! rank learns where the others' ranges are ([`rnccl::DeviceWindow`], collective like NCCL's:
 //! inside a group the ranks' ranges are exchanged at `ncclGroupEnd`, so one thread can register
 //! on several GPUs), one-sided operations (`crate::rma`) store into them, and with
@@ -15,7 +17,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-use rnccl::DeviceWindow;
+use rnccl::{BufferRegistration, DeviceWindow};
 
 use crate::comm::*;
 use crate::errors::{Failure, check_ptr, guard};
@@ -42,6 +44,9 @@ pub struct Registration {
     /// A window of a GPU communicator: the ranks' ranges once exchanged (at `ncclGroupEnd`
     /// inside a group), or why the exchange failed.
     device: OnceLock<Result<DeviceWindow, Failure>>,
+    /// A `ncclCommRegister` registration on a GPU communicator, offered to the peers
+    /// (released by the deregistration).
+    buffer: std::sync::Mutex<Option<BufferRegistration>>,
 }
 
 impl Registration {
@@ -130,6 +135,18 @@ unsafe fn register(
             format!("buff {buff:p} / size {size} is not a buffer"),
         ));
     }
+    // A buffer on a GPU communicator is offered to the peers, which map it: collectives
+    // whose buffers every rank registered then load and store them in place.
+    let buffer = match window {
+        true => None,
+        false => h.with_ready(f, |c| match c.gpu_ordinal() {
+            Some(_) => c
+                .register_buffer(buff as u64, size)
+                .map(Some)
+                .map_err(|e| Failure::from_error(f, &e)),
+            None => Ok(None),
+        })?,
+    };
     Ok(Box::into_raw(Box::new(Registration {
         comm: h as *const ncclComm as usize,
         buff: buff as usize,
@@ -137,6 +154,7 @@ unsafe fn register(
         window,
         symmetric,
         device: OnceLock::new(),
+        buffer: std::sync::Mutex::new(buffer),
     })))
 }
 
@@ -190,7 +208,16 @@ unsafe fn deregister(
     window: bool,
 ) -> Result<(), Failure> {
     // SAFETY: forwarded from the caller.
-    unsafe { owned(f, comm, reg, window) }?;
+    let r = unsafe { owned(f, comm, reg, window) }?;
+    let buffer = r.buffer.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(b) = buffer {
+        // SAFETY: forwarded from the caller.
+        let h = unsafe { handle(comm, f) }?;
+        h.with_ready(f, |c| {
+            c.deregister_buffer(b)
+                .map_err(|e| Failure::from_error(f, &e))
+        })?;
+    }
     // SAFETY: as above; ownership comes back here once.
     drop(unsafe { Box::from_raw(reg) });
     Ok(())

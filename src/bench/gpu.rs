@@ -15,7 +15,7 @@ use super::gpu_check::DeviceCheck;
 use super::ranks::{Region, input_region, is_sendrecv, output_region};
 use super::{BenchOptions, Counts, grouped};
 use crate::coll::{CollArgs, Func};
-use crate::comm::{Communicator, DeviceWindow, Group, group_start};
+use crate::comm::{BufferRegistration, Communicator, DeviceWindow, Group, group_start};
 use crate::device::cuda::{DeviceAlloc, Interp, check, cuda_error, relaxed_capture};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
@@ -29,6 +29,8 @@ pub(super) struct GpuRank<'c> {
     stream: Arc<CudaStream>,
     /// `-R 2`: `send` and `recv` registered as symmetric windows (released before the buffers).
     windows: Vec<DeviceWindow>,
+    /// `-R 1`: `send` and `recv` registered with `ncclCommRegister` (released on drop).
+    registered: Vec<BufferRegistration>,
     send: DeviceAlloc,
     recv: DeviceAlloc,
     /// Bytes of `send` and `recv` (and of the check's expected output).
@@ -104,6 +106,7 @@ impl<'c> GpuRank<'c> {
             gpu,
             stream,
             windows: Vec::new(),
+            registered: Vec::new(),
             send: alloc(bytes)?,
             recv: alloc(bytes)?,
             bytes,
@@ -138,6 +141,19 @@ impl<'c> GpuRank<'c> {
                 let w = r.comm.device_window_finish(p)?;
                 r.windows.push(w);
             }
+        }
+        Ok(())
+    }
+
+    /// Registers this rank's send and receive buffers with its communicator (`-R 1`,
+    /// nccl-tests' `ncclCommRegister`): collectives whose buffers every rank registered load
+    /// and store the peers' buffers in place.
+    ///
+    /// Errors: as [`Communicator::register_buffer`].
+    pub(super) fn register_buffers(&mut self) -> Result<()> {
+        for buf in [&self.send, &self.recv] {
+            let reg = self.comm.register_buffer(buf.ptr(), buf.len().max(1))?;
+            self.registered.push(reg);
         }
         Ok(())
     }
@@ -265,6 +281,9 @@ impl Drop for GpuRank<'_> {
     fn drop(&mut self) {
         // Kernels may still use the buffers (after an error): let the stream finish first.
         let _ = self.stream.synchronize();
+        for reg in self.registered.drain(..) {
+            let _ = self.comm.deregister_buffer(reg);
+        }
     }
 }
 

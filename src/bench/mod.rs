@@ -88,6 +88,11 @@ pub struct BenchOptions {
     /// buffers directly (one rank per thread); GPU ranks register them as symmetric device
     /// windows, so all-reduces, reduce-scatters and all-gathers run the symmetric kernels.
     pub windows: bool,
+    /// Register the GPU ranks' send and receive buffers with `ncclCommRegister` (nccl-tests
+    /// `-R 1`): all-reduces, reduce-scatters and all-gathers whose buffers every rank
+    /// registered load and store the peers' buffers in place, when every rank runs in its own
+    /// process or thread ([`crate::Communicator::register_buffer`]).
+    pub local_register: bool,
     /// CUDA graph launches (nccl-tests `-G`): 0 launches the timed iterations directly; N
     /// captures them into one graph per GPU stream at each point and launches it N times
     /// (the time per operation divides by N too). GPU ranks only.
@@ -319,6 +324,7 @@ mod tests {
             check: 2,
             average: Average::Mean,
             windows: false,
+            local_register: false,
             graph_launches: 0,
         }
     }

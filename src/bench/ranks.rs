@@ -91,6 +91,12 @@ impl<'c> Ranks<'c> {
                     "CUDA graph launches (-G) need GPU ranks: these ranks run on host memory",
                 ));
             }
+            if opts.local_register {
+                return Err(Error::invalid_usage(
+                    "-R 1 registers device memory with ncclCommRegister, for GPU ranks: host \
+                     ranks share their buffers through windows (-R 2)",
+                ));
+            }
             if opts.windows && comms.len() > 1 {
                 return Err(Error::invalid_arg(
                     "registering windows (-R 2) is a collective of each communicator: drive \
@@ -114,6 +120,9 @@ impl<'c> Ranks<'c> {
             .collect::<Result<Vec<_>>>()?;
         if opts.windows {
             GpuRank::register_windows(&mut ranks)?;
+        }
+        if opts.local_register {
+            ranks.iter_mut().try_for_each(GpuRank::register_buffers)?;
         }
         Ok(Ranks::Gpu(ranks))
     }

@@ -43,6 +43,9 @@ enum Kind {
     /// A GPU window registration: where each rank's memory is and how to map it
     /// ([`crate::comm::device_window`]).
     DeviceWindow = 14,
+    /// A buffer registration's news between two ranks of a GPU communicator, in order: offers,
+    /// acknowledgements, withdrawals ([`crate::exec::gpu::registered`]).
+    Registration = 15,
 }
 
 fn tag(kind: Kind, key: u64) -> u64 {
@@ -119,6 +122,12 @@ pub(crate) fn device_window(id: u64) -> u64 {
     tag(Kind::DeviceWindow, id)
 }
 
+/// Buffer registrations (`ncclCommRegister`): every offer, acknowledgement and withdrawal
+/// one rank sends another, in order under one tag.
+pub(crate) fn registration() -> u64 {
+    tag(Kind::Registration, 0)
+}
+
 /// Window registration `id`: phase 0 swaps names, phase 1 says every rank has mapped.
 pub(crate) fn window(id: u64, mapped: bool) -> u64 {
     tag(Kind::Window, (id << 1) | u64::from(mapped))
@@ -147,6 +156,7 @@ mod tests {
         assert!(all.insert(layout()));
         assert!(all.insert(gpu_bus()));
         assert!(all.insert(failure_notice()));
+        assert!(all.insert(registration()));
         for n in [0, 1, 2, 255, 256, 257] {
             assert!(all.insert(split(n)), "split {n}");
             assert!(all.insert(shrink(n)), "shrink {n}");

@@ -398,6 +398,7 @@ mod tests {
                 check: 1,
                 average: Average::Mean,
                 windows: false,
+                local_register: false,
                 graph_launches: 0,
             },
             pairing,

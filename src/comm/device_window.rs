@@ -122,25 +122,6 @@ impl DeviceWindow {
     }
 }
 
-/// This rank's export of its range at `addr`: the handle of the allocation and the offset in
-/// it, or why the range cannot be exported.
-fn export(addr: u64, bytes: usize) -> std::result::Result<(Vec<u8>, u64), String> {
-    let (base, size) = ipc::allocation_of(addr).map_err(|e| {
-        format!("device address {addr:#x} is not memory from cuMemAlloc/cudaMalloc ({e})")
-    })?;
-    let offset = addr - base;
-    if offset + bytes as u64 > size as u64 {
-        return Err(format!(
-            "the range of {bytes} bytes at {addr:#x} runs past the end of its allocation \
-             ({size} bytes at {base:#x})"
-        ));
-    }
-    let handle = ipc::export_base(base, "a window's memory").map_err(|e| {
-        format!("its memory cannot be shared with other processes ({e}); allocate it with cudaMalloc or ncclMemAlloc")
-    })?;
-    Ok((handle, offset))
-}
-
 impl Communicator {
     /// Starts registering `bytes` bytes of this GPU's memory at `addr` as a window: posts this
     /// rank's offer to every rank and returns at once. Finish with
@@ -179,7 +160,7 @@ impl Communicator {
         let unsupported = gpu.rma_unsupported().map(str::to_string);
         let export = match &unsupported {
             Some(why) => Err(why.clone()),
-            None => export(addr, bytes),
+            None => ipc::export_range(addr, bytes, "a window's memory"),
         };
         let peers = core.net.peers();
         let me = &peers[core.net_rank[core.rank]];

@@ -1,6 +1,7 @@
 //! Communicators: the public API mirroring nccl.h (init, split, abort, collectives, groups).
 
 mod api;
+pub mod buffer_registration;
 mod config;
 pub mod device_window;
 mod group;
@@ -19,6 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use buffer_registration::BufferRegistration;
 pub use config::CommConfig;
 pub use device_window::{DeviceWindow, PendingDeviceWindow};
 pub use group::{Group, group_end, group_start};

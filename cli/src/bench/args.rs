@@ -113,16 +113,18 @@ pub struct Args {
         value_name = "FILE"
     )]
     pub output_file: Option<PathBuf>,
-    /// Buffer registration, as nccl-tests' -R: 0 none; 2 symmetric windows (GPU ranks: the
-    /// symmetric kernels load and store the peers' buffers in place; CPU ranks: mem_alloc +
-    /// window_register, so ranks on one host read each other's buffers directly). 1
-    /// (ncclCommRegister local registration) is not supported.
+    /// Buffer registration, as nccl-tests' -R: 0 none; 1 ncclCommRegister (GPU ranks: where
+    /// every rank registered its buffers and runs in its own process or thread, all-reduce,
+    /// reduce-scatter and all-gather load and store the peers' buffers in place); 2 symmetric
+    /// windows (GPU ranks: the symmetric kernels load and store the peers' buffers in place;
+    /// CPU ranks: mem_alloc + window_register, so ranks on one host read each other's buffers
+    /// directly).
     #[arg(
         short = 'R',
         long = "local_register",
         alias = "local-register",
         default_value_t = 0,
-        value_name = "0|2"
+        value_name = "0|1|2"
     )]
     pub register: u32,
     /// Number of local ranks: processes x -t x -g [default: the GPUs of this host, or the CPU
@@ -217,13 +219,10 @@ impl Args {
         if self.agg == 0 {
             anyhow::bail!("-m/--agg_iters must be at least 1");
         }
-        let windows = match self.register {
-            0 => false,
-            2 => true,
-            1 => anyhow::bail!(
-                "-R 1 (local registration, ncclCommRegister) is not supported by rnccl: use -R 0, \
-                 or -R 2 (symmetric windows)"
-            ),
+        let (local_register, windows) = match self.register {
+            0 => (false, false),
+            1 => (true, false),
+            2 => (false, true),
             v => anyhow::bail!("-R/--local_register {v} is not 0, 1 or 2"),
         };
         Ok(BenchOptions {
@@ -239,6 +238,7 @@ impl Args {
             average: Average::from_mode(self.average)
                 .map_err(|e| anyhow::anyhow!("-a/--average: {e}"))?,
             windows,
+            local_register,
             graph_launches: self.graph,
         })
     }

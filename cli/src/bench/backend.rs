@@ -60,8 +60,8 @@ impl Choice {
             .map(|why| format!("# no GPU: {why}; running on CPU ranks"))
     }
 
-    /// Refuses flags that do not fit the backend: `-g` above 1 and `-G` need GPU ranks (`-R 2`
-    /// registers windows on either).
+    /// Refuses flags that do not fit the backend: `-g` above 1, `-G` and `-R 1` need GPU ranks
+    /// (`-R 2` registers windows on either).
     ///
     /// Errors: a message naming the flags, the reason and what to do.
     pub fn check_flags(&self, args: &Args) -> anyhow::Result<()> {
@@ -73,6 +73,9 @@ impl Choice {
                 }
                 if args.graph > 0 {
                     gpu_only.push(format!("-G/--cudagraph {}", args.graph));
+                }
+                if args.register == 1 {
+                    gpu_only.push("-R/--local_register 1".to_string());
                 }
                 if gpu_only.is_empty() {
                     return Ok(());
@@ -169,6 +172,12 @@ mod tests {
         assert!(gpu.check_flags(&args(&["-g", "2", "-G", "5"])).is_ok());
         assert!(gpu.check_flags(&args(&["-R", "2"])).is_ok());
         assert!(cpu.check_flags(&args(&["-R", "2"])).is_ok());
+        assert!(gpu.check_flags(&args(&["-R", "1"])).is_ok());
+        let e = cpu
+            .check_flags(&args(&["-R", "1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-R/--local_register 1"), "{e}");
     }
 
     #[test]

@@ -78,6 +78,7 @@ mod tests {
             check,
             average: Average::Mean,
             windows: false,
+            local_register: false,
             graph_launches: 0,
         }
     }

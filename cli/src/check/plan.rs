@@ -42,6 +42,7 @@ impl Plan {
                 check: self.check,
                 average: Average::Mean,
                 windows: false,
+                local_register: false,
                 graph_launches: 0,
             },
             pairing: self.pairing,

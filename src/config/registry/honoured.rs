@@ -35,6 +35,7 @@ pub static HONOURED: &[&str] = &[
     "NCCL_IB_TC",
     "NCCL_IB_TIMEOUT",
     "NCCL_LL128_NTHREADS",
+    "NCCL_LOCAL_REGISTER",
     "NCCL_MAX_CTAS",
     "NCCL_MAX_NCHANNELS",
     "NCCL_MIN_CTAS",

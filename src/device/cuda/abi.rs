@@ -256,8 +256,26 @@ const _: () = assert!(SYM_FLAGS_OFF + 8 * SYM_BLOCKS <= DIRECT_FLAGS_BYTES);
 /// Word of the LL state where the symmetric blocks' operation counts start
 /// (`RNCCL_SYM_COUNT_WORD`); the state holds [`SYM_BLOCKS`] of them after it.
 pub(crate) const SYM_COUNT_WORD: usize = DIRECT_ROUNDS_WORD + DIRECT_BLOCKS;
-/// Bytes of the LL state: its words, the direct round counts, the symmetric counts.
-pub(crate) const LL_STATE_BYTES: usize = 8 * (SYM_COUNT_WORD + SYM_BLOCKS);
+/// Word of the LL state counting the direct kernels that ran (`RNCCL_KEY_WORD`,
+/// kernels/ll.cuh): every rank numbers its direct kernels alike, which the registered kernel's
+/// records name (kernels/registered.cuh).
+#[cfg(test)]
+pub(crate) const KEY_WORD: usize = 2;
+/// Word of the LL state where block 0 of a registered kernel posts its verdict
+/// (`RNCCL_VERDICT_WORD`).
+pub(crate) const VERDICT_WORD: usize = 3;
+const _: () = assert!(VERDICT_WORD < DIRECT_ROUNDS_WORD);
+/// Word of the LL state where a registered kernel's block 0 leaves every rank's input, then
+/// output, as mapped here (`RNCCL_REG_PEERS_WORD`, [`LL_MAX_RANKS`] words each).
+pub(crate) const REG_PEERS_WORD: usize = SYM_COUNT_WORD + SYM_BLOCKS;
+/// Byte offset of the registration record (three `u64`: input, output, the kernel's word) in
+/// a direct area (`RNCCL_REG_REC_OFF`): inside [`DIRECT_FLAGS_BYTES`], after the symmetric
+/// flags.
+pub(crate) const REG_REC_OFF: usize = SYM_FLAGS_OFF + 8 * SYM_BLOCKS;
+const _: () = assert!(REG_REC_OFF + 24 <= DIRECT_FLAGS_BYTES);
+/// Bytes of the LL state: its words, the direct round counts, the symmetric counts, the
+/// registered kernel's addresses.
+pub(crate) const LL_STATE_BYTES: usize = 8 * (REG_PEERS_WORD + 2 * LL_MAX_RANKS);
 
 /// The one-shot LL all-reduce's arguments (`struct LlArgs`), passed by value as the kernel's
 /// parameter.
@@ -285,6 +303,14 @@ pub(crate) struct LlArgs {
     pub mode: u32,
     /// The direct broadcast's root (a rank); 0 otherwise.
     pub root: u32,
+    /// The registered kernel (kernels/registered.cuh): the symmetric plan's blocks when this
+    /// rank's buffers are registered with every peer (`peer_src`/`peer_dst` then say where
+    /// each peer maps them); 0 otherwise.
+    pub reg_blocks: u32,
+    /// The registered kernel's symmetric plan: bytes of a shard per block.
+    pub reg_unit: u64,
+    /// Blocks of the direct plan (a registered kernel may launch more).
+    pub direct_blocks: u32,
     /// Padding to the next `u64`.
     pub pad: u32,
     /// Per rank: the LL area it reads this rank's lines from.
@@ -434,7 +460,7 @@ const _: () = {
     assert!(size_of::<Lane>() == 4 * 4);
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
     assert!(size_of::<Program>() == 14 * 8 + 4 * 4);
-    assert!(size_of::<LlArgs>() == size_of::<Program>() + 6 * 8 + 4 * 4 + 8 * 8 * LL_MAX_RANKS);
+    assert!(size_of::<LlArgs>() == size_of::<Program>() + 7 * 8 + 6 * 4 + 8 * 8 * LL_MAX_RANKS);
     assert!(size_of::<RmaArgs>() == size_of::<Program>() + 7 * 8 + 4 * 4 + 3 * 8 * LL_MAX_RANKS);
 };
 
@@ -456,7 +482,7 @@ pub(crate) fn put<T: Pod>(out: &mut Vec<u8>, v: &T) {
 pub(crate) fn layout_asserts() -> String {
     use std::mem::offset_of;
     let mut out = String::from(
-        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\n#include \"symmetric.cuh\"\n#include \"rma.cuh\"\nnamespace rnccl {\n",
+        "#define RNCCL_ABI_ONLY\n#include \"program.cuh\"\n#include \"ll.cuh\"\n#include \"direct.cuh\"\n#include \"symmetric.cuh\"\n#include \"registered.cuh\"\n#include \"rma.cuh\"\nnamespace rnccl {\n",
     );
     let mut check = |what: String, value: usize| {
         out.push_str(&format!("static_assert({what} == {value}, \"{what}\");\n"));
@@ -491,8 +517,9 @@ pub(crate) fn layout_asserts() -> String {
         "LlArgs",
         LlArgs,
         [
-            ctl, src, dst, bytes, state, seq, unit, nranks, mode, root, pad, out, inp => "in", out_step,
-            out_live, in_step, in_live, peer_src, peer_dst
+            ctl, src, dst, bytes, state, seq, unit, nranks, mode, root, reg_blocks, reg_unit,
+            direct_blocks, pad, out, inp => "in", out_step, out_live, in_step, in_live, peer_src,
+            peer_dst
         ]
     );
     fields!(
@@ -550,6 +577,10 @@ pub(crate) fn layout_asserts() -> String {
         ("SYM_BLOCKS", SYM_BLOCKS),
         ("SYM_FLAGS_OFF", SYM_FLAGS_OFF),
         ("SYM_COUNT_WORD", SYM_COUNT_WORD),
+        ("KEY_WORD", KEY_WORD),
+        ("VERDICT_WORD", VERDICT_WORD),
+        ("REG_PEERS_WORD", REG_PEERS_WORD),
+        ("REG_REC_OFF", REG_REC_OFF),
         ("SIGNAL_OFF", SIGNAL_OFF),
         ("RMA_STATE", RMA_STATE_BYTES),
     ] {
@@ -615,10 +646,10 @@ mod tests {
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
             "((Conn*)0)->head)) == 24",
-            "sizeof(LlArgs) == 704",
-            "((LlArgs*)0)->peer_dst)) == 640",
+            "sizeof(LlArgs) == 720",
+            "((LlArgs*)0)->peer_dst)) == 656",
             "RNCCL_SYM_COUNT_WORD == 136",
-            "((LlArgs*)0)->in)) == 256",
+            "((LlArgs*)0)->in)) == 272",
             "OP_EXCHANGE == 8",
         ] {
             assert!(src.contains(s), "{s} missing from:\n{src}");

@@ -39,6 +39,34 @@ pub(crate) fn export_base(base: u64, what: &str) -> Result<Vec<u8>> {
     Ok(h.reserved.iter().map(|&c| c as u8).collect())
 }
 
+/// The export of `bytes` bytes of device memory at `addr` (`what` names it in messages): the
+/// IPC handle of the allocation holding them and their offset in it, or why they cannot be
+/// exported (memory not from `cuMemAlloc`/`cudaMalloc`/`ncclMemAlloc`, a range past the end
+/// of its allocation), in words for the peers' logs.
+pub(crate) fn export_range(
+    addr: u64,
+    bytes: usize,
+    what: &str,
+) -> std::result::Result<(Vec<u8>, u64), String> {
+    let (base, size) = allocation_of(addr).map_err(|e| {
+        format!("device address {addr:#x} is not memory from cuMemAlloc/cudaMalloc ({e})")
+    })?;
+    let offset = addr - base;
+    if offset + bytes as u64 > size as u64 {
+        return Err(format!(
+            "the range of {bytes} bytes at {addr:#x} runs past the end of its allocation \
+             ({size} bytes at {base:#x})"
+        ));
+    }
+    let handle = export_base(base, what).map_err(|e| {
+        format!(
+            "its memory cannot be shared with other processes ({e}); allocate it with \
+             cudaMalloc or ncclMemAlloc"
+        )
+    })?;
+    Ok((handle, offset))
+}
+
 /// The allocation holding device address `addr`, in the current context: its first byte and
 /// its size in bytes (`cuMemGetAddressRange`).
 ///

@@ -81,6 +81,10 @@ pub(crate) struct GpuComm {
     pub(crate) direct_pointers: bool,
     /// The most ranks of this communicator on one GPU of one process ([`ranks_per_gpu`]).
     ranks_per_gpu: usize,
+    /// Buffers registered with `ncclCommRegister`: this rank's and its peers'.
+    pub(crate) registered: super::registered::Registrations,
+    /// Set once the log told of the first registered kernel.
+    reg_told: AtomicBool,
 }
 
 /// The most ranks of `core`'s communicator that run on one GPU in one process (as the ranks'
@@ -198,6 +202,8 @@ impl GpuComm {
             sym_told: AtomicU8::new(0),
             direct_pointers,
             ranks_per_gpu,
+            registered: Default::default(),
+            reg_told: AtomicBool::new(false),
         })
     }
 
@@ -312,6 +318,51 @@ impl GpuComm {
                 ..op
             },
             plan,
+        ))
+    }
+
+    /// The registered kernel (kernels/registered.cuh) for `func` from `input` into `output`
+    /// (device address and bytes; `bytes` as [`LlOp::bytes`]): when the communicator has direct
+    /// areas with every peer, the symmetric kernel for `func` is allowed, and both buffers lie
+    /// in ranges of this rank's registered with every peer ([`super::registered`]). Its
+    /// argument lists carry this rank's buffers as each peer maps them; with it the direct
+    /// plan (on at most `direct_bound` blocks) the kernel falls back on, and the symmetric
+    /// plan (on at most `max_blocks`, [`GpuComm::block_cap`]).
+    pub(crate) fn reg_op(
+        &self,
+        func: crate::func::Func,
+        input: (u64, usize),
+        output: (u64, usize),
+        bytes: usize,
+        direct_bound: usize,
+        max_blocks: usize,
+    ) -> Option<(LlOp, super::ll::DirectPlan, super::ll::DirectPlan)> {
+        let (_, sym_mode, name) = self.sym.kernel(func)?;
+        let mode = match func {
+            crate::func::Func::AllReduce => DirectMode::AllReduce,
+            crate::func::Func::ReduceScatter => DirectMode::ReduceScatter,
+            crate::func::Func::AllGather => DirectMode::AllGather,
+            _ => return None,
+        };
+        let op = self.direct_op(mode, 0, input.0, output.0, bytes)?;
+        let peer_src = self.registered.place(input.0, input.1)?;
+        let peer_dst = self.registered.place(output.0, output.1)?;
+        let direct = super::ll::direct_plan(mode, bytes, self.nranks, direct_bound);
+        let sym = super::ll::sym_plan(sym_mode, bytes, self.nranks, &self.sym, max_blocks);
+        if !self.reg_told.swap(true, Ordering::Relaxed) {
+            tracing::info!(target: "rnccl::coll",
+                "rank {}: registered buffers: {name} where every rank's buffers are registered \
+                 ({} blocks for {bytes} bytes), the direct kernel where not; told once",
+                self.rank, sym.blocks);
+        }
+        Some((
+            LlOp {
+                peer_src,
+                peer_dst,
+                ..op
+            },
+            direct,
+            sym,
         ))
     }
 

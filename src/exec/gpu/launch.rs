@@ -44,6 +44,9 @@ enum Work {
     /// The direct kernel (all-reduce, reduce-scatter, all-gather, broadcast or all-to-all, or
     /// a symmetric kernel: [`ll::LlOp::mode`]) with its split over blocks.
     Direct(LlOp, ll::DirectPlan),
+    /// The registered kernel (kernels/registered.cuh): the direct kernel's mode with its plan,
+    /// and the symmetric plan it runs where every rank's buffers are registered.
+    Registered(LlOp, ll::DirectPlan, ll::DirectPlan),
     /// A copy of `bytes` bytes from `src` to `dst` (device addresses) without a kernel: a
     /// collective on one rank, as NCCL runs it (`cudaMemcpyAsync`, nothing when in place).
     Copy { src: u64, dst: u64, bytes: usize },
@@ -54,7 +57,10 @@ enum Work {
 impl Work {
     /// Whether a kernel runs it and reports its start and finish.
     fn reports(&self) -> bool {
-        matches!(self, Work::Program(_) | Work::Ll(..) | Work::Direct(..))
+        matches!(
+            self,
+            Work::Program(_) | Work::Ll(..) | Work::Direct(..) | Work::Registered(..)
+        )
     }
 }
 
@@ -95,6 +101,10 @@ fn launch_all(
     group: &GroupBuffers,
 ) -> Result<()> {
     let n = core.nranks;
+    // Peers' news of their registered buffers (never waits).
+    if n > 1 {
+        gpu.registered.poll(core, &gpu.ctx)?;
+    }
     let plans = ops
         .iter()
         .map(|q| plans.get(core, &q.args))
@@ -250,20 +260,26 @@ fn launch_all(
                 !own_scalar && ll.is_none() && sym.is_none() && gpu_direct(core, a.func, total)
             })
             .and_then(|(mode, bytes)| gpu.direct_op(mode, a.root as u32, input.0, out.0, bytes));
+        let bound = direct_block_bound(&core.knobs).min(cap);
+        // Where the direct kernel would run, buffers this rank registered with every peer take
+        // the registered kernel, which finds out whether every rank's are.
+        let registered = mode
+            .filter(|_| direct.is_some() && peers.is_none())
+            .and_then(|(_, bytes)| gpu.reg_op(a.func, input, out, bytes, bound, cap));
         // The LL, symmetric and direct kernels store straight into the peers' memory, without
         // the plan.
-        let work = match (ll, sym, direct) {
+        let work = match (ll, sym, direct, registered) {
             (Some(op), ..) => {
                 let blocks = ll::blocks(op.bytes, THREADS as usize, cap);
                 Work::Ll(op, blocks)
             }
-            (None, Some((op, plan)), _) => Work::Direct(op, plan),
-            (None, None, Some(op)) => {
-                let bound = direct_block_bound(&core.knobs).min(cap);
+            (None, Some((op, plan)), ..) => Work::Direct(op, plan),
+            (None, None, Some(_), Some((op, direct, sym))) => Work::Registered(op, direct, sym),
+            (None, None, Some(op), None) => {
                 let plan = ll::direct_plan(op.mode, op.bytes, n, bound);
                 Work::Direct(op, plan)
             }
-            (None, None, None) => Work::Program(vec![(plan, bufs)]),
+            (None, None, None, _) => Work::Program(vec![(plan, bufs)]),
         };
         let op = match &work {
             Work::Ll(..) => OpInfo {
@@ -272,7 +288,7 @@ fn launch_all(
                 direct: true,
                 ..op
             },
-            Work::Direct(_, plan) => OpInfo {
+            Work::Direct(_, plan) | Work::Registered(_, plan, _) => OpInfo {
                 algo: "Direct",
                 nchannels: plan.blocks as usize,
                 direct: true,
@@ -329,24 +345,35 @@ fn launch_one(gpu: &GpuComm, ctl: &Control, l: &Launch) -> Result<()> {
         )
     };
     // The LL or direct kernel on `blocks` blocks; a direct kernel's block moves `unit` bytes a
-    // round.
-    let peers = |op: &LlOp, kernel, blocks, unit: Option<usize>| {
+    // round, and a registered one's symmetric plan is `reg`.
+    let peers = |op: &LlOp, kernel, blocks, unit: Option<usize>, reg: Option<&ll::DirectPlan>| {
         let interp = interp()?;
         let mut args = ll::encode(op, seq, &l.spec, ctl)?;
         if let Some(unit) = unit {
             args.unit = unit as u64;
+            args.direct_blocks = blocks;
+        }
+        let mut launched = blocks;
+        if let Some(sym) = reg {
+            args.reg_blocks = sym.blocks;
+            args.reg_unit = sym.unit as u64;
+            launched = blocks.max(sym.blocks);
         }
         // SAFETY: the arguments name this communicator's LL and direct areas, epoch, round
         // counts and control words (alive as long as it is) and the caller's buffers (valid
         // until the stream runs the kernel, the contract of Group::push_device); the stream is
         // the caller's.
-        unsafe { interp.launch_peers(kernel, blocks, l.stream, &mut args) }
+        unsafe { interp.launch_peers(kernel, launched, l.stream, &mut args) }
     };
     let parts = match &l.work {
         Work::Program(parts) => parts,
-        Work::Ll(op, blocks) => return peers(op, PeerKernel::Ll, *blocks, None),
+        Work::Ll(op, blocks) => return peers(op, PeerKernel::Ll, *blocks, None, None),
         Work::Direct(op, plan) => {
-            return peers(op, PeerKernel::Direct, plan.blocks, Some(plan.unit));
+            return peers(op, PeerKernel::Direct, plan.blocks, Some(plan.unit), None);
+        }
+        Work::Registered(op, direct, sym) => {
+            let (blocks, unit) = (direct.blocks, Some(direct.unit));
+            return peers(op, PeerKernel::Direct, blocks, unit, Some(sym));
         }
         &Work::Copy { src, dst, bytes } => {
             if src == dst || bytes == 0 {

@@ -182,6 +182,9 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
         nranks: n as u32,
         mode: op.mode as u32,
         root: op.root,
+        reg_blocks: 0,
+        reg_unit: 0,
+        direct_blocks: 0,
         pad: 0,
         out: list(&|r| op.out[r]),
         inp: list(&|r| op.inp[r]),
@@ -250,15 +253,18 @@ mod tests {
         let word = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
         assert_eq!(word(h + 52), 3, "mode");
         assert_eq!(word(h + 56), 1, "root");
-        assert_eq!(at(h + 64), 0xa0, "out[0]");
-        assert_eq!(at(h + 64 + 64), 0xb0, "in[0]");
-        assert_eq!(at(h + 64 + 8 * 15), 0, "unused ranks are zero");
+        assert_eq!(word(h + 60), 0, "reg_blocks: the launch sets it");
+        assert_eq!(at(h + 64), 0, "reg_unit");
+        assert_eq!(word(h + 72), 0, "direct_blocks: the launch sets it");
+        assert_eq!(at(h + 80), 0xa0, "out[0]");
+        assert_eq!(at(h + 80 + 64), 0xb0, "in[0]");
+        assert_eq!(at(h + 80 + 8 * 15), 0, "unused ranks are zero");
         for (list, want) in [(2, 0xc0), (3, 0xc8), (4, 0xd0), (5, 0xd8), (6, 0xe0)] {
-            assert_eq!(at(h + 64 + 64 * list), want, "list {list}");
+            assert_eq!(at(h + 80 + 64 * list), want, "list {list}");
         }
-        assert_eq!(at(h + 64 + 64 * 6 + 8), 0x1000, "peer_src[1]");
-        assert_eq!(at(h + 64 + 64 * 7), 0, "no peer_dst: zero");
-        assert_eq!(h + 64 + 64 * 8, size_of::<LlArgs>());
+        assert_eq!(at(h + 80 + 64 * 6 + 8), 0x1000, "peer_src[1]");
+        assert_eq!(at(h + 80 + 64 * 7), 0, "no peer_dst: zero");
+        assert_eq!(h + 80 + 64 * 8, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],

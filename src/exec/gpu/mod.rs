@@ -22,6 +22,7 @@ pub(crate) mod ll;
 pub(crate) mod ops;
 pub(crate) mod program;
 mod programs;
+pub(crate) mod registered;
 pub(crate) mod rma;
 mod scratch;
 pub(crate) mod spread;

@@ -38,6 +38,7 @@ pub(crate) const SOURCES: &[Source] = &[
     kernel_file!("ll.cuh"),
     kernel_file!("program.cuh"),
     kernel_file!("reduce.cuh"),
+    kernel_file!("registered.cuh"),
     kernel_file!("rma.cuh"),
     kernel_file!("symmetric.cuh"),
 ];
