@@ -45,6 +45,10 @@ if [ -x .devbin/rnccl ]; then
   run bench_shared_gpu_group $shared all_reduce
   run bench_shared_gpu_direct env NCCL_P2P_DIRECT_DISABLE=1 $shared reduce_scatter
   run bench_shared_gpu_rings $shared sendrecv
+  # Buffers registered with ncclCommRegister (-R 1): the registered kernel, ranks as threads
+  # and as processes (on a one-GPU host both share GPU 0).
+  run bench_registered_threads .devbin/rnccl bench all_reduce --threads --ranks 2 -R 1 -b 1M -e 64M -f 4 -n 5 -w 2 -c 1
+  run bench_registered_processes .devbin/rnccl bench reduce_scatter --ranks 2 -R 1 -b 1M -e 16M -f 4 -n 3 -w 2 -c 1
   cat "$out/bench_allreduce.log"
 fi
 for t in .devbin/gpu_collectives-* .devbin/gpu_faults-*; do

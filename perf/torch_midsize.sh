@@ -5,6 +5,9 @@
 # issue 27's PyTorch bar reads: per size the best µs per call of each, the ratio rnccl ÷ NCCL
 # (time: ≤ 1.0 is the bar) and, where timed, the two-shot's best in rnccl's processes.
 #
+# REGISTER=1 runs both with TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 (PyTorch registers
+# its allocator's segments with ncclCommRegister: rnccl's registered kernel).
+#
 #   on the device machine: GPUS=2 perf/torch_midsize.sh   (carry .devbin; needs .devbin/libnccl.so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +23,8 @@ trap 'rm -rf "$work"' EXIT
 cp .devbin/libnccl.so "$work/libnccl.so.2"
 for r in $(seq "$rounds"); do
   for who in nccl rnccl; do
-    pre=(); [ $who = rnccl ] && pre=(env LD_PRELOAD="$work/libnccl.so.2")
+    pre=(env TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK="${REGISTER:-0}")
+    [ $who = rnccl ] && pre+=(LD_PRELOAD="$work/libnccl.so.2")
     if ! "${pre[@]}" timeout 300 python3 -m torch.distributed.run --nproc_per_node "$gpus" \
       perf/torch_midsize.py 1 >"$work/$who.$r.log" 2>&1; then
       echo "== $who, round $r failed:"; tail -15 "$work/$who.$r.log"; exit 1
