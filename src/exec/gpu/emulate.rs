@@ -12,6 +12,7 @@
 
 mod decode;
 pub(crate) mod ll;
+pub(crate) mod registered;
 pub(crate) mod sym;
 mod sync;
 

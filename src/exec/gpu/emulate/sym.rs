@@ -14,9 +14,7 @@ use super::ptr;
 use super::sync::{Waiting, report, wait_at_least, word};
 use crate::device::Transforms;
 use crate::device::cpu::reduce::{copy, reduce};
-use crate::device::cuda::abi::{
-    DevConn, DirectMode, KEY_WORD, LL_AREA_BYTES, SYM_COUNT_WORD, SYM_FLAGS_OFF,
-};
+use crate::device::cuda::abi::{DevConn, DirectMode, LL_AREA_BYTES, SYM_COUNT_WORD, SYM_FLAGS_OFF};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::redop::Combine;
@@ -181,7 +179,5 @@ pub(crate) unsafe fn run(
     };
     // The last block numbers the communicator's next direct kernel (RNCCL_KEY_WORD).
     // SAFETY: the state is live (caller's contract).
-    let key = unsafe { word(a.state + 8 * KEY_WORD as u64) };
-    key.store(key.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    Ok(())
+    unsafe { super::registered::end(args) }
 }

@@ -10,4 +10,5 @@ mod failures;
 mod ll;
 mod p2p;
 mod reference;
+mod registered;
 mod sym;
