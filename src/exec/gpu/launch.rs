@@ -101,10 +101,6 @@ fn launch_all(
     group: &GroupBuffers,
 ) -> Result<()> {
     let n = core.nranks;
-    // Peers' news of their registered buffers (never waits).
-    if n > 1 {
-        gpu.registered.poll(core, &gpu.ctx)?;
-    }
     let plans = ops
         .iter()
         .map(|q| plans.get(core, &q.args))
@@ -261,10 +257,21 @@ fn launch_all(
             })
             .and_then(|(mode, bytes)| gpu.direct_op(mode, a.root as u32, input.0, out.0, bytes));
         let bound = direct_block_bound(&core.knobs).min(cap);
-        // Where the direct kernel would run, buffers this rank registered with every peer take
-        // the registered kernel, which finds out whether every rank's are.
+        // Where the direct kernel would run an all-reduce, reduce-scatter or all-gather,
+        // buffers this rank registered with every peer take the registered kernel, which finds
+        // out whether every rank's are. The peers' news of their registrations is read here
+        // (never waiting), so operations that cannot take it pay nothing.
+        let eligible = direct.is_some()
+            && peers.is_none()
+            && matches!(
+                a.func,
+                Func::AllReduce | Func::ReduceScatter | Func::AllGather
+            );
+        if eligible {
+            gpu.registered.poll(core, &gpu.ctx)?;
+        }
         let registered = mode
-            .filter(|_| direct.is_some() && peers.is_none())
+            .filter(|_| eligible)
             .and_then(|(_, bytes)| gpu.reg_op(a.func, input, out, bytes, bound, cap));
         // The LL, symmetric and direct kernels store straight into the peers' memory, without
         // the plan.
