@@ -52,7 +52,9 @@ pub use comm::{
 pub use device::cuda::{DeviceInfo, gpus};
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result, ResultCode};
-pub use exec::gpu::choice::{GpuKernel, gpu_kernel, gpu_kernel_in_group, gpu_kernel_in_windows};
+pub use exec::gpu::choice::{
+    GpuKernel, gpu_kernel, gpu_kernel_in_group, gpu_kernel_in_windows, gpu_kernel_registered,
+};
 pub use fp8::{F8E4M3, F8E5M2};
 pub use func::Func;
 pub use mem::{HostMem, mem_alloc};

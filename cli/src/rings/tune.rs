@@ -27,6 +27,12 @@ fn rnccl_window_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
     rnccl::gpu_kernel_in_windows(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
 }
 
+/// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs when every rank registered its
+/// buffers with `ncclCommRegister` and runs in its own process or thread (`-R 1`).
+fn rnccl_registered_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
+    rnccl::gpu_kernel_registered(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
+}
+
 /// The kernel rnccl runs for `f` at `bytes` on `p`'s GPUs when one thread drives every rank in
 /// one group (`-g N`, plain buffers every GPU reaches).
 fn rnccl_group_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
@@ -58,6 +64,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     out.push(format!(
         "{} over sizes: NCCL's choice and the predicted time (us) of each algorithm/protocol ('-' = not usable); \
          rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple, Exchange/Simple); \
+         rnccl -R 1: the kernel on buffers every rank registered (ncclCommRegister, a process or thread per rank); \
          rnccl -R 2: the kernel on buffers in symmetric windows (a symmetric kernel xblocks); \
          rnccl -g N: the kernel when one thread drives every rank in a group",
         f.nccl_name()
@@ -69,6 +76,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     let mut header: Vec<String> = [
         "size",
         "rnccl",
+        "rnccl -R 1",
         "rnccl -R 2",
         "rnccl -g N",
         "choice",
@@ -90,6 +98,7 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
         let mut row = vec![
             crate::units::bytes_iec_whole(s),
             rnccl_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
+            rnccl_registered_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
             rnccl_window_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
             rnccl_group_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
         ];
@@ -123,6 +132,8 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
 struct SweepJson {
     bytes: u64,
     rnccl: Option<GpuKernel>,
+    /// The kernel on buffers every rank registered (`-R 1`).
+    rnccl_registered: Option<GpuKernel>,
     /// The kernel on buffers in symmetric windows (`-R 2`).
     rnccl_windows: Option<GpuKernel>,
     /// The kernel when one thread drives every rank in one group (`-g N`).
@@ -155,6 +166,7 @@ pub fn json(p: &Planned, f: Func) -> TuneJson {
                 SweepJson {
                     bytes: s,
                     rnccl: rnccl_kernel(p, f, s),
+                    rnccl_registered: rnccl_registered_kernel(p, f, s),
                     rnccl_windows: rnccl_window_kernel(p, f, s),
                     rnccl_group: rnccl_group_kernel(p, f, s),
                     algo: c.map(|c| ALGORITHMS[c.algo]),

@@ -219,9 +219,72 @@ pub fn gpu_kernel_in_group(
     gpu_kernel_in_windows(cfg, func, bytes, nranks, nodes)
 }
 
+/// The kernel rnccl's GPU engine runs for one collective of `func` (as [`gpu_kernel`]) when
+/// every rank registered its buffers with `ncclCommRegister` and runs in its own process or
+/// thread (`-R 1`, PyTorch's allocator hook): where [`gpu_kernel`] runs the direct kernel on 1
+/// to 64 MiB (the sizes a group's own buffers take the symmetric kernels at), the registered
+/// kernel (kernels/registered.cuh) runs the symmetric kernel [`gpu_kernel_in_windows`] names;
+/// elsewhere the same kernel as on plain buffers.
+///
+/// Errors: as [`gpu_kernel`].
+pub fn gpu_kernel_registered(
+    cfg: &Config,
+    func: Func,
+    bytes: usize,
+    nranks: usize,
+    nodes: usize,
+) -> Result<GpuKernel> {
+    let plain = gpu_kernel(cfg, func, bytes, nranks, nodes)?;
+    if !matches!(plain, GpuKernel::Direct { .. }) || !super::group_buffers::group_size(func, bytes)
+    {
+        return Ok(plain);
+    }
+    gpu_kernel_in_windows(cfg, func, bytes, nranks, nodes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registered_buffers_run_the_symmetric_kernels_where_the_direct_kernel_would() {
+        let cfg = Config::from_pairs(&[]).unwrap();
+        let k = |func, bytes| {
+            (
+                gpu_kernel(&cfg, func, bytes, 2, 1).unwrap(),
+                gpu_kernel_registered(&cfg, func, bytes, 2, 1).unwrap(),
+            )
+        };
+        let mut any = false;
+        for func in [
+            Func::AllReduce,
+            Func::ReduceScatter,
+            Func::AllGather,
+            Func::Broadcast,
+        ] {
+            for bytes in [8usize, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 1 << 30] {
+                let (plain, reg) = k(func, bytes);
+                let sym = matches!(reg, GpuKernel::Symmetric { .. });
+                let want = matches!(plain, GpuKernel::Direct { .. })
+                    && func != Func::Broadcast
+                    && (1 << 20..=64 << 20).contains(&bytes);
+                assert_eq!(
+                    sym, want,
+                    "{func:?} {bytes}: plain {plain}, registered {reg}"
+                );
+                if !sym {
+                    assert_eq!(plain, reg, "{func:?} {bytes}");
+                }
+                any |= sym;
+            }
+        }
+        assert!(any, "the direct kernel runs somewhere");
+        // Across nodes no rank maps another's buffers.
+        assert_eq!(
+            gpu_kernel_registered(&cfg, Func::AllReduce, 8 << 20, 2, 2).unwrap(),
+            GpuKernel::Ring
+        );
+    }
 
     #[test]
     fn symmetric_windows_run_the_symmetric_kernels() {

@@ -65,7 +65,8 @@ const GROUP_MAX_BYTES: usize = 64 << 20;
 
 /// Whether a group's collective of `func` whose larger buffer holds `bytes` bytes is one for the
 /// symmetric kernels by function and size alone: from [`GROUP_MIN_BYTES`] to
-/// [`GROUP_MAX_BYTES`].
+/// [`GROUP_MAX_BYTES`]. Buffers registered with `ncclCommRegister` keep the same window
+/// ([`super::registered`]): the same kernels, measured the same way.
 pub(crate) fn group_size(func: Func, bytes: usize) -> bool {
     (GROUP_MIN_BYTES..=GROUP_MAX_BYTES).contains(&bytes) && SYM_FUNCS.contains(&func)
 }

@@ -11,7 +11,7 @@ use cudarc::driver::sys;
 use super::GpuEngine;
 use super::choice::direct_block_bound;
 use super::comm::GpuComm;
-use super::group_buffers::{GroupBuffers, is_collective};
+use super::group_buffers::{GroupBuffers, group_size, is_collective};
 use super::ll::{self, LlOp};
 use super::program::{Control, DevBuffers, Part, encode};
 use super::programs::Recipe;
@@ -266,7 +266,9 @@ fn launch_all(
             && matches!(
                 a.func,
                 Func::AllReduce | Func::ReduceScatter | Func::AllGather
-            );
+            )
+            && group_size(a.func, total)
+            && gpu_sym(core, a.func, total);
         if eligible {
             gpu.registered.poll(core, &gpu.ctx)?;
         }
