@@ -154,10 +154,9 @@ __device__ __forceinline__ u64 reduce_unit(u64 acc, u64 x, bool first, bool last
 
 // Thread 0 of every block, after the block's last store: the last block to finish sets the
 // epoch to `*epoch` (unless null) and the direct kernels' count to `key` (unless 0), resets
-// the count of blocks, adds `moved(r, way)` bytes to the
-// counters of the connection ends with every peer r (way 0 the send end, 1 the receive end)
-// and, unless this is a CUDA-graph replay of an operation already reported, says the operation
-// finished.
+// the count of blocks, adds `moved(r, way)` bytes to the counters of the connection ends with
+// every peer r (way 0 the send end, 1 the receive end) and, unless this is a CUDA-graph replay
+// of an operation already reported, says the operation finished.
 template <typename F>
 __device__ void ll_finish(const LlArgs& a, u64 guard, const u32* epoch, u64 key, F moved) {
   __threadfence();

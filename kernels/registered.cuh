@@ -1,7 +1,8 @@
 // All-reduce, reduce-scatter and all-gather on buffers registered with ncclCommRegister, when
-// every rank runs in its own process (PyTorch, nccl-tests with MPI): the symmetric kernels
-// (symmetric.cuh) load and store the peers' buffers in place where every rank's buffers are
-// registered and mapped by its peers, and the direct kernel (direct.cuh) runs where not.
+// every rank runs in its own process or thread (PyTorch, nccl-tests with MPI): the symmetric
+// kernels (symmetric.cuh) load and store the peers' buffers in place where every rank's
+// buffers are registered and mapped by its peers, and the direct kernel (direct.cuh) runs
+// where not.
 //
 // No rank knows beforehand whether its peers' buffers of this operation are registered (each
 // registers its own memory, when it likes), so the kernel finds out. Every direct kernel
@@ -92,7 +93,8 @@ __device__ void reg_run(const LlArgs& a, u64 key) {
     verdict = st == ST_OK ? ld_volatile(words + RNCCL_VERDICT_WORD) - 4 * key : RNCCL_REG_FAILED;
     for (u32 r = 0; r < a.nranks; r++) {
       srcs[r] = r == me ? a.src : ld_volatile(words + RNCCL_REG_PEERS_WORD + r);
-      dsts[r] = r == me ? a.dst : ld_volatile(words + RNCCL_REG_PEERS_WORD + RNCCL_LL_MAX_RANKS + r);
+      const u64* out = words + RNCCL_REG_PEERS_WORD + RNCCL_LL_MAX_RANKS;
+      dsts[r] = r == me ? a.dst : ld_volatile(out + r);
     }
   }
   __syncthreads();

@@ -65,8 +65,9 @@ __device__ int sym_barrier(const LlArgs& a, u32 b, u64 value) {
 }
 
 // Block b of a symmetric kernel of `mode` (a DIRECT_SYM_ mode). LlArgs::bytes is the
-// all-reduce's buffer and the others' per-rank part; `unit` the bytes of this rank's shard each block takes (a multiple of 16);
-// peer_src / peer_dst every rank's input and output as mapped here. A block that is not
+// all-reduce's buffer and the others' per-rank part; `unit` the bytes of this rank's shard
+// each block takes (a multiple of 16); peer_src / peer_dst every rank's input and output as
+// mapped here. A block that is not
 // `active` (past the plan's blocks in a registered kernel, registered.cuh) only finishes.
 // Without `enter` the entry barrier is skipped: the registered kernel's exchange of records
 // already showed every peer reached the operation. `key` numbers this direct kernel.

@@ -4,13 +4,14 @@
 //! NCCL documents both registrations as optimisations for collectives (zero-copy transfers,
 //! symmetric-memory kernels): a collective on a registered buffer gives the same result as on
 //! any other. A `ncclCommRegister` registration is recorded and its handle only taken back by
-//! the same call's deregistration, on the same communicator. On a GPU communicator it is also
-//! offered to the peers, which map it (`rnccl::Communicator::register_buffer`): an all-reduce,
-//! reduce-scatter or all-gather whose buffers every rank registered loads and stores them in
-//! place, one whose buffers some rank did not runs through rnccl's own buffers as on any other. A window on a GPU communicator is more: every
-//! rank learns where the others' ranges are ([`rnccl::DeviceWindow`], collective like NCCL's:
-//! inside a group the ranks' ranges are exchanged at `ncclGroupEnd`, so one thread can register
-//! on several GPUs), one-sided operations (`crate::rma`) store into them, and with
+//! the same call's deregistration, on the same communicator. On a ready GPU communicator it is
+//! also offered to the peers, which map it (`rnccl::Communicator::register_buffer`): an
+//! all-reduce, reduce-scatter or all-gather whose buffers every rank registered loads and
+//! stores them in place, one whose buffers some rank did not runs through rnccl's own buffers
+//! as on any other. A window on a GPU communicator is more: every rank learns where the
+//! others' ranges are ([`rnccl::DeviceWindow`], collective like NCCL's: inside a group the
+//! ranks' ranges are exchanged at `ncclGroupEnd`, so one thread can register on several GPUs),
+//! one-sided operations (`crate::rma`) store into them, and with
 //! `NCCL_WIN_COLL_SYMMETRIC` all-reduces, reduce-scatters and all-gathers whose buffers lie in
 //! windows load and store the peers' buffers in place (rnccl's symmetric kernels).
 
@@ -135,17 +136,15 @@ unsafe fn register(
             format!("buff {buff:p} / size {size} is not a buffer"),
         ));
     }
-    // A buffer on a GPU communicator is offered to the peers, which map it: collectives
-    // whose buffers every rank registered then load and store them in place.
-    let buffer = match window {
-        true => None,
-        false => h.with_ready(f, |c| match c.gpu_ordinal() {
-            Some(_) => c
-                .register_buffer(buff as u64, size)
-                .map(Some)
-                .map_err(|e| Failure::from_error(f, &e)),
-            None => Ok(None),
-        })?,
+    // A buffer on a ready GPU communicator is offered to the peers, which map it: collectives
+    // whose buffers every rank registered then load and store them in place. On one still
+    // initialising (or finalised) it is only recorded, as before, and collectives copy.
+    let buffer = match &*h.state() {
+        State::Ready(c) if !window && c.gpu_ordinal().is_some() => Some(
+            c.register_buffer(buff as u64, size)
+                .map_err(|e| Failure::from_error(f, &e))?,
+        ),
+        _ => None,
     };
     Ok(Box::into_raw(Box::new(Registration {
         comm: h as *const ncclComm as usize,
