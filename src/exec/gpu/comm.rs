@@ -81,6 +81,9 @@ pub(crate) struct GpuComm {
     pub(crate) direct_pointers: bool,
     /// The most ranks of this communicator on one GPU of one process ([`ranks_per_gpu`]).
     ranks_per_gpu: usize,
+    /// The most blocks of a direct kernel, from the knobs at creation
+    /// ([`super::choice::direct_block_bound`]).
+    pub(crate) direct_bound: usize,
     /// Buffers registered with `ncclCommRegister`: this rank's and its peers'.
     pub(crate) registered: super::registered::Registrations,
     /// Set once the log told of the first registered kernel.
@@ -202,6 +205,7 @@ impl GpuComm {
             sym_told: AtomicU8::new(0),
             direct_pointers,
             ranks_per_gpu,
+            direct_bound: super::choice::direct_block_bound(&core.knobs),
             registered: Default::default(),
             reg_told: AtomicBool::new(false),
         })

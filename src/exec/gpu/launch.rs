@@ -9,7 +9,6 @@
 use cudarc::driver::sys;
 
 use super::GpuEngine;
-use super::choice::direct_block_bound;
 use super::comm::GpuComm;
 use super::group_buffers::{GroupBuffers, group_size, is_collective};
 use super::ll::{self, LlOp};
@@ -256,8 +255,8 @@ fn launch_all(
                 !own_scalar && ll.is_none() && sym.is_none() && gpu_direct(core, a.func, total)
             })
             .and_then(|(mode, bytes)| gpu.direct_op(mode, a.root as u32, input.0, out.0, bytes));
-        // The direct kernel's most blocks, from the knobs: read only where it may run.
-        let bound = || direct_block_bound(&core.knobs).min(cap);
+        // The direct kernel's most blocks.
+        let bound = || gpu.direct_bound.min(cap);
         // Where the direct kernel would run an all-reduce, reduce-scatter or all-gather,
         // buffers this rank registered with every peer take the registered kernel, which finds
         // out whether every rank's are. The peers' news of their registrations is read here
