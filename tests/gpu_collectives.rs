@@ -111,12 +111,7 @@ fn one_group_checked(
     {
         let mut g = rnccl::group_start();
         for ((c, b), s) in comms.iter().zip(bufs.iter_mut()).zip(streams) {
-            let a = cases[c.rank()].args;
-            if in_place {
-                g.push_cuda_in_place(c, a, &mut b.recv, s).expect("queue");
-            } else {
-                g.push_cuda(c, a, &b.send, &mut b.recv, s).expect("queue");
-            }
+            push_case(&mut g, c, &cases[c.rank()], b, s, in_place).expect("queue");
         }
         g.end().expect("group");
     }
@@ -327,13 +322,7 @@ fn registered_buffers_on_rank_threads() {
                             }
                             let err = |e: rnccl::Error| format!("{what} run {run}: {e}");
                             let mut g = rnccl::group_start();
-                            if in_place {
-                                g.push_cuda_in_place(c, k.args, &mut b.recv, s)
-                                    .map_err(err)?;
-                            } else {
-                                g.push_cuda(c, k.args, &b.send, &mut b.recv, s)
-                                    .map_err(err)?;
-                            }
+                            push_case(&mut g, c, &k, &mut b, s, in_place).map_err(err)?;
                             g.end().map_err(err)?;
                             s.synchronize().map_err(|e| format!("{what}: {e}"))?;
                             c.async_error().map_err(err)?;

@@ -302,12 +302,8 @@ pub(crate) fn run_one<T: GElem>(
                 g.recv_cuda(c, &mut b.recv, (r + n - 1) % n, s)
                     .map_err(err)?;
             }
-        } else if in_place {
-            g.push_cuda_in_place(c, k.args, &mut b.recv, s)
-                .map_err(err)?;
         } else {
-            g.push_cuda(c, k.args, &b.send, &mut b.recv, s)
-                .map_err(err)?;
+            push_case(&mut g, c, &k, &mut b, s, in_place).map_err(err)?;
         }
         g.end().map_err(err)?;
     }
@@ -315,6 +311,22 @@ pub(crate) fn run_one<T: GElem>(
         .map_err(|e| format!("{what}: synchronize: {e}"))?;
     c.async_error().map_err(err)?;
     check(&what, s, &b, &k, n)
+}
+
+/// Queues rank `c`'s collective of case `k` into `g`, on `b`'s buffers, in place or not.
+pub(crate) fn push_case<'a, T: GElem>(
+    g: &mut rnccl::Group<'a>,
+    c: &'a Communicator,
+    k: &Case<T>,
+    b: &'a mut Bufs<T>,
+    s: &'a Arc<CudaStream>,
+    in_place: bool,
+) -> Result<(), rnccl::Error> {
+    match in_place {
+        true => g.push_cuda_in_place(c, k.args, &mut b.recv, s),
+        false => g.push_cuda(c, k.args, &b.send, &mut b.recv, s),
+    }
+    .map(|_| ())
 }
 
 #[allow(clippy::too_many_arguments)] // one per dimension of the matrix
