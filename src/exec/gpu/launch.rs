@@ -256,7 +256,7 @@ fn launch_all(
             })
             .and_then(|(mode, bytes)| gpu.direct_op(mode, a.root as u32, input.0, out.0, bytes));
         // The direct kernel's most blocks.
-        let bound = || gpu.direct_bound.min(cap);
+        let bound = gpu.direct_bound.min(cap);
         // Where the direct kernel would run an all-reduce, reduce-scatter or all-gather,
         // buffers this rank registered with every peer take the registered kernel, which finds
         // out whether every rank's are. The peers' news of their registrations is read here
@@ -274,7 +274,7 @@ fn launch_all(
         }
         let registered = mode
             .filter(|_| eligible)
-            .and_then(|(_, bytes)| gpu.reg_op(a.func, input, out, bytes, bound(), cap));
+            .and_then(|(_, bytes)| gpu.reg_op(a.func, input, out, bytes, bound, cap));
         // The LL, symmetric and direct kernels store straight into the peers' memory, without
         // the plan.
         let work = match (ll, sym, direct, registered) {
@@ -285,7 +285,7 @@ fn launch_all(
             (None, Some((op, plan)), ..) => Work::Direct(op, plan),
             (None, None, Some(_), Some((op, direct, sym))) => Work::Registered(op, direct, sym),
             (None, None, Some(op), None) => {
-                let plan = ll::direct_plan(op.mode, op.bytes, n, bound());
+                let plan = ll::direct_plan(op.mode, op.bytes, n, bound);
                 Work::Direct(op, plan)
             }
             (None, None, None, _) => Work::Program(vec![(plan, bufs)]),
