@@ -202,6 +202,8 @@ fn each_symmetric_case(
 fn collectives_in_symmetric_windows() {
     use cudarc::driver::DevicePtr;
     let devs = devices(2);
+    // The buffers come from the GPUs' memory pools, which a peer reaches once opened to it.
+    open_pools_to_each_other(&devs);
     let knobs = [("NCCL_P2P_DIRECT_DISABLE", "1")];
     let comms = Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &knobs))
         .expect("init");
@@ -283,6 +285,8 @@ fn four_ranks_share_one_gpu() {
 fn registered_buffers_on_rank_threads() {
     use cudarc::driver::DevicePtr;
     let devs = devices(2);
+    // The buffers come from the GPUs' memory pools, which a peer reaches once opened to it.
+    open_pools_to_each_other(&devs);
     let comms =
         Communicator::init_all_devices(&devs, config(Duration::from_secs(60), &[])).expect("init");
     on_gpu_threads(comms, |c, s| {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use super::Communicator;
 use crate::bootstrap::tags;
 use crate::device::cuda::ipc::{self, Imported};
+use crate::device::cuda::peer_reaches_range;
 use crate::error::{Error, Result};
 use crate::exec::gpu::windows::SymWindow;
 
@@ -183,7 +184,9 @@ impl Communicator {
     }
 
     /// Finishes a registration [`Communicator::device_window_start`] began: collects every
-    /// rank's offer and maps the ranges of peers in other processes.
+    /// rank's offer, maps the ranges of peers in other processes and checks that this rank's
+    /// GPU reaches those of peers in this process (a window it cannot reach is not
+    /// symmetric and refuses puts).
     ///
     /// Errors: bootstrap [`Error::Timeout`] naming a rank that did not register;
     /// [`Error::Remote`] for a malformed offer. A range that cannot be mapped is not an error
@@ -226,9 +229,11 @@ impl Communicator {
         for (r, o) in offers.iter().enumerate() {
             let mapped = if let Some(why) = &o.unsupported {
                 Err(why.clone())
-            } else if o.process == mine.process {
-                // This process (this rank included): the address itself.
+            } else if r == core.rank {
                 Ok(o.addr)
+            } else if o.process == mine.process {
+                // This process: the address itself, where this rank's GPU reaches it.
+                peer_reaches_range(o.addr, o.bytes, ctx.ordinal()).map(|()| o.addr)
             } else {
                 match &o.export {
                     Err(why) => Err(why.clone()),

@@ -18,7 +18,7 @@ pub use driver::DeviceInfo;
 pub(crate) use driver::{check, context, cuda_error, probe, relaxed_capture};
 pub(crate) use memory::{DeviceAlloc, PinnedHost};
 pub(crate) use module::{Interp, PeerKernel};
-pub(crate) use reach::peer_reaches;
+pub(crate) use reach::{peer_reaches, peer_reaches_range};
 
 /// The GPUs of this host (CUDA_VISIBLE_DEVICES applies), or why there are none.
 ///

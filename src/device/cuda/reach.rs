@@ -77,3 +77,24 @@ pub(crate) fn peer_reaches(ptr: u64, peer: usize) -> bool {
     let r = unsafe { sys::cuMemGetAccess(&mut flags, &location, ptr) };
     r == sys::CUresult::CUDA_SUCCESS && flags == rw as u64
 }
+
+/// [`peer_reaches`] for the first and the last byte of the `bytes` bytes at `ptr`, or why a
+/// kernel on GPU `peer` cannot load and store them, in words a caller can act on.
+///
+/// Errors: the reason, when either end is out of `peer`'s reach.
+pub(crate) fn peer_reaches_range(
+    ptr: u64,
+    bytes: u64,
+    peer: usize,
+) -> std::result::Result<(), String> {
+    let last = ptr.saturating_add(bytes.max(1) - 1);
+    if peer_reaches(ptr, peer) && peer_reaches(last, peer) {
+        return Ok(());
+    }
+    Err(format!(
+        "GPU {peer} cannot load and store it: peer access opens memory from cudaMalloc or \
+         cuMemAlloc only; memory of a pool (cudaMallocAsync) or of cuMemMap needs access for \
+         GPU {peer} granted first (cuMemPoolSetAccess, cuMemSetAccess), and managed or host \
+         memory is not reached"
+    ))
+}

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bootstrap::tags;
 use crate::device::cuda::ipc::{self, Imported};
+use crate::device::cuda::peer_reaches_range;
 use crate::error::{Error, Result};
 use crate::exec::Core;
 
@@ -78,6 +79,15 @@ pub(crate) struct Registrations {
 
 /// Maps a peer's IPC handle into this process, or says why it cannot.
 type OpenHandle<'a> = dyn Fn(&[u8]) -> std::result::Result<Arc<Imported>, String> + 'a;
+
+/// How this rank maps a peer's offered range.
+struct Mapper<'a> {
+    /// A peer in another process: maps its IPC handle.
+    open: &'a OpenHandle<'a>,
+    /// A peer in this process: whether this rank's GPU loads and stores the `bytes` bytes at
+    /// the address (`device::cuda::peer_reaches_range`), or why not.
+    reach: &'a dyn Fn(u64, u64) -> std::result::Result<(), String>,
+}
 
 /// Rank `rank`'s process as the ranks' bootstrap records name it.
 fn process_of(core: &Core, rank: usize) -> (u64, u64, u32) {
@@ -195,8 +205,14 @@ impl Registrations {
                     ))
                 })?;
                 let open = |h: &[u8]| Imported::open_shared(ctx, h).map_err(|e| e.to_string());
+                let gpu = ctx.ordinal();
+                let reach = |addr, bytes| peer_reaches_range(addr, bytes, gpu);
+                let map = Mapper {
+                    open: &open,
+                    reach: &reach,
+                };
                 let here = process_of(core, core.rank);
-                if let Some(reply) = self.take(here, r, &core.describe(r), news, &open) {
+                if let Some(reply) = self.take(here, r, &core.describe(r), news, &map) {
                     core.net.send(
                         core.net_rank[r],
                         core.tag,
@@ -211,31 +227,30 @@ impl Registrations {
     }
 
     /// Applies `news` from rank `from` (`who` names it in the log) to this rank's state, in
-    /// process `here`; `open` maps an IPC handle. The acknowledgement to send back, for an
-    /// offer.
+    /// process `here`; `map` maps the range. The acknowledgement to send back, for an offer.
     fn take(
         &self,
         here: (u64, u64, u32),
         from: usize,
         who: &str,
         news: News,
-        open: &OpenHandle<'_>,
+        map: &Mapper<'_>,
     ) -> Option<News> {
         let mut s = self.lock();
         match news {
             News::Offer {
                 id,
                 addr,
+                bytes,
                 process,
                 export,
-                ..
             } => {
                 let mapped = if process == here {
                     s.theirs.insert((from, id), None);
-                    Ok(addr)
+                    (map.reach)(addr, bytes).map(|()| addr)
                 } else {
                     export.and_then(|(handle, offset)| {
-                        let i = open(&handle)?;
+                        let i = (map.open)(&handle)?;
                         let at = i.ptr() + offset;
                         s.theirs.insert((from, id), Some(i));
                         Ok(at)
@@ -313,6 +328,24 @@ mod tests {
         Err("no GPU here".into())
     }
 
+    /// A GPU that reaches every address of its process.
+    fn reaches(_: u64, _: u64) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    /// A GPU that reaches no other GPU's memory of its process.
+    fn reaches_nothing(_: u64, _: u64) -> std::result::Result<(), String> {
+        Err("GPU 1 cannot load and store it".into())
+    }
+
+    /// Maps through `reach` for peers of this process, fails for other processes.
+    fn mapper(reach: &dyn Fn(u64, u64) -> std::result::Result<(), String>) -> Mapper<'_> {
+        Mapper {
+            open: &no_gpu,
+            reach,
+        }
+    }
+
     #[test]
     fn an_offer_acknowledged_by_every_peer_places_the_buffer() {
         let (a, b, c) = (
@@ -325,7 +358,9 @@ mod tests {
         assert_eq!(a.place(0x1000, 0x10), None, "no peer acknowledged yet");
         // Rank 1 shares the process (the address as it is); rank 2 does not, and its IPC
         // handle is refused: rank 2 acknowledges with why.
-        let ack1 = b.take(here, 0, "rank 0", offer.clone(), &no_gpu).unwrap();
+        let ack1 = b
+            .take(here, 0, "rank 0", offer.clone(), &mapper(&reaches))
+            .unwrap();
         assert_eq!(
             ack1,
             News::Ack {
@@ -333,24 +368,44 @@ mod tests {
                 mapped: Ok(0x1000)
             }
         );
-        let ack2 = c.take((9, 9, 9), 0, "rank 0", offer, &no_gpu).unwrap();
+        let ack2 = c
+            .take((9, 9, 9), 0, "rank 0", offer, &mapper(&reaches))
+            .unwrap();
         assert!(matches!(&ack2, News::Ack { mapped: Err(why), .. } if why.contains("unused")));
-        assert_eq!(a.take(here, 1, "rank 1", ack1, &no_gpu), None);
+        assert_eq!(a.take(here, 1, "rank 1", ack1, &mapper(&reaches)), None);
         assert_eq!(a.place(0x1000, 0x10), None, "rank 2 could not map it");
         // A later acknowledgement from rank 2 (as if it mapped it at 0x8000) completes it.
         let ok2 = News::Ack {
             id,
             mapped: Ok(0x8000),
         };
-        assert_eq!(a.take(here, 2, "rank 2", ok2, &no_gpu), None);
+        assert_eq!(a.take(here, 2, "rank 2", ok2, &mapper(&reaches)), None);
         assert_eq!(a.place(0x1010, 0x10), Some(vec![0x1010, 0x1010, 0x8010]));
         // Withdrawn: the peer forgets it.
         assert!(b.lock().theirs.contains_key(&(0, id)));
         assert_eq!(
-            b.take(here, 0, "rank 0", News::Withdraw { id }, &no_gpu),
+            b.take(here, 0, "rank 0", News::Withdraw { id }, &mapper(&reaches)),
             None
         );
         assert!(!b.lock().theirs.contains_key(&(0, id)));
+    }
+
+    /// A peer of the same process whose GPU cannot reach the range (pool memory not opened to
+    /// it, 2026-11-29 on 2×H200: the symmetric kernel faulted on such addresses) says so, and
+    /// the owner's collectives on it take the direct kernel.
+    #[test]
+    fn a_range_the_peer_gpu_cannot_reach_stays_unplaced() {
+        let (a, b) = (Registrations::default(), Registrations::default());
+        let here = (1, 2, 3);
+        let (id, offer) = a.record(0, 2, 0x1000, 0x100, here, Err("unused".into()));
+        let ack = b.take(here, 0, "rank 0", offer, &mapper(&reaches_nothing));
+        let ack = ack.unwrap();
+        assert!(
+            matches!(&ack, News::Ack { id: i, mapped: Err(why) } if *i == id && why.contains("GPU 1")),
+            "{ack:?}"
+        );
+        assert_eq!(a.take(here, 1, "rank 1", ack, &mapper(&reaches)), None);
+        assert_eq!(a.place(0x1000, 0x10), None);
     }
 
     #[test]
