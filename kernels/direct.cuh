@@ -51,7 +51,7 @@ namespace rnccl {
 // RNCCL_DIRECT_FLAGS, after the symmetric flags. Three u64 the peer stores: its input and
 // output as this rank maps them, then the word 2k (those are valid) or 2k + 1 (its buffers
 // are not registered) for its k-th direct kernel.
-#define RNCCL_REG_REC_OFF 2816
+#define RNCCL_REG_REC_OFF 3328
 
 // What a direct kernel runs (LlArgs::mode).
 enum DirectMode {

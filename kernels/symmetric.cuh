@@ -29,7 +29,7 @@
 namespace rnccl {
 
 // Most blocks of a symmetric kernel (flag row of an area, count words of the state).
-#define RNCCL_SYM_BLOCKS 64
+#define RNCCL_SYM_BLOCKS 128
 // Byte offset of the symmetric flags in a direct area: inside RNCCL_DIRECT_FLAGS, after the
 // direct flag rows and the one-sided signal word (RNCCL_SIGNAL_OFF).
 #define RNCCL_SYM_FLAGS_OFF 2304

@@ -245,9 +245,12 @@ pub(crate) enum DirectMode {
 /// Word of the LL state where the direct blocks' round counts start
 /// (`RNCCL_DIRECT_ROUNDS_WORD`); the state holds [`DIRECT_BLOCKS`] of them after it.
 pub(crate) const DIRECT_ROUNDS_WORD: usize = 8;
-/// Most blocks of a symmetric kernel (`RNCCL_SYM_BLOCKS`, kernels/symmetric.cuh): NCCL's
-/// bound for its symmetric kernels (`ncclSymkMaxBlocks`, src/include/sym_kernels.h).
-pub(crate) const SYM_BLOCKS: usize = 64;
+/// Most blocks of a symmetric kernel (`RNCCL_SYM_BLOCKS`, kernels/symmetric.cuh), as many as
+/// the direct kernel's ([`DIRECT_BLOCKS`]): twice NCCL's bound for its symmetric kernels
+/// (`ncclSymkMaxBlocks`, src/include/sym_kernels.h), because a block's loads from a peer are
+/// what keeps NVLink busy. On 2×H200 (2026-11-29, `-g 2`) an all-reduce of 8 / 32 / 64 MB took
+/// 41.2 / 147 / 272 µs on 32 blocks, 40.0 / 129 / 243 on 48 and 38.5 / 122 / 229 on 64.
+pub(crate) const SYM_BLOCKS: usize = 128;
 /// Byte offset of the symmetric flags (a `u64` per block) in a direct area
 /// (`RNCCL_SYM_FLAGS_OFF`): inside [`DIRECT_FLAGS_BYTES`], after [`SIGNAL_OFF`].
 pub(crate) const SYM_FLAGS_OFF: usize = 2304;

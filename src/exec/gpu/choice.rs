@@ -160,7 +160,7 @@ fn proto_knob(cfg: &Config) -> Result<Option<AlgoProtoList>> {
 /// `NCCL_SYM_KERNEL` allows the kernel (`NCCL_SYM_CTAS` sets its blocks); [`gpu_kernel`]'s
 /// choice otherwise.
 ///
-/// Errors: as [`gpu_kernel`]; [`Error::InvalidUsage`] for an `NCCL_SYM_CTAS` out of 0-64.
+/// Errors: as [`gpu_kernel`]; [`Error::InvalidUsage`] for an `NCCL_SYM_CTAS` out of 0-128.
 pub fn gpu_kernel_in_windows(
     cfg: &Config,
     func: Func,
@@ -296,7 +296,7 @@ mod tests {
         };
         assert_eq!(
             sym(&[], Func::AllReduce, 8 << 20, 1),
-            "AllReduce_RSxLD_AGxST x64"
+            "AllReduce_RSxLD_AGxST x128"
         );
         assert_eq!(
             sym(&[], Func::AllReduce, 8, 1),
@@ -305,9 +305,9 @@ mod tests {
         );
         assert_eq!(
             sym(&[], Func::ReduceScatter, 64 << 20, 1),
-            "ReduceScatter_LD x64"
+            "ReduceScatter_LD x128"
         );
-        assert_eq!(sym(&[], Func::AllGather, 64 << 10, 1), "AllGather_ST x1");
+        assert_eq!(sym(&[], Func::AllGather, 64 << 10, 1), "AllGather_ST x2");
         assert_eq!(sym(&[], Func::Broadcast, 8 << 20, 1), "Direct 128x64K x1");
         assert_eq!(
             sym(&[], Func::AllReduce, 8 << 20, 2),
@@ -343,15 +343,15 @@ mod tests {
         };
         assert_eq!(
             group(&[], Func::AllReduce, 8 << 20, 2, 1),
-            "AllReduce_RSxLD_AGxST x64"
+            "AllReduce_RSxLD_AGxST x128"
         );
         assert_eq!(
             group(&[], Func::ReduceScatter, 1 << 20, 2, 1),
-            "ReduceScatter_LD x16"
+            "ReduceScatter_LD x32"
         );
         assert_eq!(
             group(&[], Func::AllGather, 64 << 20, 2, 1),
-            "AllGather_ST x64"
+            "AllGather_ST x128"
         );
         // Outside 1-64 MiB, with the knob, on one rank, across nodes, or a broadcast: as plain.
         for (knobs, func, bytes, n, nodes) in [
