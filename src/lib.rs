@@ -55,6 +55,7 @@ pub use error::{Error, Result, ResultCode};
 pub use exec::gpu::choice::{
     GpuKernel, gpu_kernel, gpu_kernel_in_group, gpu_kernel_in_windows, gpu_kernel_registered,
 };
+pub use exec::gpu::cost::{Platform as GpuPlatform, predicted_us as gpu_kernel_us};
 pub use fp8::{F8E4M3, F8E5M2};
 pub use func::Func;
 pub use mem::{HostMem, mem_alloc};

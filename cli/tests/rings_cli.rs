@@ -144,6 +144,18 @@ fn json_plan() {
         at(64 << 20),
         serde_json::json!({"kernel": "direct", "blocks": 128, "unit": 65536, "rounds": 4})
     );
+    // Its fitted cost (2 ranks on sm 90 NVSwitch, 1-64 MiB): 24.6 us measured at 8 MiB one
+    // process per GPU; nothing predicted at 8 B, outside what was measured.
+    let us = |bytes: u64| {
+        sweep
+            .iter()
+            .find(|r| r["bytes"] == bytes)
+            .map(|r| r["rnccl_us"][0].as_f64())
+            .unwrap()
+    };
+    let t = us(8 << 20).unwrap();
+    assert!((t - 24.6).abs() < 0.07 * 24.6, "{t}");
+    assert_eq!(us(8), None);
 }
 
 #[test]

@@ -39,6 +39,30 @@ fn rnccl_group_kernel(p: &Planned, f: Func, bytes: u64) -> Option<GpuKernel> {
     rnccl::gpu_kernel_in_group(&p.knobs, f, bytes as usize, p.model.nranks, p.nodes).ok()
 }
 
+/// Where `p`'s communicator runs, for rnccl's fitted kernel costs.
+fn platform(p: &Planned) -> rnccl::GpuPlatform {
+    rnccl::GpuPlatform {
+        nranks: p.model.nranks,
+        nodes: p.nodes,
+        sm: p.system.comp_cap().map_or(0, |(cc, _)| cc),
+        nvswitch: p.system.count(rnccl::topo::NodeType::Nvs) > 0,
+    }
+}
+
+/// rnccl's predicted time (µs) of `kernel` for `f` at `bytes` on `p`, where a fit covers it.
+fn predicted(p: &Planned, f: Func, bytes: u64, kernel: Option<&GpuKernel>) -> Option<f64> {
+    kernel.and_then(|k| rnccl::gpu_kernel_us(k, f, bytes as usize, platform(p)))
+}
+
+/// A kernel column's cell: the kernel, then its predicted µs where fitted.
+fn cell(p: &Planned, f: Func, bytes: u64, kernel: Option<GpuKernel>) -> String {
+    match (&kernel, predicted(p, f, bytes, kernel.as_ref())) {
+        (None, _) => "-".into(),
+        (Some(k), None) => k.to_string(),
+        (Some(k), Some(us)) => format!("{k} {us:.1}"),
+    }
+}
+
 fn combos() -> [(usize, usize); 7] {
     [
         (TREE, LL),
@@ -66,7 +90,9 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
          rnccl: the kernel rnccl runs (LL xblocks, Direct blocks x bytes per round x rounds, Ring/Simple, Exchange/Simple); \
          rnccl -R 1: the kernel on buffers every rank registered (ncclCommRegister, a process or thread per rank); \
          rnccl -R 2: the kernel on buffers in symmetric windows (a symmetric kernel xblocks); \
-         rnccl -g N: the kernel when one thread drives every rank in a group",
+         rnccl -g N: the kernel when one thread drives every rank in a group; \
+         after a kernel, its predicted time (us) where rnccl's fitted costs cover it \
+         (perf/fit_costs.py: 2 ranks on sm 90 NVSwitch, 1-64 MiB, direct and symmetric kernels)",
         f.nccl_name()
     ));
     let usable: Vec<(usize, usize)> = combos()
@@ -97,10 +123,10 @@ pub fn lines(p: &Planned, f: Func) -> Vec<String> {
     for s in sizes() {
         let mut row = vec![
             crate::units::bytes_iec_whole(s),
-            rnccl_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
-            rnccl_registered_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
-            rnccl_window_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
-            rnccl_group_kernel(p, f, s).map_or("-".into(), |k| k.to_string()),
+            cell(p, f, s, rnccl_kernel(p, f, s)),
+            cell(p, f, s, rnccl_registered_kernel(p, f, s)),
+            cell(p, f, s, rnccl_window_kernel(p, f, s)),
+            cell(p, f, s, rnccl_group_kernel(p, f, s)),
         ];
         match m.choose(f, s) {
             Some(c) => {
@@ -138,6 +164,9 @@ struct SweepJson {
     rnccl_windows: Option<GpuKernel>,
     /// The kernel when one thread drives every rank in one group (`-g N`).
     rnccl_group: Option<GpuKernel>,
+    /// Predicted µs of `rnccl`, `rnccl_registered`, `rnccl_windows` and `rnccl_group`, where
+    /// rnccl's fitted costs cover them.
+    rnccl_us: [Option<f64>; 4],
     algo: Option<&'static str>,
     proto: Option<&'static str>,
     nchannels: Option<usize>,
@@ -163,12 +192,19 @@ pub fn json(p: &Planned, f: Func) -> TuneJson {
         sweep: sizes()
             .map(|s| {
                 let c = m.choose(f, s);
+                let kernels = [
+                    rnccl_kernel(p, f, s),
+                    rnccl_registered_kernel(p, f, s),
+                    rnccl_window_kernel(p, f, s),
+                    rnccl_group_kernel(p, f, s),
+                ];
                 SweepJson {
                     bytes: s,
-                    rnccl: rnccl_kernel(p, f, s),
-                    rnccl_registered: rnccl_registered_kernel(p, f, s),
-                    rnccl_windows: rnccl_window_kernel(p, f, s),
-                    rnccl_group: rnccl_group_kernel(p, f, s),
+                    rnccl: kernels[0],
+                    rnccl_registered: kernels[1],
+                    rnccl_windows: kernels[2],
+                    rnccl_group: kernels[3],
+                    rnccl_us: kernels.map(|k| predicted(p, f, s, k.as_ref())),
                     algo: c.map(|c| ALGORITHMS[c.algo]),
                     proto: c.map(|c| PROTOCOLS[c.proto]),
                     nchannels: c.map(|c| c.nchannels),

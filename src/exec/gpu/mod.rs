@@ -13,6 +13,7 @@
 mod arena;
 pub(crate) mod choice;
 pub(crate) mod comm;
+pub(crate) mod cost;
 #[cfg(test)]
 mod emulate;
 pub(crate) mod group_buffers;
