@@ -113,27 +113,30 @@ __device__ __forceinline__ void direct_copy(u64 dst, u64 src, u64 bytes, u32 tid
   for (u64 i = done / sizeof(T) + tid; i < bytes / sizeof(T); i += nt) d[i] = s[i];
 }
 
-// One 16-byte pack of the reduction: the packs of `srcs` reduced in rank order (pre on every
-// input, post on the last).
+// acc (the reduction of the ranks before r) combined with x, rank r's 16-byte pack: pre on
+// every input, post on the last (`first`: r is rank 0, `last`: the last rank).
 template <typename T, int OP>
-__device__ __forceinline__ uint4 direct_pack(const u64* srcs, u32 n, u64 p, const Scalars& sc) {
+__device__ __forceinline__ uint4 pack_reduce(uint4 acc, uint4 x, bool first, bool last,
+                                             const Scalars& sc) {
   union {
     uint4 v;
     u64 u[2];
-  } acc, x;
-  acc.u[0] = acc.u[1] = 0;
-  for (u32 r = 0; r < n; r++) {
-    x.v = __ldcg((const uint4*)srcs[r] + p);
-    acc.u[0] = reduce_unit<T, OP>(acc.u[0], x.u[0], r == 0, r + 1 == n, sc);
-    acc.u[1] = reduce_unit<T, OP>(acc.u[1], x.u[1], r == 0, r + 1 == n, sc);
-  }
-  return acc.v;
+  } a, b;
+  a.v = acc;
+  b.v = x;
+  a.u[0] = reduce_unit<T, OP>(a.u[0], b.u[0], first, last, sc);
+  a.u[1] = reduce_unit<T, OP>(a.u[1], b.u[1], first, last, sc);
+  return a.v;
 }
 
 // dsts[j][i] = reduce over r of srcs[r][i] (pre on every input, post on the last), or the
 // plain copy of srcs[0] when `copy`, for `bytes` bytes (element-aligned), with the `nt` threads
 // of a group (this one number `tid`): 16-byte packs where every pointer is 16-byte aligned,
 // 8-byte units of whole elements otherwise and for the tail.
+//
+// Each thread keeps its UNROLL packs' loads of one rank in flight together, and issues the
+// next rank's before it reduces this one's: a pass costs about one load latency per rank (the
+// peers' over NVLink the longest), not one per pack and rank as a reduction pack by pack would.
 template <typename T, int OP>
 __device__ __forceinline__ void direct_reduce(const u64* srcs, u32 n, const u64* dsts, u32 ndst,
                                               u64 bytes, const Scalars& sc, bool copy, u32 tid,
@@ -142,18 +145,34 @@ __device__ __forceinline__ void direct_reduce(const u64* srcs, u32 n, const u64*
   for (u32 r = 0; r < n; r++) any |= srcs[r];
   for (u32 j = 0; j < ndst; j++) any |= dsts[j];
   const u64 npacks = (any & 15) == 0 ? bytes / 16 : 0;
+  const u32 nred = copy ? 1 : n;
   for (u64 base = 0; base < npacks; base += (u64)nt * UNROLL) {
-    uint4 v[UNROLL];
+    uint4 acc[UNROLL] = {}, x[UNROLL];
 #pragma unroll
     for (int k = 0; k < UNROLL; k++) {
       const u64 p = base + tid + (u64)k * nt;
-      if (p < npacks) v[k] = copy ? __ldcg((const uint4*)srcs[0] + p) : direct_pack<T, OP>(srcs, n, p, sc);
+      if (p < npacks) x[k] = __ldcg((const uint4*)srcs[0] + p);
+    }
+    for (u32 r = 0; r < nred; r++) {
+      uint4 next[UNROLL];
+      if (r + 1 < nred) {
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++) {
+          const u64 p = base + tid + (u64)k * nt;
+          if (p < npacks) next[k] = __ldcg((const uint4*)srcs[r + 1] + p);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < UNROLL; k++) {
+        acc[k] = copy ? x[k] : pack_reduce<T, OP>(acc[k], x[k], r == 0, r + 1 == nred, sc);
+        if (r + 1 < nred) x[k] = next[k];
+      }
     }
 #pragma unroll
     for (int k = 0; k < UNROLL; k++) {
       const u64 p = base + tid + (u64)k * nt;
       if (p < npacks)
-        for (u32 j = 0; j < ndst; j++) ((uint4*)dsts[j])[p] = v[k];
+        for (u32 j = 0; j < ndst; j++) ((uint4*)dsts[j])[p] = acc[k];
     }
   }
   for (u64 at = npacks * 16 + (u64)tid * 8; at < bytes; at += (u64)nt * 8) {
