@@ -143,16 +143,24 @@ if [[ " $modes " == *" tcp "* ]]; then
       "${bin:-$rnccl}" bench -b "$s" -e "$s" -n "$n" -w "$w" -c 0 | awk '!/^#/ {print $8, $6}'
     wait
   }
-  iperf_bidir() { # per-direction GB/s (mean of the two directions)
+  iperf_bidir() { # [congestion control] -- per-direction GB/s (mean of the two directions)
     ip netns exec rnB iperf3 -s -1 -D >/dev/null; sleep 0.3
-    ip netns exec rnA iperf3 -c 10.77.0.2 --bidir -t 5 -J | python3 -c '
+    ip netns exec rnA iperf3 -c 10.77.0.2 --bidir -t 5 ${1:+-C "$1"} -J | python3 -c '
 import json,sys; d=json.load(sys.stdin)["end"]
 print(round((d["sum_sent"]["bits_per_second"] + d["sum_sent_bidir_reverse"]["bits_per_second"]) / 2 / 8e9, 3))'
   }
-  echo "== TCP between two network namespaces (veth), 2 ranks, float32 all_reduce (busbw GB/s)"
-  : > "$work/tcp"; : > "$work/iperf"
+  # rnccl's data sockets leave BBR for CUBIC (RNCCL_SOCKET_CC auto, src/transport/tcp/congestion.rs);
+  # Open MPI's and iperf3's keep the kernel's default. So the wire is read both ways: with the
+  # kernel's default (the bar's ceiling) and, where the default is a BBR, with CUBIC as well.
+  default_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+  echo "== TCP between two network namespaces (veth), 2 ranks, float32 all_reduce (busbw GB/s); kernel default congestion control $default_cc"
+  : > "$work/tcp"; : > "$work/iperf"; : > "$work/iperf_cubic"
   for round in $(seq "$rounds"); do
     ib=$(iperf_bidir); echo "$ib" >> "$work/iperf"
+    if [[ $default_cc == bbr* ]]; then
+      ic=$(iperf_bidir cubic); echo "$ic" >> "$work/iperf_cubic"
+      printf 'round %d  iperf3 --bidir -C cubic %s GB/s per direction (the wire with the congestion control rnccl picks)\n' "$round" "$ic"
+    fi
     for s in 8 33554432 268435456; do
       read -r rb rt < <(rnccl_tcp "$s")
       read -r mb mt < <(ompi_tcp "$s")
@@ -174,11 +182,13 @@ print(round((d["sum_sent"]["bits_per_second"] + d["sum_sent_bidir_reverse"]["bit
     echo "-- this build against the baseline"
     summary "$work/tcp_base" base
   fi
-  python3 - "$work/tcp" "$work/iperf" <<'PY'
+  python3 - "$work/tcp" "$work/iperf" "$work/iperf_cubic" <<'PY'
 import sys, statistics
-iperf = [float(x) for x in open(sys.argv[2])]
 ours = [float(l.split()[1]) for l in open(sys.argv[1]) if int(l.split()[0]) >= 33554432]
-print(f"iperf3 --bidir per direction: best {max(iperf):.3f} GB/s, median {statistics.median(iperf):.3f}; "
-      f"rnccl best busbw at >= 32 MiB = {max(ours) / max(iperf):.2f} of iperf3's best")
+for path, label in ((sys.argv[2], "iperf3 --bidir"), (sys.argv[3], "iperf3 --bidir -C cubic")):
+    iperf = [float(x) for x in open(path)]
+    if iperf:
+        print(f"{label} per direction: best {max(iperf):.3f} GB/s, median {statistics.median(iperf):.3f}; "
+              f"rnccl best busbw at >= 32 MiB = {max(ours) / max(iperf):.2f} of its best")
 PY
 fi

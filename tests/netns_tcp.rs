@@ -245,3 +245,103 @@ fn a_silent_link_is_named_long_before_the_timeout() {
     );
     assert!(took < Duration::from_secs(20), "{took:?}: {stderr}");
 }
+
+/// The established TCP sockets of namespace `ns` that sent at least `min_sent` bytes, each as its
+/// congestion control and `ss -tin` line (iproute2's `ss` prints the algorithm first on a
+/// socket's info line).
+fn busy_sockets(ns: &str, min_sent: u64) -> Vec<(String, String)> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "ss", "-tin", "state", "established"])
+        .output()
+        .expect("ss (iproute2)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut found = Vec::new();
+    for info in text.lines().filter(|l| l.starts_with(char::is_whitespace)) {
+        let sent = info
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("bytes_sent:"))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if sent >= min_sent {
+            let cc = info.split_whitespace().next().unwrap_or("").to_string();
+            found.push((cc, info.trim().to_string()));
+        }
+    }
+    found
+}
+
+/// `RNCCL_SOCKET_CC` names the data sockets' congestion control: the sockets that carry the
+/// bytes use it (read with `ss` while the ranks run), `NCCL_DEBUG=INFO` says so, and a name the
+/// kernel lacks fails every rank at once with a message saying what to pick.
+#[test]
+fn data_sockets_use_the_congestion_control_rnccl_picks() {
+    let Some(h) = hosts("c", 2) else { return };
+    let bin = rnccl_bin();
+    let port = 22000 + (std::process::id() % 20000) as u16;
+    let args = ["-b", "32M", "-e", "32M", "-n", "20", "-w", "1", "-c", "0"];
+    let spawn = |cc: &str, port: u16| -> Vec<std::process::Child> {
+        (0..2)
+            .map(|r| {
+                let env = [
+                    ("NCCL_HOSTID", format!("node-{r}")),
+                    ("RNCCL_SOCKET_CC", cc.to_string()),
+                    ("NCCL_DEBUG", "INFO".to_string()),
+                ];
+                spawn_rank(
+                    &bin,
+                    Some(&h.hosts[r]),
+                    r,
+                    2,
+                    &h.addrs[0],
+                    port,
+                    &env,
+                    &args,
+                )
+            })
+            .collect()
+    };
+    // reno: built into every kernel and allowed to every process.
+    let mut children = spawn("reno", port);
+    let start = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while seen.is_empty() && start.elapsed() < Duration::from_secs(120) {
+        if children.iter_mut().all(|c| c.try_wait().unwrap().is_some()) {
+            break;
+        }
+        seen = busy_sockets(&h.hosts[0], 1 << 20);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| wait_for(c, Duration::from_secs(120)))
+        .collect();
+    for (r, (out, finished)) in outs.iter().enumerate() {
+        assert!(
+            *finished && out.status.success(),
+            "rank {r}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!seen.is_empty(), "no data socket seen sending");
+    assert!(seen.iter().all(|(cc, _)| cc == "reno"), "{seen:#?}");
+    let log = String::from_utf8_lossy(&outs[0].0.stderr);
+    assert!(
+        log.contains("congestion control reno (RNCCL_SOCKET_CC=reno)"),
+        "{log}"
+    );
+    // A name no kernel has: both ranks fail fast, naming the knob and what is loaded.
+    let outs: Vec<_> = spawn("no-such-cc", port + 1)
+        .into_iter()
+        .map(|c| wait_for(c, Duration::from_secs(60)))
+        .collect();
+    for (r, (out, finished)) in outs.iter().enumerate() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(*finished && !out.status.success(), "rank {r}: {err}");
+        assert!(
+            err.contains(
+                "RNCCL_SOCKET_CC=no-such-cc: this kernel has no such congestion control (loaded: "
+            ) && err.contains("reno"),
+            "rank {r}: {err}"
+        );
+    }
+}

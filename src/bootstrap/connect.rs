@@ -41,6 +41,20 @@ pub(crate) fn connect_retry(
     connect_unless(addr, what, retry, deadline, &|| None)
 }
 
+/// As [`connect_retry`], with `prepare` applied to each new socket before it connects (options
+/// such as the congestion control must be set then, tcp(7)).
+///
+/// Errors: as [`connect_retry`]; [`Error::System`] when `prepare` fails.
+pub(crate) fn connect_prepared(
+    addr: SocketAddr,
+    what: &str,
+    retry: Retry,
+    deadline: Deadline,
+    prepare: &dyn Fn(&socket2::Socket) -> std::io::Result<()>,
+) -> Result<TcpStream> {
+    connect_loop(addr, what, retry, deadline, &|| None, prepare)
+}
+
 /// As [`connect_retry`], giving up with the error `hopeless` returns when, between attempts,
 /// it says retrying is pointless (the listener's process is known gone, or its job gave up).
 ///
@@ -52,16 +66,45 @@ pub(crate) fn connect_unless(
     deadline: Deadline,
     hopeless: &dyn Fn() -> Option<Error>,
 ) -> Result<TcpStream> {
-    let mut attempt = 0u32;
+    connect_loop(addr, what, retry, deadline, hopeless, &|_| Ok(()))
+}
+
+/// One connection attempt: a new socket, prepared, connected within `wait`.
+fn attempt(
+    addr: SocketAddr,
+    wait: Duration,
+    prepare: &dyn Fn(&socket2::Socket) -> std::io::Result<()>,
+) -> Result<std::io::Result<TcpStream>> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(|e| Error::system(format!("opening a socket to {addr}"), e))?;
+    prepare(&sock).map_err(|e| Error::system(format!("preparing a socket to {addr}"), e))?;
+    Ok(sock
+        .connect_timeout(&addr.into(), wait)
+        .map(|()| sock.into()))
+}
+
+fn connect_loop(
+    addr: SocketAddr,
+    what: &str,
+    retry: Retry,
+    deadline: Deadline,
+    hopeless: &dyn Fn() -> Option<Error>,
+    prepare: &dyn Fn(&socket2::Socket) -> std::io::Result<()>,
+) -> Result<TcpStream> {
+    let mut attempt_no = 0u32;
     loop {
         let wait = deadline
             .remaining()
             .max(Duration::from_millis(10))
             .min(Duration::from_secs(10));
-        match TcpStream::connect_timeout(&addr, wait) {
+        match attempt(addr, wait, prepare)? {
             Ok(s) => return Ok(s),
             Err(e) => {
-                attempt += 1;
+                attempt_no += 1;
                 let transient = matches!(
                     e.kind(),
                     std::io::ErrorKind::ConnectionRefused
@@ -69,14 +112,14 @@ pub(crate) fn connect_unless(
                         | std::io::ErrorKind::HostUnreachable
                         | std::io::ErrorKind::NetworkUnreachable
                 );
-                if !transient || attempt > retry.count || deadline.passed() {
+                if !transient || attempt_no > retry.count || deadline.passed() {
                     return Err(Error::Remote(format!(
-                        "cannot connect to {what} at {addr}: {e} (gave up after {attempt} attempts)"
+                        "cannot connect to {what} at {addr}: {e} (gave up after {attempt_no} attempts)"
                     )));
                 }
                 // Pause in short slices, so a peer found gone meanwhile ends the wait at once.
                 let until =
-                    std::time::Instant::now() + (retry.step * attempt).min(deadline.remaining());
+                    std::time::Instant::now() + (retry.step * attempt_no).min(deadline.remaining());
                 loop {
                     if let Some(e) = hopeless() {
                         return Err(e);

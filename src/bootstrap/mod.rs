@@ -22,7 +22,7 @@ pub(crate) mod tags;
 pub(crate) mod unique_id;
 pub(crate) mod wire;
 
-pub(crate) use connect::{Retry, connect_retry, connect_unless};
+pub(crate) use connect::{Retry, connect_prepared, connect_retry, connect_unless};
 pub(crate) use deadline::Deadline;
 pub(crate) use net::{Announce, BootstrapNet};
 pub(crate) use peek::far_end_gone;

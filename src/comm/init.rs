@@ -232,9 +232,10 @@ impl Communicator {
         if over_sockets {
             tracing::info!(
                 target: "rnccl::init",
-                "NET/Socket: {}; {} channels, one connection per channel and direction to each \
-                 ring neighbour on another host",
+                "NET/Socket: {}; {}; {} channels, one connection per channel and direction to \
+                 each ring neighbour on another host",
                 params.sockets_why,
+                params.congestion.why,
                 rings.nchannels()
             );
         }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::TransportKind;
 use super::ib::IbNet;
+use super::tcp::congestion::Congestion;
 use crate::bootstrap::PeerInfo;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -26,6 +27,8 @@ pub(crate) struct TransportParams {
     /// Why [`TransportParams::sockets`] and the helper threads are what they are, for
     /// `NCCL_DEBUG=INFO` ("4 sockets per connection; NCCL_SOCKET_NTHREADS auto → 0 …").
     pub sockets_why: String,
+    /// The congestion control of the TCP data sockets, and why (`RNCCL_SOCKET_CC`).
+    pub congestion: Congestion,
     /// The usable IB ports (none with `NCCL_IB_DISABLE=1`, without libibverbs or without an
     /// ACTIVE port `NCCL_IB_HCA` selects).
     pub ib: Option<Arc<IbNet>>,
@@ -80,6 +83,7 @@ impl TransportParams {
         let sockets_why = format!("{sockets} sockets per connection; {threads_why}; {per_why}");
         Ok(TransportParams {
             sockets_why,
+            congestion: Congestion::from_config(cfg)?,
             shm_disable: cfg.flag("NCCL_SHM_DISABLE")?,
             p2p_disable: cfg.flag("NCCL_P2P_DISABLE")?,
             socket_threads: nthreads,

@@ -345,6 +345,7 @@ impl ConnectJob {
                         retry: ep.net.retry(),
                         deadline: ep.deadline,
                         silent: ep.net.silent_link(),
+                        congestion: ep.params.congestion.name.as_deref(),
                     };
                     let end =
                         tcp::dial(&dial, slot_bytes as usize, threads as usize, Slots::owned())?;

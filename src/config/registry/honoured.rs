@@ -80,6 +80,7 @@ pub static HONOURED: &[&str] = &[
     "RNCCL_KERNEL_CACHE",
     "RNCCL_REQUIRE_GPU",
     "RNCCL_SILENT_LINK",
+    "RNCCL_SOCKET_CC",
     "RNCCL_STATS",
     "RNCCL_SYSTEM_CONF",
     "RNCCL_TIMEOUT",

@@ -148,6 +148,7 @@ impl GpuComm {
             abort: &core.abort,
             listener: &core.listener,
             sockets: core.params.sockets,
+            congestion: core.params.congestion.name.as_deref(),
             knobs: &core.knobs,
             ib: core.params.ib.as_deref(),
         };

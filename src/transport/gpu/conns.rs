@@ -66,6 +66,8 @@ pub(crate) struct GpuSetup<'a> {
     pub listener: &'a DataListener,
     /// Data sockets per connection to another host.
     pub sockets: usize,
+    /// The congestion control of those sockets (None: the kernel's default; `RNCCL_SOCKET_CC`).
+    pub congestion: Option<&'a str>,
     /// The communicator's knobs (`NCCL_TOPO_FILE`, `NCCL_P2P_LEVEL`).
     pub knobs: &'a crate::config::Config,
     /// This rank's usable IB ports, for peers on other hosts.
@@ -219,6 +221,7 @@ impl GpuConns {
             ctx,
             listener: s.listener,
             sockets: s.sockets,
+            congestion: s.congestion,
             slot_bytes: s.slot_bytes,
             staged: &staged,
             deadline: Deadline::after(s.timeout),

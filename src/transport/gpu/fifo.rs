@@ -388,6 +388,8 @@ pub(crate) struct GpuEndpoints<'a> {
     /// Data sockets per connection to another host
     /// (`NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD`).
     pub sockets: usize,
+    /// The congestion control of those sockets (None: the kernel's default; `RNCCL_SOCKET_CC`).
+    pub congestion: Option<&'a str>,
     /// Bytes per FIFO slot.
     pub slot_bytes: usize,
     /// Per communicator rank: stage the FIFOs received from it through host memory

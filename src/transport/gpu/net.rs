@@ -288,6 +288,7 @@ impl NetJob {
                 retry: ep.net.retry(),
                 deadline: ep.deadline,
                 silent: ep.net.silent_link(),
+                congestion: ep.congestion,
             };
             // SAFETY: the slots lie in `fifo`, which the returned end keeps; the proxy drops
             // the TCP end first (`NetEnd::proxy_conn`), and the kernel rewrites a slot only

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::bootstrap::wire::{FrameError, HelloKind, MAX_HELLO, read_hello, write_hello};
-use crate::bootstrap::{Deadline, Retry, connect_retry};
+use crate::bootstrap::{Deadline, Retry, connect_prepared};
 use crate::error::{Error, Result};
 
 /// A data socket's hello.
@@ -146,9 +146,12 @@ impl DataListener {
 }
 
 /// Opens `count` data sockets to the listener at `addr` (`to` names its rank for messages),
-/// each announcing `token` with the job's `magic`.
+/// each announcing `token` with the job's `magic`, each set to the congestion control
+/// `congestion` before it connects (None: the kernel's default; [`super::congestion`]).
 ///
-/// Errors: [`Error::Remote`] when the peer cannot be reached or greeted.
+/// Errors: [`Error::Remote`] when the peer cannot be reached or greeted; [`Error::System`]
+/// when the congestion control cannot be set.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
     addr: SocketAddr,
     to: &str,
@@ -157,11 +160,16 @@ pub(crate) fn connect(
     count: usize,
     retry: Retry,
     deadline: Deadline,
+    congestion: Option<&str>,
 ) -> Result<Vec<TcpStream>> {
     let what = format!("{to}'s data listener");
+    let prepare = |s: &socket2::Socket| match congestion {
+        Some(cc) => s.set_tcp_congestion(cc.as_bytes()),
+        None => Ok(()),
+    };
     (0..count)
         .map(|index| {
-            let mut s = connect_retry(addr, &what, retry, deadline)?;
+            let mut s = connect_prepared(addr, &what, retry, deadline, &prepare)?;
             let hello = DataHello {
                 token,
                 index: index as u32,

@@ -10,6 +10,7 @@
 //! receiving end offers its rank's [`listener::DataListener`] and a token; the sending end
 //! [`dial`]s it and the receiving end [`collect`]s the sockets; [`ends`] holds the two ends.
 
+pub(crate) mod congestion;
 mod driver;
 mod ends;
 pub(crate) mod framing;
@@ -68,6 +69,9 @@ pub(crate) struct Dial<'a> {
     pub deadline: Deadline,
     /// `RNCCL_SILENT_LINK`.
     pub silent: Option<Duration>,
+    /// The congestion control set on each data socket before it connects (None: the kernel's
+    /// default; `RNCCL_SOCKET_CC`, [`congestion`]).
+    pub congestion: Option<&'a str>,
 }
 
 /// Opens the sending end of a connection: `d.sockets` data sockets to the receiver's listener,
@@ -83,7 +87,14 @@ pub(crate) fn dial(
     slots: Slots,
 ) -> Result<TcpSender> {
     let socks = listener::connect(
-        d.addr, d.what, d.magic, d.token, d.sockets, d.retry, d.deadline,
+        d.addr,
+        d.what,
+        d.magic,
+        d.token,
+        d.sockets,
+        d.retry,
+        d.deadline,
+        d.congestion,
     )?;
     prepare_all(&socks, d.silent)?;
     TcpSender::new(socks, slot_bytes, nthreads, d.peer, slots)

@@ -40,6 +40,7 @@ pub(crate) fn ends(
         },
         deadline,
         silent: None,
+        congestion: None,
     };
     let s = dial(&d, slot_bytes, 0, send).unwrap();
     let abort = AtomicBool::new(false);

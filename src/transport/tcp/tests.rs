@@ -318,6 +318,50 @@ fn the_data_listener_holds_hundreds_of_unaccepted_connections() {
     assert_eq!(socks.len(), 600, "{:?}", t.elapsed());
 }
 
+/// A sending end's data sockets take the congestion control it is given before they connect,
+/// and the kernel's default without one; the receiver still collects them by their hello.
+#[test]
+fn dialed_sockets_take_the_congestion_control() {
+    let l = super::listener::DataListener::bind("127.0.0.1".parse().unwrap(), 5).unwrap();
+    let deadline = Deadline::after(std::time::Duration::from_secs(10));
+    let retry = Retry {
+        count: 3,
+        step: std::time::Duration::from_millis(10),
+    };
+    let cc = |s: &TcpStream| {
+        let name = socket2::SockRef::from(s).tcp_congestion().unwrap();
+        String::from_utf8_lossy(&name)
+            .trim_end_matches('\0')
+            .to_string()
+    };
+    let reno = super::listener::connect(l.addr(), "rank 1", 5, 9, 2, retry, deadline, Some("reno"))
+        .unwrap();
+    assert!(reno.iter().all(|s| cc(s) == "reno"));
+    let plain =
+        super::listener::connect(l.addr(), "rank 1", 5, 10, 1, retry, deadline, None).unwrap();
+    let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    assert_eq!(cc(&plain[0]), default.trim());
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let got = l
+        .accept(9, 2, "rank 0", deadline, &abort, &|| None)
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    // A name the kernel refuses fails the dial, before any connection is made.
+    let e = super::listener::connect(
+        l.addr(),
+        "rank 1",
+        5,
+        11,
+        1,
+        retry,
+        deadline,
+        Some("no-such-cc"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("preparing a socket to 127.0.0.1:"), "{e}");
+}
+
 /// Drives `end` until it fails (at most 10 s).
 fn failure(mut progress: impl FnMut() -> Result<bool, TransportError>) -> TransportError {
     let start = std::time::Instant::now();

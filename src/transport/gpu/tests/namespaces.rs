@@ -55,6 +55,7 @@ fn dialing<'a>(addr: SocketAddr, token: u64, peer: &'a str) -> tcp::Dial<'a> {
         },
         deadline: Deadline::after(Duration::from_secs(20)),
         silent: None,
+        congestion: None,
     }
 }
 
