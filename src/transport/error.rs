@@ -27,8 +27,8 @@ pub(crate) enum TransportError {
     /// [`crate::bootstrap::silence::detect_silence`]'s probes).
     #[error(
         "the TCP link to {peer} at {addr} went silent: its host acknowledged nothing within \
-         RNCCL_SILENT_LINK while this rank was {action} it; the host is down or the network between \
-         is cut"
+         RNCCL_SILENT_LINK while this rank was {action} it; the host is down, or the network \
+         between is cut or so congested that nothing got through"
     )]
     Silent {
         /// The peer.
