@@ -24,6 +24,8 @@ export RNCCL_KERNEL_CACHE="${RNCCL_KERNEL_CACHE:-$out/kernel-cache}"
 rh=/tmp/rnccl-sockets-home
 mkdir -p $rh && cp .devbin/libnccl.so $rh/libnccl.so.2
 sizes=${SIZES:-"8 65536 1048576 16777216 134217728"}
+# rnccl's data sockets take CUBIC where this default is a BBR (RNCCL_SOCKET_CC auto); NCCL's keep it.
+echo "kernel congestion control: $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)"
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for who in nccl rnccl; do
     pre=""; [ $who = rnccl ] && pre="$rh/libnccl.so.2"
