@@ -186,6 +186,33 @@ fn bad_values_get_their_own_fix() {
     assert_eq!(reads.trim(), "reads as  4194304 (4 MiB)", "{buffsize}");
 }
 
+/// `RNCCL_SOCKET_CC` is judged on this host: what it comes to, or why a communicator would
+/// refuse it (and `--check` fails then).
+#[test]
+fn the_congestion_control_is_judged_on_this_kernel() {
+    let e = Env::new();
+    // The entries wrap at 80 columns: compare words.
+    let flat = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let out = e.run(&[("RNCCL_SOCKET_CC", "reno")], &["env-explain", "--check"]);
+    let text = flat(e.text(&out.stdout));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("on this host: congestion control reno (RNCCL_SOCKET_CC=reno)"),
+        "{text}"
+    );
+    let out = e.run(
+        &[("RNCCL_SOCKET_CC", "no-such-cc")],
+        &["env-explain", "--check"],
+    );
+    let text = flat(e.text(&out.stdout));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("RNCCL_SOCKET_CC=no-such-cc: this kernel has no such congestion")
+            && text.contains("refuses it at init"),
+        "{text}"
+    );
+}
+
 #[test]
 fn unknown_knob_name_suggests() {
     let e = Env::new();

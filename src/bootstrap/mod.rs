@@ -6,9 +6,12 @@
 //! the listener and every incoming connection) that files messages into a mailbox keyed by
 //! (sender, communicator, tag); [`BootstrapNet::recv`] waits on the mailbox with a deadline and
 //! fails early when the sender's connection closes. One [`BootstrapNet`] serves a communicator
-//! and every communicator split from it. Message tags are allocated in [`tags`].
+//! and every communicator split from it. Message tags are allocated in [`tags`]. The TCP
+//! policies every socket of a rank follows live here too: connect retries, [`silence`] and the
+//! data sockets' [`congestion`] control.
 
 mod checkin;
+pub(crate) mod congestion;
 mod connect;
 mod deadline;
 pub(crate) mod host;

@@ -1,6 +1,7 @@
 //! Checks against this host: device filters (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`) evaluated on the
 //! interfaces and HCA ports that exist (NVIDIA/nccl#1837: a filter that matches nothing fails with
-//! a cryptic error), and files that must exist.
+//! a cryptic error), files that must exist, and the congestion control `RNCCL_SOCKET_CC` comes to
+//! on this kernel.
 
 use std::path::Path;
 
@@ -25,9 +26,22 @@ pub(super) fn check(cfg: &Config, spec: &KnobSpec, raw: &str, host: &HostDevices
             interfaces(cfg, None, host)
         }
         ("NCCL_IB_HCA", _) => hcas(cfg, raw, host),
+        ("RNCCL_SOCKET_CC", _) => congestion(raw),
         (_, KnobType::File) => file_exists(spec, raw),
         (_, KnobType::OutputFile) => parent_exists(raw),
         _ => Vec::new(),
+    }
+}
+
+/// What the data sockets' congestion control comes to on this host with `RNCCL_SOCKET_CC=raw`:
+/// the choice and why, or why a communicator would refuse it.
+fn congestion(raw: &str) -> Vec<Finding> {
+    match crate::bootstrap::congestion::Congestion::on_this_host(raw) {
+        Ok(c) => vec![Finding::note(format!("on this host: {}", c.why))],
+        Err(e) => vec![Finding::error(
+            e.to_string(),
+            "every communicator with TCP connections refuses it at init",
+        )],
     }
 }
 

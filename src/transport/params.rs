@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::TransportKind;
 use super::ib::IbNet;
-use super::tcp::congestion::Congestion;
 use crate::bootstrap::PeerInfo;
+use crate::bootstrap::congestion::Congestion;
 use crate::config::Config;
 use crate::error::{Error, Result};
 

@@ -147,7 +147,7 @@ impl DataListener {
 
 /// Opens `count` data sockets to the listener at `addr` (`to` names its rank for messages),
 /// each announcing `token` with the job's `magic`, each set to the congestion control
-/// `congestion` before it connects (None: the kernel's default; [`super::congestion`]).
+/// `congestion` before it connects (None: the kernel's default; [`crate::bootstrap::congestion`]).
 ///
 /// Errors: [`Error::Remote`] when the peer cannot be reached or greeted; [`Error::System`]
 /// when the congestion control cannot be set.

@@ -10,7 +10,6 @@
 //! receiving end offers its rank's [`listener::DataListener`] and a token; the sending end
 //! [`dial`]s it and the receiving end [`collect`]s the sockets; [`ends`] holds the two ends.
 
-pub(crate) mod congestion;
 mod driver;
 mod ends;
 pub(crate) mod framing;
@@ -70,7 +69,7 @@ pub(crate) struct Dial<'a> {
     /// `RNCCL_SILENT_LINK`.
     pub silent: Option<Duration>,
     /// The congestion control set on each data socket before it connects (None: the kernel's
-    /// default; `RNCCL_SOCKET_CC`, [`congestion`]).
+    /// default; `RNCCL_SOCKET_CC`, [`crate::bootstrap::congestion`]).
     pub congestion: Option<&'a str>,
 }
 

@@ -1,5 +1,6 @@
 //! Which TCP congestion control the data sockets use (`RNCCL_SOCKET_CC`; `TCP_CONGESTION`,
-//! tcp(7)), set on each sending socket before it connects.
+//! tcp(7)), set on each sending socket before it connects (`crate::transport::tcp`), and what
+//! `rnccl env-explain` says of the knob on this host ([`Congestion::from_config`]).
 //!
 //! **Why rnccl picks one.** BBR paces: it spreads a connection's bytes over time and arms a
 //! high-resolution timer for each burst it holds back. Between hosts a few microseconds apart
@@ -65,7 +66,14 @@ impl Congestion {
     /// Errors: [`Error::InvalidUsage`] for a named algorithm the kernel lacks or this process
     /// may not set.
     pub(crate) fn from_config(cfg: &Config) -> Result<Congestion> {
-        let knob = cfg.text("RNCCL_SOCKET_CC")?.unwrap_or("auto");
+        Congestion::on_this_host(cfg.text("RNCCL_SOCKET_CC")?.unwrap_or("auto"))
+    }
+
+    /// The choice `RNCCL_SOCKET_CC=knob` comes to on this host (its kernel's lists, this
+    /// process's rights).
+    ///
+    /// Errors: as [`Congestion::from_config`].
+    pub(crate) fn on_this_host(knob: &str) -> Result<Congestion> {
         decide(knob, &KernelCc::read(), &can_set)
     }
 }
