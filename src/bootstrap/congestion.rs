@@ -1,6 +1,6 @@
 //! Which TCP congestion control the data sockets use (`RNCCL_SOCKET_CC`; `TCP_CONGESTION`,
 //! tcp(7)), set on each sending socket before it connects (`crate::transport::tcp`), and what
-//! `rnccl env-explain` says of the knob on this host ([`Congestion::from_config`]).
+//! `rnccl env-explain` says of the knob on this host ([`Congestion::on_this_host`]).
 //!
 //! **Why rnccl picks one.** BBR paces: it spreads a connection's bytes over time and arms a
 //! high-resolution timer for each burst it holds back. Between hosts a few microseconds apart
@@ -10,9 +10,9 @@
 //! with about 60 000 local timer interrupts a second, and 2.77-2.82 GB/s over CUBIC with about
 //! 500; a plain C program streaming both ways went from 1.33 to 2.6-2.8 GB/s the same way. So
 //! `auto` picks CUBIC (the kernel's own default algorithm), or Reno where this process may not
-//! set CUBIC, when the host's default is a BBR, and leaves every other default alone. Data sockets only: the bootstrap's few bytes do not
-//! care. `system` keeps the kernel's default (for links where BBR's behaviour under loss
-//! matters more than its timers).
+//! set CUBIC, when the host's default is a BBR, and leaves every other default alone. Data
+//! sockets only: the bootstrap's few bytes do not care. `system` keeps the kernel's default
+//! (for links where BBR's behaviour under loss matters more than its timers).
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ const SYSCTL: &str = "/proc/sys/net/ipv4";
 const AUTO_PICKS: [&str; 2] = ["cubic", "reno"];
 
 /// What the kernel offers: its default, what any socket may pick, and what is loaded.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct KernelCc {
     /// `net.ipv4.tcp_congestion_control` (None: unreadable).
     pub default: Option<String>,

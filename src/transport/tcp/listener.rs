@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::bootstrap::wire::{FrameError, HelloKind, MAX_HELLO, read_hello, write_hello};
-use crate::bootstrap::{Deadline, Retry, connect_prepared};
+use crate::bootstrap::{Deadline, connect_prepared};
 use crate::error::{Error, Result};
 
 /// A data socket's hello.
@@ -145,36 +145,27 @@ impl DataListener {
     }
 }
 
-/// Opens `count` data sockets to the listener at `addr` (`to` names its rank for messages),
-/// each announcing `token` with the job's `magic`, each set to the congestion control
-/// `congestion` before it connects (None: the kernel's default; [`crate::bootstrap::congestion`]).
+/// Opens `d.sockets` data sockets to the listener at `d.addr` (`d.what` names the peer for
+/// messages), each announcing `d.token` with the job's `d.magic`, each set to the congestion
+/// control `d.congestion` before it connects (None: the kernel's default;
+/// [`crate::bootstrap::congestion`]).
 ///
 /// Errors: [`Error::Remote`] when the peer cannot be reached or greeted; [`Error::System`]
 /// when the congestion control cannot be set.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn connect(
-    addr: SocketAddr,
-    to: &str,
-    magic: u64,
-    token: u64,
-    count: usize,
-    retry: Retry,
-    deadline: Deadline,
-    congestion: Option<&str>,
-) -> Result<Vec<TcpStream>> {
-    let what = format!("{to}'s data listener");
-    let prepare = |s: &socket2::Socket| match congestion {
+pub(crate) fn connect(d: &super::Dial<'_>) -> Result<Vec<TcpStream>> {
+    let what = format!("{}'s data listener", d.what);
+    let prepare = |s: &socket2::Socket| match d.congestion {
         Some(cc) => s.set_tcp_congestion(cc.as_bytes()),
         None => Ok(()),
     };
-    (0..count)
+    (0..d.sockets)
         .map(|index| {
-            let mut s = connect_prepared(addr, &what, retry, deadline, &prepare)?;
+            let mut s = connect_prepared(d.addr, &what, d.retry, d.deadline, &prepare)?;
             let hello = DataHello {
-                token,
+                token: d.token,
                 index: index as u32,
             };
-            write_hello(&mut s, magic, HelloKind::DataSocket, &hello)
+            write_hello(&mut s, d.magic, HelloKind::DataSocket, &hello)
                 .map_err(|e| Error::Remote(format!("greeting {what}: {e}")))?;
             Ok(s)
         })

@@ -85,16 +85,7 @@ pub(crate) fn dial(
     nthreads: usize,
     slots: Slots,
 ) -> Result<TcpSender> {
-    let socks = listener::connect(
-        d.addr,
-        d.what,
-        d.magic,
-        d.token,
-        d.sockets,
-        d.retry,
-        d.deadline,
-        d.congestion,
-    )?;
+    let socks = listener::connect(d)?;
     prepare_all(&socks, d.silent)?;
     TcpSender::new(socks, slot_bytes, nthreads, d.peer, slots)
 }

@@ -324,9 +324,20 @@ fn the_data_listener_holds_hundreds_of_unaccepted_connections() {
 fn dialed_sockets_take_the_congestion_control() {
     let l = super::listener::DataListener::bind("127.0.0.1".parse().unwrap(), 5).unwrap();
     let deadline = Deadline::after(std::time::Duration::from_secs(10));
-    let retry = Retry {
-        count: 3,
-        step: std::time::Duration::from_millis(10),
+    let dial = |token: u64, sockets: usize, congestion: Option<&'static str>| Dial {
+        addr: l.addr(),
+        peer: "rank 1",
+        what: "rank 1",
+        magic: 5,
+        token,
+        sockets,
+        retry: Retry {
+            count: 3,
+            step: std::time::Duration::from_millis(10),
+        },
+        deadline,
+        silent: None,
+        congestion,
     };
     let cc = |s: &TcpStream| {
         let name = socket2::SockRef::from(s).tcp_congestion().unwrap();
@@ -334,11 +345,9 @@ fn dialed_sockets_take_the_congestion_control() {
             .trim_end_matches('\0')
             .to_string()
     };
-    let reno = super::listener::connect(l.addr(), "rank 1", 5, 9, 2, retry, deadline, Some("reno"))
-        .unwrap();
+    let reno = super::listener::connect(&dial(9, 2, Some("reno"))).unwrap();
     assert!(reno.iter().all(|s| cc(s) == "reno"));
-    let plain =
-        super::listener::connect(l.addr(), "rank 1", 5, 10, 1, retry, deadline, None).unwrap();
+    let plain = super::listener::connect(&dial(10, 1, None)).unwrap();
     let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
     assert_eq!(cc(&plain[0]), default.trim());
     let abort = std::sync::atomic::AtomicBool::new(false);
@@ -347,18 +356,9 @@ fn dialed_sockets_take_the_congestion_control() {
         .unwrap();
     assert_eq!(got.len(), 2);
     // A name the kernel refuses fails the dial, before any connection is made.
-    let e = super::listener::connect(
-        l.addr(),
-        "rank 1",
-        5,
-        11,
-        1,
-        retry,
-        deadline,
-        Some("no-such-cc"),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = super::listener::connect(&dial(11, 1, Some("no-such-cc")))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("preparing a socket to 127.0.0.1:"), "{e}");
 }
 
