@@ -58,6 +58,24 @@ fn run(h: &TestHosts, extra_env: &[(&str, String)], args: &[&str]) -> String {
     rank0
 }
 
+/// Starts ranks 0 and 1 of a bench on `h`'s two hosts, each its own `NCCL_HOSTID`, with `env`
+/// and `args`.
+fn spawn_two(
+    h: &TestHosts,
+    port: u16,
+    env: &[(&str, String)],
+    args: &[&str],
+) -> Vec<std::process::Child> {
+    let bin = rnccl_bin();
+    (0..2)
+        .map(|r| {
+            let mut all = vec![("NCCL_HOSTID", format!("node-{r}"))];
+            all.extend(env.iter().cloned());
+            spawn_rank(&bin, Some(&h.hosts[r]), r, 2, &h.addrs[0], port, &all, args)
+        })
+        .collect()
+}
+
 #[test]
 fn two_hosts_over_veth() {
     let Some(h) = hosts("a", 2) else { return };
@@ -181,7 +199,6 @@ fn three_hosts_through_a_bridge() {
 #[test]
 fn a_silent_link_is_named_long_before_the_timeout() {
     let Some(h) = hosts("s", 2) else { return };
-    let bin = rnccl_bin();
     let port = 21000 + (std::process::id() % 20000) as u16;
     let args = [
         "-b",
@@ -195,24 +212,7 @@ fn a_silent_link_is_named_long_before_the_timeout() {
         "-T",
         "300",
     ];
-    let children: Vec<_> = (0..2)
-        .map(|r| {
-            let env = [
-                ("NCCL_HOSTID", format!("node-{r}")),
-                ("RNCCL_SILENT_LINK", "2".to_string()),
-            ];
-            spawn_rank(
-                &bin,
-                Some(&h.hosts[r]),
-                r,
-                2,
-                &h.addrs[0],
-                port,
-                &env,
-                &args,
-            )
-        })
-        .collect();
+    let children = spawn_two(&h, port, &[("RNCCL_SILENT_LINK", "2".to_string())], &args);
     // Both ranks joined once both publish their counter pages (/dev/shm is shared).
     let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let start = std::time::Instant::now();
@@ -276,29 +276,14 @@ fn busy_sockets(ns: &str, min_sent: u64) -> Vec<(String, String)> {
 #[test]
 fn data_sockets_use_the_congestion_control_rnccl_picks() {
     let Some(h) = hosts("c", 2) else { return };
-    let bin = rnccl_bin();
     let port = 22000 + (std::process::id() % 20000) as u16;
     let args = ["-b", "32M", "-e", "32M", "-n", "20", "-w", "1", "-c", "0"];
-    let spawn = |cc: &str, port: u16| -> Vec<std::process::Child> {
-        (0..2)
-            .map(|r| {
-                let env = [
-                    ("NCCL_HOSTID", format!("node-{r}")),
-                    ("RNCCL_SOCKET_CC", cc.to_string()),
-                    ("NCCL_DEBUG", "INFO".to_string()),
-                ];
-                spawn_rank(
-                    &bin,
-                    Some(&h.hosts[r]),
-                    r,
-                    2,
-                    &h.addrs[0],
-                    port,
-                    &env,
-                    &args,
-                )
-            })
-            .collect()
+    let spawn = |cc: &str, port: u16| {
+        let env = [
+            ("RNCCL_SOCKET_CC", cc.to_string()),
+            ("NCCL_DEBUG", "INFO".to_string()),
+        ];
+        spawn_two(&h, port, &env, &args)
     };
     // reno: built into every kernel and allowed to every process.
     let mut children = spawn("reno", port);
