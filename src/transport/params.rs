@@ -45,7 +45,9 @@ impl TransportParams {
         // Auto: four sockets per connection in all (NCCL's own auto is one outside known
         // clouds). Measured with perf/cpu_vs_mpi.sh's namespaces: a 256 MiB all_reduce moved
         // 0.77-0.83 GB/s over one socket and 0.96-1.12 GB/s over four, which spreads the
-        // kernel's per-socket work over the cores.
+        // kernel's per-socket work over the cores. With CUBIC instead of the VM's BBR
+        // (RNCCL_SOCKET_CC, 2026-12-01) one, two, four and eight sockets all read 2.4-2.8 GB/s
+        // on the 2-vCPU VM: four stays for hosts whose NIC spreads flows over more cores.
         let per = if per_knob < 0 {
             AUTO_SOCKETS.div_ceil(nthreads.max(1))
         } else {
