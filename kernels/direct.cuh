@@ -63,7 +63,9 @@ enum DirectMode {
   // The symmetric kernels (symmetric.cuh), on buffers in symmetric windows.
   DIRECT_SYM_ALL_REDUCE = 5,
   DIRECT_SYM_REDUCE_SCATTER = 6,
-  DIRECT_SYM_ALL_GATHER = 7
+  DIRECT_SYM_ALL_GATHER = 7,
+  // The direct send/receive (symmetric.cuh, SendRecv_ST) on a group's own buffers.
+  DIRECT_SYM_SEND_RECV = 8
 };
 
 #ifndef RNCCL_ABI_ONLY
@@ -405,7 +407,9 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
       const __grid_constant__ rnccl::LlArgs a) {                                        \
     const rnccl::u64 key =                                                              \
         rnccl::ld_volatile((const rnccl::u64*)a.state + RNCCL_KEY_WORD) + 1;              \
-    if (a.mode >= rnccl::DIRECT_SYM_ALL_REDUCE)                                         \
+    if (a.mode == rnccl::DIRECT_SYM_SEND_RECV)                                          \
+      rnccl::p2p_run(a, key);                                                           \
+    else if (a.mode >= rnccl::DIRECT_SYM_ALL_REDUCE)                                    \
       rnccl::sym_run<T, OP>(a, a.mode, a.peer_src, a.peer_dst, a.unit, true, true, key);\
     else if (a.reg_blocks > 0)                                                          \
       rnccl::reg_run<T, OP>(a, key);                                                    \

@@ -64,8 +64,12 @@ struct LlArgs {
   // mapped in rank r's process; 0 otherwise.
   u64 peer_src[RNCCL_LL_MAX_RANKS];
   u64 peer_dst[RNCCL_LL_MAX_RANKS];
+  // symmetric.cuh, SendRecv_ST: per rank, the bytes this rank stores into it (from peer_src
+  // into peer_dst) and the bytes it stores into this rank; 0 otherwise.
+  u64 send_bytes[RNCCL_LL_MAX_RANKS];
+  u64 recv_bytes[RNCCL_LL_MAX_RANKS];
 };
-static_assert(sizeof(LlArgs) == 720, "LlArgs layout");
+static_assert(sizeof(LlArgs) == 848, "LlArgs layout");
 
 #ifndef RNCCL_ABI_ONLY
 

@@ -23,6 +23,11 @@
 // count c lives in LlArgs::state from word RNCCL_SYM_COUNT_WORD. Every rank runs the same
 // operations on the same blocks (the block count depends on the size and the ranks only).
 //
+// SendRecv_ST moves a group's sends the same way when one thread drives every rank: each rank
+// stores its send to rank r straight into r's receive buffer (LlArgs::peer_src / peer_dst /
+// send_bytes), block b the b-th piece of every send, between the same two barriers. Every
+// rank of the communicator runs it, so the counts stay alike (exec/gpu/group_buffers.rs).
+//
 // Mirrored by src/device/cuda/abi.rs (the constants); change both together.
 #pragma once
 
@@ -124,6 +129,50 @@ __device__ void sym_run(const LlArgs& a, u32 mode, const u64* peer_src, const u6
       if (ar) return mine + theirs;
       return (way == 0) == ag ? mine : theirs;
     });
+  }
+}
+
+// Bytes of each block's piece of a send of `bytes` bytes over `blocks` blocks: an equal share,
+// rounded up to 512 bytes (whole 128-byte lines of the peer's memory, as the symmetric
+// kernels' pieces) where it is that large, to 16 below. Mirrored by ll::p2p_unit.
+__device__ __forceinline__ u64 p2p_unit(u64 bytes, u32 blocks) {
+  const u64 even = (bytes + blocks - 1) / blocks;
+  const u64 align = even >= 512 ? 512 : 16;
+  return max((even + align - 1) / align * align, (u64)16);
+}
+
+// Block b of SendRecv_ST: after the entry barrier (every peer's stream reached its part of the
+// group, so nothing before it still uses the receive buffers), stores piece b of each of this
+// rank's sends into the receiving rank's buffer; the exit barrier then says every peer's piece b
+// is in this rank's buffers. A failed barrier skips the stores and the exit barrier, as in
+// sym_run. `key` numbers this direct kernel.
+__device__ void p2p_run(const LlArgs& a, u64 key) {
+  __shared__ u64 count;
+  __shared__ int status;
+  const u32 tid = threadIdx.x, b = blockIdx.x;
+  u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + b;
+  u64 guard = 0;
+  if (tid == 0) {
+    count = *counted;
+    guard = ld_volatile((const u64*)a.state + 1);
+    status = sym_barrier(a, b, 2 * count + 1);
+  }
+  op_started(&a.ctl, a.seq);
+  __syncthreads();
+  for (u32 r = 0; r < a.nranks && status == ST_OK; r++) {
+    const u64 bytes = a.send_bytes[r];
+    if (bytes == 0) continue;
+    const u64 unit = p2p_unit(bytes, gridDim.x);
+    const u64 start = min(bytes, (u64)b * unit), end = min(bytes, start + unit);
+    if (end > start)
+      direct_copy<u8>(a.peer_dst[r] + start, a.peer_src[r] + start, end - start, tid, blockDim.x);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (status == ST_OK) sym_barrier(a, b, 2 * count + 2);
+    *counted = count + 1;
+    ll_finish(a, guard, (const u32*)0, key,
+              [&](u32 r, int way) -> u64 { return way == 0 ? a.send_bytes[r] : a.recv_bytes[r]; });
   }
 }
 

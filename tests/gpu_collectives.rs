@@ -141,6 +141,9 @@ fn one_thread_drives_both_ranks_in_one_group() {
         (Func::AllReduce, false, 5, 3_000_017),
         (Func::AllToAll, true, 6, 1001),
         (Func::AllToAll, false, 7, 65_537),
+        // Above 64 MiB, where an all-to-all on the group's own buffers runs `AllToAll_ST`.
+        (Func::AllToAll, true, 8, 8_400_007),
+        (Func::AllToAll, false, 9, 9_000_011),
     ];
     for (f, in_place, seed, count) in runs {
         let cases: Vec<Case<f32>> = (0..n)
@@ -342,6 +345,117 @@ fn registered_buffers_on_rank_threads() {
         }
         Ok(())
     });
+}
+
+/// Element `i` of what rank `from` sends rank `to` in [`sends_of_one_group`]'s all-pairs group.
+fn pair_value(from: usize, to: usize, i: usize) -> f32 {
+    (i % 977) as f32 + 1000.0 * from as f32 + 100_000.0 * to as f32
+}
+
+/// Floats rank `from` sends rank `to` in the all-pairs group of `base` floats: unequal, and
+/// odd, so pieces and tails differ from pair to pair.
+fn pair_count(base: usize, from: usize, to: usize, n: usize) -> usize {
+    base + 17 * (from * n + to)
+}
+
+/// One thread drives every rank's Send/Recv in one group (nccl-tests' sendrecv with `-g N`,
+/// `batch_isend_irecv`): from 1 MiB the sends go straight into the receive buffers
+/// (`SendRecv_ST`, rnccl's `exec::gpu::group_sends`), below it and with
+/// `NCCL_P2P_DIRECT_DISABLE=1` through the step interpreter. A ring exchange (to the next rank,
+/// from the previous), then every rank to every rank and itself at unequal sizes, each
+/// followed by an all-reduce the symmetric kernels take, whose barriers share the blocks'
+/// counts with the sends'. On two GPUs (pools opened to each other) and on four ranks sharing
+/// GPU 0, whose blocks must all be resident at once.
+fn sends_of_one_group() {
+    let two = devices(2);
+    open_pools_to_each_other(&two);
+    let direct_off = [("NCCL_P2P_DIRECT_DISABLE", "1")];
+    for (devs, knobs) in [
+        (two.clone(), &[][..]),
+        (two, &direct_off[..]),
+        (vec![0; 4], &[][..]),
+    ] {
+        let comms = Communicator::init_all_devices(&devs, config(Duration::from_secs(60), knobs))
+            .expect("init");
+        let streams = streams_for(&comms);
+        let n = comms.len();
+        for (seed, count) in [(1u64, 2usize), (2, (1 << 18) + 3), (3, 4 << 20)] {
+            let what = format!("{n} ranks on GPUs {devs:?}, {knobs:?}, {count} floats");
+            let cases: Vec<Case<f32>> = (0..n)
+                .map(|r| case(Func::Send, RedOp::Sum, r, n, count, seed))
+                .collect();
+            let mut bufs: Vec<Bufs<f32>> = (0..n)
+                .map(|r| prepare(&comms[r], &streams[r], &cases[r], false))
+                .collect();
+            {
+                let mut g = rnccl::group_start();
+                for (r, (c, b)) in comms.iter().zip(bufs.iter_mut()).enumerate() {
+                    g.send_cuda(c, &b.send, (r + 1) % n, &streams[r])
+                        .expect("send");
+                    g.recv_cuda(c, &mut b.recv, (r + n - 1) % n, &streams[r])
+                        .expect("recv");
+                }
+                g.end().expect("group");
+            }
+            for (r, s) in streams.iter().enumerate() {
+                s.synchronize().expect("sync");
+                comms[r].async_error().expect("no async error");
+                check(&format!("ring, {what}"), s, &bufs[r], &cases[r], n).expect("ring");
+            }
+            let sends: Vec<Vec<cudarc::driver::CudaSlice<f32>>> = (0..n)
+                .map(|r| {
+                    (0..n)
+                        .map(|p| {
+                            let v: Vec<f32> = (0..pair_count(count, r, p, n))
+                                .map(|i| pair_value(r, p, i))
+                                .collect();
+                            upload(&streams[r], &v)
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut recvs: Vec<Vec<cudarc::driver::CudaSlice<f32>>> = (0..n)
+                .map(|r| {
+                    (0..n)
+                        .map(|p| poisoned(&streams[r], pair_count(count, p, r, n)))
+                        .collect()
+                })
+                .collect();
+            {
+                let mut g = rnccl::group_start();
+                for (r, (c, into)) in comms.iter().zip(recvs.iter_mut()).enumerate() {
+                    for (p, buf) in into.iter_mut().enumerate() {
+                        g.send_cuda(c, &sends[r][p], p, &streams[r]).expect("send");
+                        g.recv_cuda(c, buf, p, &streams[r]).expect("recv");
+                    }
+                }
+                g.end().expect("group");
+            }
+            for (r, s) in streams.iter().enumerate() {
+                s.synchronize().expect("sync");
+                comms[r].async_error().expect("no async error");
+                for (p, buf) in recvs[r].iter().enumerate() {
+                    let got: Vec<f32> = s.clone_dtoh(buf).expect("download");
+                    let bad = got
+                        .iter()
+                        .enumerate()
+                        .find(|&(i, &x)| x != pair_value(p, r, i));
+                    assert!(
+                        bad.is_none(),
+                        "all pairs, {what}: rank {r}'s floats from rank {p}: {bad:?}"
+                    );
+                }
+            }
+            let cases: Vec<Case<f32>> = (0..n)
+                .map(|r| case(Func::AllReduce, RedOp::Sum, r, n, 1 << 20, seed))
+                .collect();
+            let mut bufs: Vec<Bufs<f32>> = (0..n)
+                .map(|r| prepare(&comms[r], &streams[r], &cases[r], false))
+                .collect();
+            let what = format!("all-reduce after the sends, {what}");
+            one_group_checked(&what, &comms, &streams, &cases, &mut bufs, false);
+        }
+    }
 }
 
 /// Gives every GPU of `devs` read and write access to every other's current memory pool
@@ -557,6 +671,7 @@ fn main() {
             "collectives_on_the_groups_own_buffers",
             collectives_on_the_groups_own_buffers,
         ),
+        gpu_test("sends_of_one_group", sends_of_one_group),
         gpu_test(
             "registered_buffers_on_rank_threads",
             registered_buffers_on_rank_threads,

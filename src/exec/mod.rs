@@ -269,7 +269,7 @@ fn group_buffers(shares: &[Share<'_>]) -> Vec<GroupBuffers> {
         .map(|&(i, g)| gpu::group_buffers::Member {
             core: shares[i].core,
             gpu: g.info.ordinal,
-            direct: g.direct_pointers,
+            direct: g.direct_pointers && g.direct_areas(),
             ops: &shares[i].ops,
         })
         .collect();

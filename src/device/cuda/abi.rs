@@ -240,6 +240,10 @@ pub(crate) enum DirectMode {
     SymReduceScatter = 6,
     /// The symmetric all-gather (`AllGather_ST`): `bytes` as [`DirectMode::AllGather`].
     SymAllGather = 7,
+    /// The direct send/receive (`SendRecv_ST`, kernels/symmetric.cuh) of a group's own
+    /// buffers: `LlArgs::send_bytes` per receiving rank; `bytes` is the largest send of any
+    /// rank of the group, which sizes the grid alike on every rank.
+    SymSendRecv = 8,
 }
 
 /// Word of the LL state where the direct blocks' round counts start
@@ -332,8 +336,13 @@ pub(crate) struct LlArgs {
     /// Symmetric kernels: per rank, its input as mapped in this process (this rank's own at
     /// its index); 0 otherwise.
     pub peer_src: [u64; LL_MAX_RANKS],
-    /// Symmetric kernels: per rank, its output as mapped in this process.
+    /// Symmetric kernels: per rank, its output as mapped in this process. `SendRecv_ST`:
+    /// per rank, where this rank's send to it goes (`peer_src` is where it comes from).
     pub peer_dst: [u64; LL_MAX_RANKS],
+    /// `SendRecv_ST`: per rank, the bytes this rank stores into it; 0 otherwise.
+    pub send_bytes: [u64; LL_MAX_RANKS],
+    /// `SendRecv_ST`: per rank, the bytes it stores into this rank; 0 otherwise.
+    pub recv_bytes: [u64; LL_MAX_RANKS],
 }
 
 /// Byte offset of the signal word in a direct area (`RNCCL_SIGNAL_OFF`, kernels/rma.cuh): after
@@ -463,7 +472,7 @@ const _: () = {
     assert!(size_of::<Lane>() == 4 * 4);
     assert!(size_of::<Report>() == 4 * 4 + 2 * 8);
     assert!(size_of::<Program>() == 14 * 8 + 4 * 4);
-    assert!(size_of::<LlArgs>() == size_of::<Program>() + 7 * 8 + 6 * 4 + 8 * 8 * LL_MAX_RANKS);
+    assert!(size_of::<LlArgs>() == size_of::<Program>() + 7 * 8 + 6 * 4 + 10 * 8 * LL_MAX_RANKS);
     assert!(size_of::<RmaArgs>() == size_of::<Program>() + 7 * 8 + 4 * 4 + 3 * 8 * LL_MAX_RANKS);
 };
 
@@ -522,7 +531,7 @@ pub(crate) fn layout_asserts() -> String {
         [
             ctl, src, dst, bytes, state, seq, unit, nranks, mode, root, reg_blocks, reg_unit,
             direct_blocks, pad, out, inp => "in", out_step, out_live, in_step, in_live, peer_src,
-            peer_dst
+            peer_dst, send_bytes, recv_bytes
         ]
     );
     fields!(
@@ -552,6 +561,7 @@ pub(crate) fn layout_asserts() -> String {
         (DirectMode::SymAllReduce, "DIRECT_SYM_ALL_REDUCE"),
         (DirectMode::SymReduceScatter, "DIRECT_SYM_REDUCE_SCATTER"),
         (DirectMode::SymAllGather, "DIRECT_SYM_ALL_GATHER"),
+        (DirectMode::SymSendRecv, "DIRECT_SYM_SEND_RECV"),
     ] {
         check(name.to_string(), mode as usize);
     }
@@ -649,7 +659,7 @@ mod tests {
             "sizeof(Step) == 32",
             "sizeof(Conn) == 56",
             "((Conn*)0)->head)) == 24",
-            "sizeof(LlArgs) == 720",
+            "sizeof(LlArgs) == 848",
             "((LlArgs*)0)->peer_dst)) == 656",
             "RNCCL_SYM_COUNT_WORD == 136",
             "((LlArgs*)0)->in)) == 272",

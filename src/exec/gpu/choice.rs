@@ -197,7 +197,8 @@ pub fn gpu_kernel_in_windows(
 /// The kernel rnccl runs as [`gpu_kernel`] says, when one thread drives every rank of the
 /// communicator in one group (`ncclCommInitAll`, nccl-tests and `rnccl bench` with `-g N`) on
 /// plain buffers every GPU reaches: [`gpu_kernel_in_windows`]' symmetric kernel from 1 to 64 MiB
-/// of the larger buffer (`bytes`, as nccl-tests counts sizes) on two or more ranks, unless
+/// of the larger buffer (`bytes`, as nccl-tests counts sizes) on two or more ranks, and
+/// `AllToAll_ST` (`SendRecv_ST` sending block p to rank p) for all-to-alls above 64 MiB, unless
 /// `NCCL_P2P_DIRECT_DISABLE` is set (`exec::gpu::group_buffers`); [`gpu_kernel`]'s choice
 /// otherwise.
 ///
@@ -215,6 +216,25 @@ pub fn gpu_kernel_in_group(
         .map_err(|e| Error::invalid_usage(e.to_string()))?;
     if disabled || nranks < 2 || !super::group_buffers::group_size(func, bytes) {
         return gpu_kernel(cfg, func, bytes, nranks, nodes);
+    }
+    let proto = proto_knob(cfg)?;
+    if func == Func::AllToAll
+        && nodes == 1
+        && sym_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes)
+    {
+        // `SendRecv_ST` with a send of block p to every rank p.
+        let kernels = SymKernels::from_config(cfg)?;
+        let p = ll::sym_plan(
+            DirectMode::SymSendRecv,
+            bytes / nranks,
+            nranks,
+            &kernels,
+            usize::MAX,
+        );
+        return Ok(GpuKernel::Symmetric {
+            name: "AllToAll_ST",
+            blocks: p.blocks,
+        });
     }
     gpu_kernel_in_windows(cfg, func, bytes, nranks, nodes)
 }
@@ -353,6 +373,11 @@ mod tests {
             group(&[], Func::AllGather, 64 << 20, 2, 1),
             "AllGather_ST x128"
         );
+        // An all-to-all above 64 MiB.
+        assert_eq!(
+            group(&[], Func::AllToAll, 1 << 30, 4, 1),
+            "AllToAll_ST x128"
+        );
         // Outside 1-64 MiB, with the knob, on one rank, across nodes, or a broadcast: as plain.
         for (knobs, func, bytes, n, nodes) in [
             (&[][..], Func::AllGather, 512 << 10, 2, 1),
@@ -367,6 +392,15 @@ mod tests {
             (&[][..], Func::AllReduce, 8 << 20, 1, 1),
             (&[][..], Func::AllReduce, 8 << 20, 2, 2),
             (&[][..], Func::Broadcast, 8 << 20, 2, 1),
+            (&[][..], Func::AllToAll, 64 << 20, 2, 1),
+            (&[][..], Func::AllToAll, 128 << 20, 2, 2),
+            (
+                &[("NCCL_ALGO", "Ring")][..],
+                Func::AllToAll,
+                128 << 20,
+                2,
+                1,
+            ),
         ] {
             let plain = kernel(knobs, func, bytes, n);
             let plain = match nodes {

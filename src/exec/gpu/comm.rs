@@ -74,7 +74,8 @@ pub(crate) struct GpuComm {
     /// Which symmetric kernels may run over them, and on how many blocks.
     sym: SymKernels,
     /// The symmetric kernels whose first run the log told already: a bit per
-    /// [`SymKernels::kernel`] place on windows, and three places up on a group's buffers.
+    /// [`SymKernels::kernel`] place on windows, three places up on a group's buffers, bit 6
+    /// for a group's direct send/receive and bit 7 for its all-to-all.
     sym_told: AtomicU8,
     /// Whether kernels may take the peers' own buffers when one thread's group holds every
     /// rank ([`super::group_buffers`]): `NCCL_P2P_DIRECT_DISABLE` off.
@@ -275,6 +276,8 @@ impl GpuComm {
             inp_counts: l.inp_counts.clone(),
             peer_src: Vec::new(),
             peer_dst: Vec::new(),
+            send_bytes: Vec::new(),
+            recv_bytes: Vec::new(),
         })
     }
 
@@ -283,8 +286,9 @@ impl GpuComm {
     /// communicator has direct areas with every peer (peer access), and every rank's buffers
     /// are known: `group`, every rank's (input, output) of a group that drives them all
     /// ([`super::group_buffers`]), else both buffers lie in symmetric windows (see
-    /// [`super::windows`] for what every rank then assumes). It runs on at most `max_blocks`
-    /// blocks ([`GpuComm::block_cap`]).
+    /// [`super::windows`] for what every rank then assumes). An all-to-all runs as
+    /// `SendRecv_ST` on a group's buffers only. It runs on at most `max_blocks` blocks
+    /// ([`GpuComm::block_cap`]).
     pub(crate) fn sym_op(
         &self,
         func: crate::func::Func,
@@ -294,6 +298,9 @@ impl GpuComm {
         group: Option<&[(u64, u64)]>,
         max_blocks: usize,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
+        if func == crate::func::Func::AllToAll {
+            return self.all_to_all_op(input.0, bytes, group?, max_blocks);
+        }
         let (kernel, mode, name) = self.sym.kernel(func)?;
         let (peer_src, peer_dst, whose) = match group {
             Some(rows) => (
@@ -324,6 +331,76 @@ impl GpuComm {
             },
             plan,
         ))
+    }
+
+    /// The direct send/receive (`SendRecv_ST`, kernels/symmetric.cuh) of this rank's part
+    /// `sends` of a group ([`super::group_sends`]), with its split over at most `max_blocks`
+    /// blocks ([`GpuComm::block_cap`]): its sends' sources are left 0 for the launch to fill
+    /// in (`peer_src`, per receiving rank). `None` without direct areas with every peer.
+    pub(crate) fn sends_op(
+        &self,
+        sends: &super::group_sends::GroupSends,
+        max_blocks: usize,
+    ) -> Option<(LlOp, super::ll::DirectPlan)> {
+        let op = self.direct_op(DirectMode::SymSendRecv, 0, 0, 0, sends.largest)?;
+        let plan = super::ll::sym_plan(
+            DirectMode::SymSendRecv,
+            sends.largest,
+            self.nranks,
+            &self.sym,
+            max_blocks,
+        );
+        const TOLD: u8 = 1 << 6;
+        if self.sym_told.fetch_or(TOLD, Ordering::Relaxed) & TOLD == 0 {
+            tracing::info!(target: "rnccl::coll",
+                "rank {}: SendRecv_ST: a group's sends go straight into the receive buffers \
+                 (one thread drives every rank; {} blocks for a largest send of {} bytes; \
+                 NCCL_P2P_DIRECT_DISABLE=1 turns this off; told once)",
+                self.rank, plan.blocks, sends.largest);
+        }
+        Some((sends.kernel_op(op), plan))
+    }
+
+    /// An all-to-all of `chunk` bytes per rank pair from `input` (device address) on a group's
+    /// own buffers (`rows`: every rank's input and output) as `SendRecv_ST`: block p of the
+    /// input goes to this rank's place in rank p's output, on at most `max_blocks` blocks.
+    /// `None` without direct areas with every peer.
+    fn all_to_all_op(
+        &self,
+        input: u64,
+        chunk: usize,
+        rows: &[(u64, u64)],
+        max_blocks: usize,
+    ) -> Option<(LlOp, super::ll::DirectPlan)> {
+        let (sends, srcs) =
+            super::group_sends::GroupSends::all_to_all(self.rank, input, chunk, rows);
+        let base = self.direct_op(DirectMode::SymSendRecv, 0, 0, 0, chunk)?;
+        let op = LlOp {
+            peer_src: srcs,
+            ..sends.kernel_op(base)
+        };
+        let plan = super::ll::sym_plan(
+            DirectMode::SymSendRecv,
+            chunk,
+            self.nranks,
+            &self.sym,
+            max_blocks,
+        );
+        const TOLD: u8 = 1 << 7;
+        if self.sym_told.fetch_or(TOLD, Ordering::Relaxed) & TOLD == 0 {
+            tracing::info!(target: "rnccl::coll",
+                "rank {}: AllToAll_ST on the group's own buffers (SendRecv_ST: one thread drives \
+                 every rank; {} blocks for {chunk} bytes per peer; NCCL_P2P_DIRECT_DISABLE=1 \
+                 turns this off; told once)",
+                self.rank, plan.blocks);
+        }
+        Some((op, plan))
+    }
+
+    /// Whether this communicator has direct areas in GPU memory with every peer, which the
+    /// direct and symmetric kernels need.
+    pub(crate) fn direct_areas(&self) -> bool {
+        self.conns.ll().is_some_and(|l| l.direct)
     }
 
     /// The registered kernel (kernels/registered.cuh) for `func` from `input` into `output`

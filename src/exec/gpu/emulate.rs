@@ -13,6 +13,7 @@
 mod decode;
 pub(crate) mod ll;
 pub(crate) mod registered;
+pub(crate) mod send_recv;
 pub(crate) mod sym;
 mod sync;
 

@@ -10,6 +10,7 @@
 //! knobs); the launch of each rank then applies its own size rules, which are the same on every
 //! rank ([`crate::exec::plans::gpu_sym`], [`super::windows::SymKernels`]).
 
+use super::group_sends::{self, GroupSends};
 use crate::coll::Func;
 use crate::device::cuda::peer_reaches;
 use crate::exec::plans::gpu_sym;
@@ -17,8 +18,9 @@ use crate::exec::{Core, Op};
 
 /// One share of a group as seen here: a rank's communicator core, the ordinal of its GPU (in
 /// this process), whether its communicator allows the peers' own buffers
-/// (`NCCL_P2P_DIRECT_DISABLE` off, [`super::GpuComm::direct_pointers`]), and its operations in
-/// queue order.
+/// (`NCCL_P2P_DIRECT_DISABLE` off, [`super::GpuComm::direct_pointers`]) and has the direct
+/// areas the kernels on them synchronise through ([`super::GpuComm::direct_areas`]), and its
+/// operations in queue order.
 pub(crate) struct Member<'a> {
     pub core: &'a Core,
     pub gpu: usize,
@@ -26,17 +28,28 @@ pub(crate) struct Member<'a> {
     pub ops: &'a [Op],
 }
 
-/// Per collective of one rank's part of a group (Send and Recv left out, [`is_collective`]), in
-/// queue order: every rank's (input, output) device addresses, indexed by rank, where the
-/// symmetric kernels may run on them in place; `None` where they may not.
+/// What one rank's part of a group may run on the other ranks' buffers.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct GroupBuffers(Vec<Option<Vec<(u64, u64)>>>);
+pub(crate) struct GroupBuffers {
+    /// Per collective (Send and Recv left out, [`is_collective`]), in queue order: every rank's
+    /// (input, output) device addresses, indexed by rank, where the symmetric kernels may run
+    /// on them in place; `None` where they may not.
+    colls: Vec<Option<Vec<(u64, u64)>>>,
+    /// The group's Send/Recv straight into the receive buffers ([`group_sends`]), when it
+    /// takes that.
+    sends: Option<GroupSends>,
+}
 
 impl GroupBuffers {
     /// Every rank's (input, output) of collective `k` (its place among the group's collectives,
     /// [`is_collective`]), when the symmetric kernels may use them.
     pub(crate) fn of(&self, k: usize) -> Option<&[(u64, u64)]> {
-        self.0.get(k)?.as_deref()
+        self.colls.get(k)?.as_deref()
+    }
+
+    /// This rank's part of the group's direct send/receive, when the group takes one.
+    pub(crate) fn sends(&self) -> Option<&GroupSends> {
+        self.sends.as_ref()
     }
 }
 
@@ -46,8 +59,14 @@ pub(crate) fn is_collective(op: &Op) -> bool {
     !op.args.func.p2p()
 }
 
-/// The functions the symmetric kernels run.
-const SYM_FUNCS: [Func; 3] = [Func::AllReduce, Func::ReduceScatter, Func::AllGather];
+/// The functions the symmetric kernels run on a group's buffers (an all-to-all as
+/// `SendRecv_ST`, [`super::group_sends`]: a send of block p to every rank p).
+const SYM_FUNCS: [Func; 4] = [
+    Func::AllReduce,
+    Func::ReduceScatter,
+    Func::AllGather,
+    Func::AllToAll,
+];
 
 /// Bytes of a collective's larger buffer from which a group's own buffers go to the symmetric
 /// kernels. Below, the LL and direct kernels' single flag hop is as fast: on one H200 (two
@@ -65,10 +84,20 @@ const GROUP_MAX_BYTES: usize = 64 << 20;
 
 /// Whether a group's collective of `func` whose larger buffer holds `bytes` bytes is one for the
 /// symmetric kernels by function and size alone: from [`GROUP_MIN_BYTES`] to
-/// [`GROUP_MAX_BYTES`]. Buffers registered with `ncclCommRegister` keep the same window
+/// [`GROUP_MAX_BYTES`], an all-to-all above [`GROUP_MAX_BYTES`]. There an all-to-all otherwise
+/// runs point-to-point through the step interpreter on two ranks (0.98× NCCL at 4 GB on 2×H200,
+/// 2026-11-29) and the direct kernel on more, both storing every byte into a peer's slot and
+/// copying it out again, where `SendRecv_ST` stores it once: on one H200 (two ranks on GPU 0,
+/// `rnccl bench alltoall -g 2`, 2026-12-02) it took 0.71 / 0.63 / 0.62 of their time at 64 /
+/// 256 / 1024 MiB. Up to 64 MiB the direct kernel stays (1.08-1.88× NCCL on 2×H200; on one H200
+/// `AllToAll_ST` took 0.97 / 1.10 / 0.76 of its time at 1 / 4 / 16 MiB) until two GPUs compare
+/// them. Buffers registered with `ncclCommRegister` keep the same window
 /// ([`super::registered`]): the same kernels, measured the same way.
 pub(crate) fn group_size(func: Func, bytes: usize) -> bool {
-    (GROUP_MIN_BYTES..=GROUP_MAX_BYTES).contains(&bytes) && SYM_FUNCS.contains(&func)
+    match func {
+        Func::AllToAll => bytes > GROUP_MAX_BYTES,
+        _ => (GROUP_MIN_BYTES..=GROUP_MAX_BYTES).contains(&bytes) && SYM_FUNCS.contains(&func),
+    }
 }
 
 /// Whether the symmetric kernels take a group's collective of `func` whose larger buffer holds
@@ -79,16 +108,18 @@ fn takes(core: &Core, func: Func, bytes: usize) -> bool {
 
 /// For each member, the group's buffers of its communicator: filled where the group holds
 /// every rank of that communicator (at least two) and `NCCL_P2P_DIRECT_DISABLE` is off, per
-/// collective as [`rows`] decides with [`takes`]' sizes and [`peer_reaches`]; empty
-/// otherwise. A group whose first member queued no collective the symmetric kernels would
-/// take (the LL sizes of a latency-bound loop) costs one pass over that member's operations and
+/// collective as [`rows`] decides with [`takes`]' sizes and [`peer_reaches`], and for its
+/// Send/Recv as [`group_sends::of_comm`] decides; empty otherwise. A group whose first member
+/// queued neither a collective the symmetric kernels would take (the LL sizes of a
+/// latency-bound loop) nor a Send or Recv costs one pass over that member's operations and
 /// leaves every communicator of the group to the other kernels.
 pub(crate) fn of_group(members: &[Member<'_>]) -> Vec<GroupBuffers> {
     let mut out = vec![GroupBuffers::default(); members.len()];
     let Some(first) = members.first().filter(|_| members.len() >= 2) else {
         return out;
     };
-    let candidate = |o: &Op| takes(first.core, o.args.func, o.input.len.max(o.output.len));
+    let candidate =
+        |o: &Op| o.args.func.p2p() || takes(first.core, o.args.func, o.input.len.max(o.output.len));
     if !first.ops.iter().any(candidate) {
         return out;
     }
@@ -106,14 +137,19 @@ pub(crate) fn of_group(members: &[Member<'_>]) -> Vec<GroupBuffers> {
             .map(|&j| members[j].ops.iter().filter(|o| is_collective(o)).collect())
             .collect();
         let gpus: Vec<usize> = ranks.iter().map(|&j| members[j].gpu).collect();
-        let buffers = GroupBuffers(rows(
+        let colls = rows(
             &colls,
             &gpus,
             |func, bytes| takes(core, func, bytes),
             peer_reaches,
-        ));
+        );
+        let ops: Vec<&[Op]> = ranks.iter().map(|&j| members[j].ops).collect();
+        let mut sends = group_sends::of_comm(&ops, &gpus, peer_reaches).map(Vec::into_iter);
         for &j in &ranks {
-            out[j] = buffers.clone();
+            out[j] = GroupBuffers {
+                colls: colls.clone(),
+                sends: sends.as_mut().and_then(Iterator::next),
+            };
         }
     }
     out
@@ -325,7 +361,10 @@ mod tests {
         let recv = op(Func::Recv, 8, 0, 0x1000, 0x1000);
         let ar = op(Func::AllReduce, 8, 0, 0x1000, 0x1000);
         assert!(!is_collective(&send) && !is_collective(&recv) && is_collective(&ar));
-        let g = GroupBuffers(vec![None, Some(vec![(1, 2), (3, 4)])]);
+        let g = GroupBuffers {
+            colls: vec![None, Some(vec![(1, 2), (3, 4)])],
+            sends: None,
+        };
         assert_eq!(g.of(0), None);
         assert_eq!(g.of(1), Some(&[(1, 2), (3, 4)][..]));
         assert_eq!(g.of(2), None);

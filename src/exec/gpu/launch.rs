@@ -153,6 +153,52 @@ fn launch_all(
             nchannels: plan.nchannels,
             direct: false,
         };
+        if let Some(sends) = group.sends().filter(|_| a.func.p2p()) {
+            // The group's sends go straight into the receive buffers: one kernel on every rank,
+            // even one whose operations move no bytes, since its barriers pair with all.
+            let input = match snapshot(q) {
+                true => snapshot_input(q, take(q.input.len))?,
+                false => q.input.ptr as u64,
+            };
+            let i = match p2p {
+                Some(i) => i,
+                None => {
+                    let spec =
+                        ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, n));
+                    let cap = gpu.block_cap(&spec)?;
+                    let (kernel, split) = gpu.sends_op(sends, cap).ok_or_else(|| {
+                        Error::Internal(
+                            "a group's direct send/receive on a communicator without direct \
+                             areas"
+                                .into(),
+                        )
+                    })?;
+                    launches.push(Launch {
+                        work: Work::Direct(kernel, split),
+                        spec,
+                        stream: q.stream,
+                        op: OpInfo {
+                            algo: "Direct",
+                            nchannels: split.blocks as usize,
+                            direct: true,
+                            fused: 0,
+                            ..op
+                        },
+                    });
+                    p2p = Some(launches.len() - 1);
+                    launches.len() - 1
+                }
+            };
+            let l = &mut launches[i];
+            if l.stream != q.stream {
+                return Err(shared_stream_error());
+            }
+            l.op.fused += 1;
+            if let (Func::Send, Work::Direct(kernel, _)) = (a.func, &mut l.work) {
+                kernel.peer_src[a.root] = input;
+            }
+            continue;
+        }
         if plan.lanes.is_empty() {
             launches.push(Launch {
                 work: Work::Nothing,
@@ -164,15 +210,7 @@ fn launch_all(
         }
         let mut input = (q.input.ptr as u64, q.input.len);
         if snapshot(q) {
-            // The group writes memory this input occupies before it has all been read: read
-            // it from a copy taken on the stream first.
-            let copy = take(q.input.len);
-            // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's
-            // contract for the input; the scratch piece was sized for it), and the copy is
-            // ordered on the operation's stream before its kernel.
-            let r = unsafe { sys::cuMemcpyDtoDAsync_v2(copy, input.0, input.1, q.stream) };
-            check(r, || format!("copying the input of {}", a.func.nccl_name()))?;
-            input.0 = copy;
+            input.0 = snapshot_input(q, take(q.input.len))?;
         }
         let scratch = match plan.scratch_bytes {
             0 => (0, 0),
@@ -189,10 +227,7 @@ fn launch_all(
             match p2p.map(|i| &mut launches[i]) {
                 Some(l) => {
                     if l.stream != q.stream {
-                        return Err(Error::invalid_usage(
-                            "the Send/Recv operations of one group on one communicator must \
-                             share a stream",
-                        ));
+                        return Err(shared_stream_error());
                     }
                     if let Work::Program(parts) = &mut l.work {
                         parts.push((plan, bufs));
@@ -321,6 +356,29 @@ fn launch_all(
         }
     }
     Ok(())
+}
+
+/// Copies `q`'s input into the scratch at `copy` (device address, `q.input.len` bytes) on its
+/// stream and returns `copy`: the group writes memory the input occupies before it has all been
+/// read, so the kernel reads it from a copy taken first.
+///
+/// Errors: [`Error::Cuda`] when the copy cannot be queued.
+fn snapshot_input(q: &Op, copy: u64) -> Result<u64> {
+    // SAFETY: both ranges are q.input.len bytes of this GPU's memory (the caller's contract for
+    // the input; the scratch piece was sized for it), and the copy is ordered on the
+    // operation's stream before its kernel.
+    let r = unsafe { sys::cuMemcpyDtoDAsync_v2(copy, q.input.ptr as u64, q.input.len, q.stream) };
+    check(r, || {
+        format!("copying the input of {}", q.args.func.nccl_name())
+    })?;
+    Ok(copy)
+}
+
+/// The error for a group whose Send/Recv on one communicator name different streams.
+fn shared_stream_error() -> Error {
+    Error::invalid_usage(
+        "the Send/Recv operations of one group on one communicator must share a stream",
+    )
 }
 
 /// The data type whose kernels run a collective of `func` on `dtype` data. A function that only

@@ -55,8 +55,14 @@ pub(crate) struct LlOp {
     pub inp_counts: Vec<(u64, u64)>,
     /// Symmetric kernels: per rank, its input as mapped in this process (empty otherwise).
     pub peer_src: Vec<u64>,
-    /// Symmetric kernels: per rank, its output as mapped in this process (empty otherwise).
+    /// Symmetric kernels: per rank, its output as mapped in this process (empty otherwise);
+    /// `SendRecv_ST`: where this rank's send to that rank goes (`peer_src`: where it comes
+    /// from).
     pub peer_dst: Vec<u64>,
+    /// `SendRecv_ST`: per rank, the bytes this rank sends it (empty otherwise).
+    pub send_bytes: Vec<u64>,
+    /// `SendRecv_ST`: per rank, the bytes this rank receives from it (empty otherwise).
+    pub recv_bytes: Vec<u64>,
 }
 
 /// Bytes of a shard each block of a direct all-reduce gets at least per round: fewer blocks
@@ -89,7 +95,8 @@ fn direct_shard(mode: DirectMode, bytes: usize, nranks: usize) -> usize {
         | DirectMode::Broadcast
         | DirectMode::AllToAll
         | DirectMode::SymReduceScatter
-        | DirectMode::SymAllGather => bytes,
+        | DirectMode::SymAllGather
+        | DirectMode::SymSendRecv => bytes,
     }
 }
 
@@ -97,7 +104,7 @@ fn direct_shard(mode: DirectMode, bytes: usize, nranks: usize) -> usize {
 /// 128-byte lines of the peers' memory for every block but the last, whatever the block count.
 /// On 2×H200 (2026-11-29, `-g 2`) `NCCL_SYM_CTAS=96` split an 8 MB all-reduce into 43,696-byte
 /// pieces and took 38.6 µs, more than 64 blocks' 38.4 and 128's 35.5.
-const SYM_PIECE_ALIGN: usize = 512;
+pub(crate) const SYM_PIECE_ALIGN: usize = 512;
 
 /// The split of a symmetric kernel of `mode` (`kernels/symmetric.cuh`) with `bytes` bytes per
 /// rank (as [`LlOp::bytes`]) over `nranks` ranks: [`SymKernels::blocks`] blocks (at most
@@ -204,6 +211,8 @@ pub(crate) fn encode(op: &LlOp, seq: u64, spec: &ReduceSpec, ctl: &Control) -> R
         in_live: list(&|r| op.inp_counts[r].1),
         peer_src: list(&|r| op.peer_src.get(r).copied().unwrap_or(0)),
         peer_dst: list(&|r| op.peer_dst.get(r).copied().unwrap_or(0)),
+        send_bytes: list(&|r| op.send_bytes.get(r).copied().unwrap_or(0)),
+        recv_bytes: list(&|r| op.recv_bytes.get(r).copied().unwrap_or(0)),
     })
 }
 
@@ -236,6 +245,8 @@ mod tests {
             inp_counts: vec![(0xd0, 0xd8), (0, 0)],
             peer_src: vec![0xe0, 0x1000],
             peer_dst: vec![],
+            send_bytes: vec![0, 0x40],
+            recv_bytes: vec![0x50],
         };
         let args = encode(
             &op,
@@ -274,7 +285,10 @@ mod tests {
         }
         assert_eq!(at(h + 80 + 64 * 6 + 8), 0x1000, "peer_src[1]");
         assert_eq!(at(h + 80 + 64 * 7), 0, "no peer_dst: zero");
-        assert_eq!(h + 80 + 64 * 8, size_of::<LlArgs>());
+        assert_eq!(at(h + 80 + 64 * 8 + 8), 0x40, "send_bytes[1]");
+        assert_eq!(at(h + 80 + 64 * 9), 0x50, "recv_bytes[0]");
+        assert_eq!(at(h + 80 + 64 * 9 + 8), 0, "recv_bytes[1]: none given");
+        assert_eq!(h + 80 + 64 * 10, size_of::<LlArgs>());
         let nine = LlOp {
             out: vec![0; 9],
             inp: vec![0; 9],

@@ -5,7 +5,8 @@
 //! the direct kernel (`kernels/direct.cuh`, same arguments), or the symmetric kernels
 //! (`kernels/symmetric.cuh`) where the buffers lie in symmetric windows ([`windows`]) or one
 //! thread's group holds every rank's buffers ([`group_buffers`]); a group's
-//! Send/Recv run as one fused kernel ([`launch`]). Nothing here
+//! Send/Recv run as one fused kernel ([`launch`]), or straight into the receive buffers where
+//! the group holds both ends of every pair ([`group_sends`]). Nothing here
 //! waits for the GPU: completion is seen through the stream, failures after the launch through
 //! the communicator's async-error query ([`GpuComm::async_error`]). Operations on host memory
 //! of a GPU communicator run on its host engine.
@@ -17,6 +18,7 @@ pub(crate) mod cost;
 #[cfg(test)]
 mod emulate;
 pub(crate) mod group_buffers;
+pub(crate) mod group_sends;
 mod launch;
 pub(crate) mod launcher;
 pub(crate) mod ll;

@@ -38,6 +38,9 @@ pub(super) struct Args {
     /// Per rank: its input and output as mapped here (symmetric kernels).
     pub(super) peer_src: [u64; LL_MAX_RANKS],
     pub(super) peer_dst: [u64; LL_MAX_RANKS],
+    /// Per rank: the bytes this rank sends it, and receives from it (`SendRecv_ST`).
+    pub(super) send_bytes: [u64; LL_MAX_RANKS],
+    pub(super) recv_bytes: [u64; LL_MAX_RANKS],
 }
 
 fn le(b: &[u8], at: usize) -> u64 {
@@ -86,6 +89,8 @@ pub(super) fn decode(bytes: &[u8]) -> Result<(Header, Args)> {
         .map(list),
         peer_src: list(offset_of!(LlArgs, peer_src)),
         peer_dst: list(offset_of!(LlArgs, peer_dst)),
+        send_bytes: list(offset_of!(LlArgs, send_bytes)),
+        recv_bytes: list(offset_of!(LlArgs, recv_bytes)),
     };
     Ok((h, a))
 }

@@ -30,7 +30,12 @@ fn flag(ll_area: u64, b: u32) -> u64 {
 /// # Safety
 /// The areas' flags are live `u64`s touched only atomically; the header's abort flag, claim
 /// and report are live.
-unsafe fn barrier(h: &Header, a: &Args, b: u32, value: u64) -> std::result::Result<(), ()> {
+pub(super) unsafe fn barrier(
+    h: &Header,
+    a: &Args,
+    b: u32,
+    value: u64,
+) -> std::result::Result<(), ()> {
     let (n, me) = (a.nranks, h.rank);
     for j in 1..n {
         // SAFETY: caller's contract.

@@ -93,6 +93,8 @@ impl LlFabric {
             inp_counts: (0..self.n).map(|p| self.counters(rank, p, false)).collect(),
             peer_src: Vec::new(),
             peer_dst: Vec::new(),
+            send_bytes: Vec::new(),
+            recv_bytes: Vec::new(),
         }
     }
 

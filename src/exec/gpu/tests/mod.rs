@@ -11,4 +11,5 @@ mod ll;
 mod p2p;
 mod reference;
 mod registered;
+mod send_recv;
 mod sym;
