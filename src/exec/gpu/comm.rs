@@ -342,23 +342,7 @@ impl GpuComm {
         sends: &super::group_sends::GroupSends,
         max_blocks: usize,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
-        let op = self.direct_op(DirectMode::SymSendRecv, 0, 0, 0, sends.largest)?;
-        let plan = super::ll::sym_plan(
-            DirectMode::SymSendRecv,
-            sends.largest,
-            self.nranks,
-            &self.sym,
-            max_blocks,
-        );
-        const TOLD: u8 = 1 << 6;
-        if self.sym_told.fetch_or(TOLD, Ordering::Relaxed) & TOLD == 0 {
-            tracing::info!(target: "rnccl::coll",
-                "rank {}: SendRecv_ST: a group's sends go straight into the receive buffers \
-                 (one thread drives every rank; {} blocks for a largest send of {} bytes; \
-                 NCCL_P2P_DIRECT_DISABLE=1 turns this off; told once)",
-                self.rank, plan.blocks, sends.largest);
-        }
-        Some((sends.kernel_op(op), plan))
+        self.send_recv_op(sends, max_blocks, "SendRecv_ST", 6)
     }
 
     /// An all-to-all of `chunk` bytes per rank pair from `input` (device address) on a group's
@@ -374,27 +358,42 @@ impl GpuComm {
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
         let (sends, srcs) =
             super::group_sends::GroupSends::all_to_all(self.rank, input, chunk, rows);
-        let base = self.direct_op(DirectMode::SymSendRecv, 0, 0, 0, chunk)?;
-        let op = LlOp {
-            peer_src: srcs,
-            ..sends.kernel_op(base)
-        };
+        let (op, plan) = self.send_recv_op(&sends, max_blocks, "AllToAll_ST", 7)?;
+        Some((
+            LlOp {
+                peer_src: srcs,
+                ..op
+            },
+            plan,
+        ))
+    }
+
+    /// `SendRecv_ST` for `sends` on at most `max_blocks` blocks, its sources left 0; the log
+    /// names it as `name` the first time (bit `told` of [`GpuComm::sym_told`]).
+    fn send_recv_op(
+        &self,
+        sends: &super::group_sends::GroupSends,
+        max_blocks: usize,
+        name: &str,
+        told: u8,
+    ) -> Option<(LlOp, super::ll::DirectPlan)> {
+        let op = self.direct_op(DirectMode::SymSendRecv, 0, 0, 0, sends.largest)?;
         let plan = super::ll::sym_plan(
             DirectMode::SymSendRecv,
-            chunk,
+            sends.largest,
             self.nranks,
             &self.sym,
             max_blocks,
         );
-        const TOLD: u8 = 1 << 7;
-        if self.sym_told.fetch_or(TOLD, Ordering::Relaxed) & TOLD == 0 {
+        let bit = 1u8 << told;
+        if self.sym_told.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
             tracing::info!(target: "rnccl::coll",
-                "rank {}: AllToAll_ST on the group's own buffers (SendRecv_ST: one thread drives \
-                 every rank; {} blocks for {chunk} bytes per peer; NCCL_P2P_DIRECT_DISABLE=1 \
-                 turns this off; told once)",
-                self.rank, plan.blocks);
+                "rank {}: {name} on the group's own buffers: sends go straight into the receive \
+                 buffers (one thread drives every rank; {} blocks for a largest send of {} \
+                 bytes; NCCL_P2P_DIRECT_DISABLE=1 turns this off; told once)",
+                self.rank, plan.blocks, sends.largest);
         }
-        Some((op, plan))
+        Some((sends.kernel_op(op), plan))
     }
 
     /// Whether this communicator has direct areas in GPU memory with every peer, which the

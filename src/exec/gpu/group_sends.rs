@@ -138,7 +138,7 @@ pub(crate) fn of_comm(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::cell::RefCell;
 
     use super::*;
@@ -148,7 +148,7 @@ mod tests {
     use crate::redop::RedOp;
 
     /// Rank `gpu`'s Send to or Recv from `peer` of `bytes` bytes at `ptr`.
-    fn p2p(func: Func, peer: usize, bytes: usize, gpu: usize, ptr: u64) -> Op {
+    pub(crate) fn p2p(func: Func, peer: usize, bytes: usize, gpu: usize, ptr: u64) -> Op {
         let region = Region::device(ptr, bytes, gpu);
         Op {
             args: CollArgs {

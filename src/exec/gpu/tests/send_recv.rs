@@ -13,10 +13,9 @@ use super::super::ll::sym_plan;
 use super::super::windows::SymKernels;
 use super::fabric::Words;
 use super::ll::LlFabric;
-use crate::coll::CollArgs;
 use crate::config::Config;
+use crate::device::ReduceSpec;
 use crate::device::cuda::abi::{DirectMode, SYM_COUNT_WORD, Status};
-use crate::device::{ReduceSpec, Region};
 use crate::dtype::DataType;
 use crate::exec::Op;
 use crate::func::Func;
@@ -29,20 +28,7 @@ fn byte(from: usize, to: usize, i: usize) -> u8 {
 
 /// A Send to or Recv from `peer` of the `len` bytes of `buf` from `off`.
 fn p2p(func: Func, peer: usize, buf: &Words, off: usize, len: usize) -> Op {
-    let region = Region::device(buf.addr() + off as u64, len, 0);
-    Op {
-        args: CollArgs {
-            func,
-            count: len,
-            dtype: DataType::Uint8,
-            op: RedOp::Sum,
-            root: peer,
-            in_place: false,
-        },
-        input: region,
-        output: region,
-        stream: std::ptr::null_mut(),
-    }
+    group_sends::tests::p2p(func, peer, len, 0, buf.addr() + off as u64)
 }
 
 /// Runs one group in which rank r sends `bytes[r][p]` bytes to rank p (0: no Send/Recv pair),
