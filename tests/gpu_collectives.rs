@@ -141,9 +141,12 @@ fn one_thread_drives_both_ranks_in_one_group() {
         (Func::AllReduce, false, 5, 3_000_017),
         (Func::AllToAll, true, 6, 1001),
         (Func::AllToAll, false, 7, 65_537),
-        // Above 64 MiB, where an all-to-all on the group's own buffers runs `AllToAll_ST`.
+        // Above 64 MiB, where an all-to-all and a two-rank broadcast on the group's own
+        // buffers run `AllToAll_ST` and `Broadcast_ST`.
         (Func::AllToAll, true, 8, 8_400_007),
         (Func::AllToAll, false, 9, 9_000_011),
+        (Func::Broadcast, true, 10, 16_800_001),
+        (Func::Broadcast, false, 11, 17_000_003),
     ];
     for (f, in_place, seed, count) in runs {
         let cases: Vec<Case<f32>> = (0..n)

@@ -214,25 +214,30 @@ pub fn gpu_kernel_in_group(
     let disabled = cfg
         .flag("NCCL_P2P_DIRECT_DISABLE")
         .map_err(|e| Error::invalid_usage(e.to_string()))?;
-    if disabled || nranks < 2 || !super::group_buffers::group_size(func, bytes) {
+    if disabled || nranks < 2 || !super::group_buffers::group_size(func, bytes, nranks) {
         return gpu_kernel(cfg, func, bytes, nranks, nodes);
     }
     let proto = proto_knob(cfg)?;
-    if func == Func::AllToAll
+    let sends = match func {
+        Func::AllToAll => Some(("AllToAll_ST", bytes / nranks)),
+        Func::Broadcast => Some(("Broadcast_ST", bytes)),
+        _ => None,
+    };
+    if let Some((name, largest)) = sends
         && nodes == 1
         && sym_allowed(cfg.string("NCCL_ALGO"), proto.as_ref(), func, bytes)
     {
-        // `SendRecv_ST` with a send of block p to every rank p.
+        // `SendRecv_ST` with a send of block p to every rank p, or of the root's buffer.
         let kernels = SymKernels::from_config(cfg)?;
         let p = ll::sym_plan(
             DirectMode::SymSendRecv,
-            bytes / nranks,
+            largest,
             nranks,
             &kernels,
             usize::MAX,
         );
         return Ok(GpuKernel::Symmetric {
-            name: "AllToAll_ST",
+            name,
             blocks: p.blocks,
         });
     }
@@ -255,7 +260,8 @@ pub fn gpu_kernel_registered(
     nodes: usize,
 ) -> Result<GpuKernel> {
     let plain = gpu_kernel(cfg, func, bytes, nranks, nodes)?;
-    if !matches!(plain, GpuKernel::Direct { .. }) || !super::group_buffers::group_size(func, bytes)
+    if !matches!(plain, GpuKernel::Direct { .. })
+        || !super::group_buffers::group_size(func, bytes, nranks)
     {
         return Ok(plain);
     }
@@ -373,7 +379,11 @@ mod tests {
             group(&[], Func::AllGather, 64 << 20, 2, 1),
             "AllGather_ST x128"
         );
-        // An all-to-all above 64 MiB.
+        // An all-to-all above 64 MiB, and a broadcast there on two ranks.
+        assert_eq!(
+            group(&[], Func::Broadcast, 128 << 20, 2, 1),
+            "Broadcast_ST x128"
+        );
         assert_eq!(
             group(&[], Func::AllToAll, 1 << 30, 4, 1),
             "AllToAll_ST x128"
@@ -393,6 +403,8 @@ mod tests {
             (&[][..], Func::AllReduce, 8 << 20, 2, 2),
             (&[][..], Func::Broadcast, 8 << 20, 2, 1),
             (&[][..], Func::AllToAll, 64 << 20, 2, 1),
+            (&[][..], Func::Broadcast, 64 << 20, 2, 1),
+            (&[][..], Func::Broadcast, 128 << 20, 4, 1),
             (&[][..], Func::AllToAll, 128 << 20, 2, 2),
             (
                 &[("NCCL_ALGO", "Ring")][..],

@@ -75,7 +75,7 @@ pub(crate) struct GpuComm {
     sym: SymKernels,
     /// The symmetric kernels whose first run the log told already: a bit per
     /// [`SymKernels::kernel`] place on windows, three places up on a group's buffers, bit 6
-    /// for a group's direct send/receive and bit 7 for its all-to-all.
+    /// for a group's direct send/receive and bit 7 for its all-to-all or broadcast.
     sym_told: AtomicU8,
     /// Whether kernels may take the peers' own buffers when one thread's group holds every
     /// rank ([`super::group_buffers`]): `NCCL_P2P_DIRECT_DISABLE` off.
@@ -286,20 +286,45 @@ impl GpuComm {
     /// communicator has direct areas with every peer (peer access), and every rank's buffers
     /// are known: `group`, every rank's (input, output) of a group that drives them all
     /// ([`super::group_buffers`]), else both buffers lie in symmetric windows (see
-    /// [`super::windows`] for what every rank then assumes). An all-to-all runs as
-    /// `SendRecv_ST` on a group's buffers only. It runs on at most `max_blocks` blocks
-    /// ([`GpuComm::block_cap`]).
+    /// [`super::windows`] for what every rank then assumes). An all-to-all and a broadcast
+    /// (from `root`) run as `SendRecv_ST` on a group's buffers only
+    /// ([`super::group_sends::GroupSends::all_to_all`], [`super::group_sends::GroupSends::broadcast`]).
+    /// It runs on at most `max_blocks` blocks ([`GpuComm::block_cap`]).
+    #[allow(clippy::too_many_arguments)] // a collective's own arguments, and where it runs
     pub(crate) fn sym_op(
         &self,
         func: crate::func::Func,
+        root: usize,
         input: (u64, usize),
         output: (u64, usize),
         bytes: usize,
         group: Option<&[(u64, u64)]>,
         max_blocks: usize,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
-        if func == crate::func::Func::AllToAll {
-            return self.all_to_all_op(input.0, bytes, group?, max_blocks);
+        use super::group_sends::GroupSends;
+        let sends = match func {
+            crate::func::Func::AllToAll => {
+                Some(GroupSends::all_to_all(self.rank, input.0, bytes, group?))
+            }
+            crate::func::Func::Broadcast => Some(GroupSends::broadcast(
+                self.rank, root, input.0, bytes, group?,
+            )),
+            _ => None,
+        };
+        if let Some((sends, srcs)) = sends {
+            let name = if func == crate::func::Func::Broadcast {
+                "Broadcast_ST"
+            } else {
+                "AllToAll_ST"
+            };
+            let (op, plan) = self.send_recv_op(&sends, max_blocks, name, 7)?;
+            return Some((
+                LlOp {
+                    peer_src: srcs,
+                    ..op
+                },
+                plan,
+            ));
         }
         let (kernel, mode, name) = self.sym.kernel(func)?;
         let (peer_src, peer_dst, whose) = match group {
@@ -343,29 +368,6 @@ impl GpuComm {
         max_blocks: usize,
     ) -> Option<(LlOp, super::ll::DirectPlan)> {
         self.send_recv_op(sends, max_blocks, "SendRecv_ST", 6)
-    }
-
-    /// An all-to-all of `chunk` bytes per rank pair from `input` (device address) on a group's
-    /// own buffers (`rows`: every rank's input and output) as `SendRecv_ST`: block p of the
-    /// input goes to this rank's place in rank p's output, on at most `max_blocks` blocks.
-    /// `None` without direct areas with every peer.
-    fn all_to_all_op(
-        &self,
-        input: u64,
-        chunk: usize,
-        rows: &[(u64, u64)],
-        max_blocks: usize,
-    ) -> Option<(LlOp, super::ll::DirectPlan)> {
-        let (sends, srcs) =
-            super::group_sends::GroupSends::all_to_all(self.rank, input, chunk, rows);
-        let (op, plan) = self.send_recv_op(&sends, max_blocks, "AllToAll_ST", 7)?;
-        Some((
-            LlOp {
-                peer_src: srcs,
-                ..op
-            },
-            plan,
-        ))
     }
 
     /// `SendRecv_ST` for `sends` on at most `max_blocks` blocks, its sources left 0; the log

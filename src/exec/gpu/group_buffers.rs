@@ -59,13 +59,15 @@ pub(crate) fn is_collective(op: &Op) -> bool {
     !op.args.func.p2p()
 }
 
-/// The functions the symmetric kernels run on a group's buffers (an all-to-all as
-/// `SendRecv_ST`, [`super::group_sends`]: a send of block p to every rank p).
-const SYM_FUNCS: [Func; 4] = [
+/// The functions the symmetric kernels run on a group's buffers (an all-to-all and a
+/// broadcast as `SendRecv_ST`, [`super::group_sends`]: a send of block p to every rank p, the
+/// root's buffer to every rank).
+const SYM_FUNCS: [Func; 5] = [
     Func::AllReduce,
     Func::ReduceScatter,
     Func::AllGather,
     Func::AllToAll,
+    Func::Broadcast,
 ];
 
 /// Bytes of a collective's larger buffer from which a group's own buffers go to the symmetric
@@ -91,11 +93,16 @@ const GROUP_MAX_BYTES: usize = 64 << 20;
 /// `rnccl bench alltoall -g 2`, 2026-12-02) it took 0.71 / 0.63 / 0.62 of their time at 64 /
 /// 256 / 1024 MiB. Up to 64 MiB the direct kernel stays (1.08-1.88× NCCL on 2×H200; on one H200
 /// `AllToAll_ST` took 0.97 / 1.10 / 0.76 of its time at 1 / 4 / 16 MiB) until two GPUs compare
-/// them. Buffers registered with `ncclCommRegister` keep the same window
-/// ([`super::registered`]): the same kernels, measured the same way.
-pub(crate) fn group_size(func: Func, bytes: usize) -> bool {
+/// them. A broadcast on two ranks above [`GROUP_MAX_BYTES`] too, where the ring stores every
+/// byte into the peer's slot and the peer copies it out (0.99× NCCL at 1 and 4 GB on 2×H200,
+/// 2026-11-29); on more ranks the root alone would store every byte once per peer (the direct
+/// kernel's broadcast fell to 0.57× NCCL at 8 MB on 4 GPUs), so the ring stays. Buffers
+/// registered with `ncclCommRegister` keep the same window ([`super::registered`]): the same
+/// kernels, measured the same way.
+pub(crate) fn group_size(func: Func, bytes: usize, nranks: usize) -> bool {
     match func {
         Func::AllToAll => bytes > GROUP_MAX_BYTES,
+        Func::Broadcast => nranks == 2 && bytes > GROUP_MAX_BYTES,
         _ => (GROUP_MIN_BYTES..=GROUP_MAX_BYTES).contains(&bytes) && SYM_FUNCS.contains(&func),
     }
 }
@@ -103,7 +110,7 @@ pub(crate) fn group_size(func: Func, bytes: usize) -> bool {
 /// Whether the symmetric kernels take a group's collective of `func` whose larger buffer holds
 /// `bytes` bytes, on `core`'s communicator: [`group_size`], where [`gpu_sym`] allows them.
 fn takes(core: &Core, func: Func, bytes: usize) -> bool {
-    group_size(func, bytes) && gpu_sym(core, func, bytes)
+    group_size(func, bytes, core.nranks) && gpu_sym(core, func, bytes)
 }
 
 /// For each member, the group's buffers of its communicator: filled where the group holds
@@ -189,7 +196,7 @@ fn whole_comms(keys: &[(u64, usize, usize)]) -> Vec<Vec<usize>> {
 
 /// Per collective (`colls[r]`: rank r's collectives in queue order, on GPU `gpus[r]`), every
 /// rank's (input, output) where the symmetric kernels may use them in place: every rank
-/// queued the same function, count and type, one of the symmetric kernels' functions, at a
+/// queued the same function, count, type and root, one of the symmetric kernels' functions, at a
 /// size `sym_size` takes (given the function and the larger of input and output bytes), and
 /// `reaches(ptr, gpu)` holds for every rank's input and output from every other rank's GPU.
 /// Empty when the ranks queued different numbers of collectives.
@@ -208,7 +215,8 @@ fn rows(
             let ops: Vec<&Op> = colls.iter().map(|c| c[k]).collect();
             let first = ops[0].args;
             let alike = ops.iter().all(|o| {
-                (o.args.func, o.args.count, o.args.dtype) == (first.func, first.count, first.dtype)
+                (o.args.func, o.args.count, o.args.dtype, o.args.root)
+                    == (first.func, first.count, first.dtype, first.root)
                     && o.on_device()
             });
             let total = ops[0].input.len.max(ops[0].output.len);
@@ -288,13 +296,13 @@ mod tests {
         let r0 = [
             op(Func::AllReduce, 1 << 20, 0, 0x1000, 0x1000),
             op(Func::AllGather, 1 << 20, 0, 0x2000, 0x3000),
-            op(Func::Broadcast, 1 << 20, 0, 0x4000, 0x4000),
+            op(Func::Reduce, 1 << 20, 0, 0x4000, 0x4000),
             op(Func::ReduceScatter, 1 << 20, 0, 0x5000, 0x6000),
         ];
         let r1 = [
             op(Func::AllReduce, 1 << 20, 1, 0xa000, 0xb000),
             op(Func::AllGather, 1 << 20, 1, 0xc000, 0xd000),
-            op(Func::Broadcast, 1 << 20, 1, 0xe000, 0xe000),
+            op(Func::Reduce, 1 << 20, 1, 0xe000, 0xe000),
             op(Func::ReduceScatter, 1 << 20, 1, 0xf000, 0xf800),
         ];
         let colls = vec![r0.iter().collect(), r1.iter().collect()];
@@ -313,7 +321,7 @@ mod tests {
             vec![
                 Some(vec![(0x1000, 0x1000), (0xa000, 0xb000)]),
                 Some(vec![(0x2000, 0x3000), (0xc000, 0xd000)]),
-                // No symmetric kernel broadcasts.
+                // No symmetric kernel reduces to a root.
                 None,
                 // Rank 1's GPU does not reach rank 0's output.
                 None,
@@ -332,6 +340,17 @@ mod tests {
         let b = op(Func::AllReduce, 1 << 20, 1, 0x2000, 0x2000);
         let other_count = op(Func::AllReduce, 1 << 19, 1, 0x2000, 0x2000);
         let other_func = op(Func::AllGather, 1 << 20, 1, 0x2000, 0x3000);
+        let mut bcast = [
+            op(Func::Broadcast, 1 << 20, 0, 0x1000, 0x1000),
+            op(Func::Broadcast, 1 << 20, 1, 0x2000, 0x2000),
+        ];
+        bcast[1].args.root = 1;
+        let colls = vec![vec![&bcast[0]], vec![&bcast[1]]];
+        assert_eq!(
+            rows(&colls, &[0, 1], |_, _| true, reaches),
+            vec![None],
+            "the ranks name different roots"
+        );
         for odd in [&other_count, &other_func] {
             let colls = vec![vec![&a], vec![odd]];
             assert_eq!(rows(&colls, &[0, 1], |_, _| true, reaches), vec![None]);

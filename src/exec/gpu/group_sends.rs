@@ -55,6 +55,38 @@ impl GroupSends {
         (part, (0..rows.len()).map(|p| input + at(p)).collect())
     }
 
+    /// Rank `me`'s part of a broadcast of `bytes` bytes from rank `root` on a group's own
+    /// buffers (`rows`: every rank's input and output) as a direct send/receive: the root sends
+    /// its input (at `input`) into every other rank's output, and into its own where that is
+    /// not the input; the others only take part. Returns the part and the sources per
+    /// receiving rank, for `peer_src`.
+    pub(crate) fn broadcast(
+        me: usize,
+        root: usize,
+        input: u64,
+        bytes: usize,
+        rows: &[(u64, u64)],
+    ) -> (GroupSends, Vec<u64>) {
+        let n = rows.len();
+        let sends = |r: usize, p: usize| r == root && (p != root || rows[p].0 != rows[p].1);
+        let part = GroupSends {
+            to: (0..n)
+                .map(|p| match sends(me, p) {
+                    true => (rows[p].1, bytes),
+                    false => (0, 0),
+                })
+                .collect(),
+            from: (0..n)
+                .map(|p| if sends(p, me) { bytes } else { 0 })
+                .collect(),
+            largest: bytes,
+        };
+        let srcs = (0..n)
+            .map(|p| if sends(me, p) { input } else { 0 })
+            .collect();
+        (part, srcs)
+    }
+
     /// `base` (the direct kernel's arguments for this rank, `SendRecv_ST`'s mode and the
     /// largest send's bytes) with this part's sends: per receiving rank the destination and
     /// the bytes, and the bytes received from it; the sources are 0, for the launch to fill in

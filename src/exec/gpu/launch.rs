@@ -284,7 +284,7 @@ fn launch_all(
         // kernel loads and stores them in place.
         let sym = mode
             .filter(|_| !own_scalar && ll.is_none() && gpu_sym(core, a.func, total))
-            .and_then(|(_, bytes)| gpu.sym_op(a.func, input, out, bytes, peers, cap));
+            .and_then(|(_, bytes)| gpu.sym_op(a.func, a.root, input, out, bytes, peers, cap));
         let direct = mode
             .filter(|_| {
                 !own_scalar && ll.is_none() && sym.is_none() && gpu_direct(core, a.func, total)
@@ -302,7 +302,7 @@ fn launch_all(
                 a.func,
                 Func::AllReduce | Func::ReduceScatter | Func::AllGather
             )
-            && group_size(a.func, total)
+            && group_size(a.func, total, n)
             && gpu_sym(core, a.func, total);
         if eligible {
             gpu.registered.poll(core, &gpu.ctx)?;

@@ -250,3 +250,49 @@ fn an_all_to_all_lands_in_every_output() {
         }
     }
 }
+
+#[test]
+fn a_broadcast_lands_in_every_output() {
+    let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, 3));
+    let kernels = SymKernels::from_config(&Config::defaults()).unwrap();
+    for (n, root, in_place, bytes) in [
+        (2, 0, false, (1usize << 20) + 9),
+        (2, 1, true, 4096),
+        (3, 2, false, 100_003),
+    ] {
+        let f = LlFabric::new(n, Duration::from_secs(20));
+        let inputs: Vec<Words> = (0..n)
+            .map(|r| {
+                let v: Vec<u8> = (0..bytes).map(|i| byte(r, 0, i)).collect();
+                Words::from_bytes(&v)
+            })
+            .collect();
+        let outputs: Vec<Words> = (0..n).map(|_| Words::zeroed(bytes)).collect();
+        let outs = if in_place { &inputs } else { &outputs };
+        let rows: Vec<(u64, u64)> = (0..n).map(|r| (inputs[r].addr(), outs[r].addr())).collect();
+        let plan = sym_plan(DirectMode::SymSendRecv, bytes, n, &kernels, usize::MAX);
+        std::thread::scope(|s| {
+            for (r, input) in inputs.iter().enumerate() {
+                let (part, srcs) = GroupSends::broadcast(r, root, input.addr(), bytes, &rows);
+                assert_eq!(part.largest, bytes, "every rank sizes its grid alike");
+                let mut op = part.kernel_op(f.op(r, 0, 0, bytes));
+                op.mode = DirectMode::SymSendRecv;
+                op.peer_src = srcs;
+                let args = f.encoded(r, &op, plan.unit as u64, &spec);
+                s.spawn(move || {
+                    // SAFETY: every address is memory of this fabric or of the buffers, alive
+                    // for the scope; only the root stores, each output once.
+                    unsafe { emulate::send_recv::run(&args, plan.blocks) }.expect("decodes")
+                });
+            }
+        });
+        let want: Vec<u8> = (0..bytes).map(|i| byte(root, 0, i)).collect();
+        for (r, out) in outs.iter().enumerate() {
+            assert_eq!(f.report(r).0, None, "rank {r}");
+            assert!(
+                out.read(0, bytes) == want,
+                "n={n} root={root} in_place={in_place}: rank {r}'s output"
+            );
+        }
+    }
+}
