@@ -143,9 +143,10 @@ __device__ __forceinline__ u64 p2p_unit(u64 bytes, u32 blocks) {
 
 // Block b of SendRecv_ST: after the entry barrier (every peer's stream reached its part of the
 // group, so nothing before it still uses the receive buffers), stores piece b of each of this
-// rank's sends into the receiving rank's buffer; the exit barrier then says every peer's piece b
-// is in this rank's buffers. A failed barrier skips the stores and the exit barrier, as in
-// sym_run. `key` numbers this direct kernel.
+// rank's sends into the receiving rank's buffer, its own first, then from the next rank on (so
+// the ranks of an all-to-all do not all store into the same rank at once); the exit barrier then
+// says every peer's piece b is in this rank's buffers. A failed barrier skips the stores and the
+// exit barrier, as in sym_run. `key` numbers this direct kernel.
 __device__ void p2p_run(const LlArgs& a, u64 key) {
   __shared__ u64 count;
   __shared__ int status;
@@ -159,7 +160,8 @@ __device__ void p2p_run(const LlArgs& a, u64 key) {
   }
   op_started(&a.ctl, a.seq);
   __syncthreads();
-  for (u32 r = 0; r < a.nranks && status == ST_OK; r++) {
+  for (u32 j = 0; j < a.nranks && status == ST_OK; j++) {
+    const u32 r = (a.ctl.rank + j) % a.nranks;
     const u64 bytes = a.send_bytes[r];
     if (bytes == 0) continue;
     const u64 unit = p2p_unit(bytes, gridDim.x);

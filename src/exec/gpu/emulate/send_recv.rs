@@ -1,7 +1,8 @@
 //! A host model of the direct send/receive (`kernels/symmetric.cuh` `p2p_run`, `SendRecv_ST`):
 //! the argument block decoded as the kernel reads it, each block's entry and exit barrier on
 //! the symmetric flags of every peer (the symmetric kernels' own, [`super::sym::barrier`]),
-//! piece b of every send of this rank stored straight into the receiving rank's buffer, the
+//! piece b of every send of this rank stored straight into the receiving rank's buffer (its
+//! own first, then from the next rank on), the
 //! block's operation count and the traffic counters. The grid collapses into one thread per
 //! rank that runs its blocks in order, as [`super::sym`] does.
 
@@ -55,7 +56,11 @@ pub(crate) unsafe fn run(args: &[u8], blocks: u32) -> Result<()> {
         let count = counted.load(Ordering::Relaxed);
         // SAFETY: caller's contract (flags, control block).
         let entered = unsafe { super::sym::barrier(&h, &a, b, 2 * count + 1) }.is_ok();
-        for r in (0..a.nranks as usize).filter(|_| entered) {
+        let n = a.nranks as usize;
+        for r in (0..n)
+            .map(|j| (h.rank as usize + j) % n)
+            .filter(|_| entered)
+        {
             let bytes = a.send_bytes[r];
             let unit = p2p_unit(bytes, blocks);
             let start = bytes.min(u64::from(b) * unit);
