@@ -26,7 +26,9 @@
 // SendRecv_ST moves a group's sends the same way when one thread drives every rank: each rank
 // stores its send to rank r straight into r's receive buffer (LlArgs::peer_src / peer_dst /
 // send_bytes), block b the b-th piece of every send, between the same two barriers. Every
-// rank of the communicator runs it, so the counts stay alike (exec/gpu/group_buffers.rs).
+// rank of the communicator runs it, so the counts stay alike (src/exec/gpu/group_sends.rs
+// decides for all of them); an all-to-all and a two-rank broadcast on a group's buffers run it
+// too.
 //
 // Mirrored by src/device/cuda/abi.rs (the constants); change both together.
 #pragma once
@@ -134,7 +136,8 @@ __device__ void sym_run(const LlArgs& a, u32 mode, const u64* peer_src, const u6
 
 // Bytes of each block's piece of a send of `bytes` bytes over `blocks` blocks: an equal share,
 // rounded up to 512 bytes (whole 128-byte lines of the peer's memory, as the symmetric
-// kernels' pieces) where it is that large, to 16 below. Mirrored by ll::p2p_unit.
+// kernels' pieces) where it is that large, to 16 below. Mirrored by the host model
+// (src/exec/gpu/emulate/send_recv.rs).
 __device__ __forceinline__ u64 p2p_unit(u64 bytes, u32 blocks) {
   const u64 even = (bytes + blocks - 1) / blocks;
   const u64 align = even >= 512 ? 512 : 16;
