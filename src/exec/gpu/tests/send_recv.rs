@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::super::emulate;
 use super::super::group_sends::{self, GroupSends};
-use super::super::ll::sym_plan;
+use super::super::ll::{LlOp, sym_plan};
 use super::super::windows::SymKernels;
 use super::fabric::Words;
 use super::ll::LlFabric;
@@ -86,32 +86,47 @@ fn run(f: &LlFabric, bytes: &[Vec<usize>]) -> (Vec<(Words, Vec<usize>)>, u32) {
         group_sends::of_comm(&refs, &vec![0; n], |_, _| true).expect("a direct group");
     let kernels =
         SymKernels::from_config(&Config::from_pairs(&[("NCCL_SYM_CTAS", "3")]).unwrap()).unwrap();
-    let plan = sym_plan(
-        DirectMode::SymSendRecv,
-        parts[0].largest,
-        n,
-        &kernels,
-        usize::MAX,
-    );
+    // What the launch fills in from each Send: its source, per receiving rank.
+    let parts: Vec<(GroupSends, Vec<u64>)> = parts
+        .into_iter()
+        .zip(&ops)
+        .map(|(part, ops)| {
+            let mut srcs = vec![0; n];
+            for o in ops.iter().filter(|o| o.args.func == Func::Send) {
+                srcs[o.args.root] = o.input.ptr as u64;
+            }
+            (part, srcs)
+        })
+        .collect();
+    let blocks = run_parts(f, &parts, &kernels);
+    (recvs, blocks)
+}
+
+/// Runs every rank's part of one direct send/receive at once over `f`, each with its sources
+/// per receiving rank (`peer_src`), on the blocks [`sym_plan`] gives the largest send under
+/// `kernels`; returns that block count.
+fn run_parts(f: &LlFabric, parts: &[(GroupSends, Vec<u64>)], kernels: &SymKernels) -> u32 {
+    let n = f.n;
+    let largest = parts[0].0.largest;
+    let plan = sym_plan(DirectMode::SymSendRecv, largest, n, kernels, usize::MAX);
     let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, n));
     std::thread::scope(|s| {
-        for (r, part) in parts.iter().enumerate() {
-            let mut op = part.kernel_op(f.op(r, 0, 0, part.largest));
-            op.mode = DirectMode::SymSendRecv;
-            // What the launch fills in from each Send.
-            for o in ops[r].iter().filter(|o| o.args.func == Func::Send) {
-                op.peer_src[o.args.root] = o.input.ptr as u64;
-            }
+        for (r, (part, srcs)) in parts.iter().enumerate() {
+            let op = LlOp {
+                mode: DirectMode::SymSendRecv,
+                peer_src: srcs.clone(),
+                ..part.kernel_op(f.op(r, 0, 0, largest))
+            };
             let args = f.encoded(r, &op, plan.unit as u64, &spec);
             s.spawn(move || {
-                // SAFETY: every address is memory of this fabric or of the buffers, alive for
-                // the scope; the model touches flags and counters only atomically, and each
-                // receive buffer's piece is written by its one sender.
+                // SAFETY: every address is memory of this fabric or of the caller's buffers,
+                // alive for the scope; the model touches flags and counters only atomically,
+                // and each receive buffer's piece is written by its one sender.
                 unsafe { emulate::send_recv::run(&args, plan.blocks) }.expect("decodes")
             });
         }
     });
-    (recvs, plan.blocks)
+    plan.blocks
 }
 
 #[test]
@@ -205,7 +220,6 @@ fn an_all_to_all_lands_in_every_output() {
     let n = 3;
     let f = LlFabric::new(n, Duration::from_secs(20));
     let kernels = SymKernels::from_config(&Config::defaults()).unwrap();
-    let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, n));
     // Out of place, then in place (the launch reads an in-place input from its snapshot).
     for (k, chunk) in [(1usize << 20) + 5, 4099].into_iter().enumerate() {
         let in_place = k == 1;
@@ -221,22 +235,13 @@ fn an_all_to_all_lands_in_every_output() {
         let outputs: Vec<Words> = (0..n).map(|_| Words::zeroed(n * chunk)).collect();
         let outs = if in_place { &inputs } else { &outputs };
         let rows: Vec<(u64, u64)> = (0..n).map(|r| (inputs[r].addr(), outs[r].addr())).collect();
-        let plan = sym_plan(DirectMode::SymSendRecv, chunk, n, &kernels, usize::MAX);
-        std::thread::scope(|s| {
-            for r in 0..n {
+        let parts: Vec<(GroupSends, Vec<u64>)> = (0..n)
+            .map(|r| {
                 let src = if in_place { &snapshots[r] } else { &inputs[r] };
-                let (part, srcs) = GroupSends::all_to_all(r, src.addr(), chunk, &rows);
-                let mut op = part.kernel_op(f.op(r, 0, 0, chunk));
-                op.mode = DirectMode::SymSendRecv;
-                op.peer_src = srcs;
-                let args = f.encoded(r, &op, plan.unit as u64, &spec);
-                s.spawn(move || {
-                    // SAFETY: every address is memory of this fabric or of the buffers, alive
-                    // for the scope; each output block is written by its one sender.
-                    unsafe { emulate::send_recv::run(&args, plan.blocks) }.expect("decodes")
-                });
-            }
-        });
+                GroupSends::all_to_all(r, src.addr(), chunk, &rows)
+            })
+            .collect();
+        run_parts(&f, &parts, &kernels);
         for (r, out) in outs.iter().enumerate() {
             assert_eq!(f.report(r).0, None, "rank {r}");
             let got = out.read(0, n * chunk);
@@ -253,7 +258,6 @@ fn an_all_to_all_lands_in_every_output() {
 
 #[test]
 fn a_broadcast_lands_in_every_output() {
-    let spec = ReduceSpec::new(DataType::Uint8, RedOp::Sum.lower(DataType::Uint8, 3));
     let kernels = SymKernels::from_config(&Config::defaults()).unwrap();
     for (n, root, in_place, bytes) in [
         (2, 0, false, (1usize << 20) + 9),
@@ -270,22 +274,14 @@ fn a_broadcast_lands_in_every_output() {
         let outputs: Vec<Words> = (0..n).map(|_| Words::zeroed(bytes)).collect();
         let outs = if in_place { &inputs } else { &outputs };
         let rows: Vec<(u64, u64)> = (0..n).map(|r| (inputs[r].addr(), outs[r].addr())).collect();
-        let plan = sym_plan(DirectMode::SymSendRecv, bytes, n, &kernels, usize::MAX);
-        std::thread::scope(|s| {
-            for (r, input) in inputs.iter().enumerate() {
-                let (part, srcs) = GroupSends::broadcast(r, root, input.addr(), bytes, &rows);
-                assert_eq!(part.largest, bytes, "every rank sizes its grid alike");
-                let mut op = part.kernel_op(f.op(r, 0, 0, bytes));
-                op.mode = DirectMode::SymSendRecv;
-                op.peer_src = srcs;
-                let args = f.encoded(r, &op, plan.unit as u64, &spec);
-                s.spawn(move || {
-                    // SAFETY: every address is memory of this fabric or of the buffers, alive
-                    // for the scope; only the root stores, each output once.
-                    unsafe { emulate::send_recv::run(&args, plan.blocks) }.expect("decodes")
-                });
-            }
-        });
+        let parts: Vec<(GroupSends, Vec<u64>)> = (0..n)
+            .map(|r| GroupSends::broadcast(r, root, inputs[r].addr(), bytes, &rows))
+            .collect();
+        assert!(
+            parts.iter().all(|(part, _)| part.largest == bytes),
+            "every rank sizes its grid alike"
+        );
+        run_parts(&f, &parts, &kernels);
         let want: Vec<u8> = (0..bytes).map(|i| byte(root, 0, i)).collect();
         for (r, out) in outs.iter().enumerate() {
             assert_eq!(f.report(r).0, None, "rank {r}");
