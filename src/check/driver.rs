@@ -38,6 +38,21 @@ struct RoundRecord {
     outcome: Option<Outcome>,
     /// Why the plane's communicator is unusable on this rank, once it is.
     broken: Option<String>,
+    /// How its measurement ended (`Ran` when it took none).
+    ended: Ended,
+}
+
+/// How one rank's measurement ended: what [`merge`] needs to tell a group's cause from its
+/// knock-on failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Ended {
+    /// It ran to the end, or failed on its own.
+    Ran,
+    /// Its own watchdog stopped it at the measurement timeout.
+    Stopped,
+    /// It failed because a peer gave up ([`Error::Remote`] or [`Error::Aborted`]): when a
+    /// member of its group was stopped, that stop is the cause, whichever rank saw it first.
+    PeerGaveUp,
 }
 
 /// Runs this rank's part of the check on `world` (every rank of the check, host memory),
@@ -95,6 +110,7 @@ pub fn run_rank(
                 group,
                 outcome: None,
                 broken: None,
+                ended: Ended::Ran,
             };
             match (&broken, &comm) {
                 (Some(why), _) => {
@@ -105,7 +121,11 @@ pub fn run_rank(
                 (None, Some(c)) => {
                     let color = group.map_or(SPLIT_NOCOLOR, |g| g as i32);
                     match c.split(color, world.rank() as i32) {
-                        Ok(Some(child)) => rec.outcome = Some(measure(&child, opts)),
+                        Ok(Some(child)) => {
+                            let (outcome, ended) = measure(&child, opts);
+                            rec.outcome = Some(outcome);
+                            rec.ended = ended;
+                        }
                         Ok(None) => {}
                         Err(e) => {
                             let why = format!(
@@ -284,8 +304,9 @@ fn plane_comm(
     Communicator::init_rank(members.len(), &id, rank, config).map(Some)
 }
 
-/// Runs the benchmark on this rank's group, aborting it after the measurement timeout.
-fn measure(comm: &Communicator, opts: &CheckOptions) -> Outcome {
+/// Runs the benchmark on this rank's group, aborting it after the measurement timeout; says
+/// how it ended beside the outcome.
+fn measure(comm: &Communicator, opts: &CheckOptions) -> (Outcome, Ended) {
     let abort = comm.abort_handle();
     let fired = AtomicBool::new(false);
     let (done, wait) = mpsc::channel::<()>();
@@ -302,35 +323,58 @@ fn measure(comm: &Communicator, opts: &CheckOptions) -> Outcome {
         r
     });
     match result {
-        Ok(rows) => Outcome::Measured {
-            sizes: rows.iter().map(SizeResult::from).collect(),
-        },
-        Err(_) if fired.load(Ordering::SeqCst) => Outcome::Failed {
-            reason: format!(
-                "did not finish within {} s and was stopped (a link far slower than the others, or a stalled rank; -T sets the limit)",
-                opts.timeout.as_secs()
-            ),
-        },
-        Err(e) => Outcome::Failed {
-            reason: e.to_string(),
-        },
+        Ok(rows) => (
+            Outcome::Measured {
+                sizes: rows.iter().map(SizeResult::from).collect(),
+            },
+            Ended::Ran,
+        ),
+        Err(_) if fired.load(Ordering::SeqCst) => (stopped(opts), Ended::Stopped),
+        Err(e) => {
+            let ended = match e {
+                Error::Remote(_) | Error::Aborted(_) => Ended::PeerGaveUp,
+                _ => Ended::Ran,
+            };
+            let reason = e.to_string();
+            (Outcome::Failed { reason }, ended)
+        }
+    }
+}
+
+/// The outcome of a measurement its watchdog stopped.
+fn stopped(opts: &CheckOptions) -> Outcome {
+    Outcome::Failed {
+        reason: format!(
+            "did not finish within {} s and was stopped (a link far slower than the others, or a stalled rank; -T sets the limit)",
+            opts.timeout.as_secs()
+        ),
     }
 }
 
 /// Group `gi` of a round (`g`), from every rank's record: the group's result when every member
 /// measured it (they all hold the same numbers; the first member's are kept), else a failure
-/// giving each distinct reason with the ranks that saw it.
+/// giving each distinct reason with the ranks that saw it. When a member's watchdog stopped
+/// it, members that failed only because a peer gave up are reported as stopped too: which rank
+/// saw the timeout first is a race, the cause is the same.
 fn merge(layout: &Layout, plane: &Plane, g: Group, gi: usize, all: &[RoundRecord]) -> Measurement {
     let members: Vec<(usize, &RoundRecord)> = all
         .iter()
         .enumerate()
         .filter(|(_, r)| r.group == Some(gi))
         .collect();
+    let stop = members
+        .iter()
+        .find(|(_, rec)| rec.ended == Ended::Stopped)
+        .and_then(|(_, rec)| rec.outcome.as_ref());
     let mut reasons: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     let mut order: Vec<&str> = Vec::new();
     let mut measured = None;
     for (r, rec) in &members {
-        match &rec.outcome {
+        let outcome = match stop {
+            Some(s) if rec.ended == Ended::PeerGaveUp => Some(s),
+            _ => rec.outcome.as_ref(),
+        };
+        match outcome {
             Some(o @ Outcome::Measured { .. }) => {
                 measured.get_or_insert(o);
             }
@@ -481,5 +525,64 @@ mod tests {
             };
             assert!(reason.starts_with(want), "{reason}");
         }
+    }
+
+    fn record(outcome: Outcome, ended: Ended) -> RoundRecord {
+        RoundRecord {
+            group: Some(0),
+            outcome: Some(outcome),
+            broken: None,
+            ended,
+        }
+    }
+
+    fn failed(reason: &str) -> Outcome {
+        Outcome::Failed {
+            reason: reason.into(),
+        }
+    }
+
+    /// Whichever member's watchdog fired first, the group is reported as stopped with all its
+    /// ranks; a member's own failure is still named apart.
+    #[test]
+    fn a_stop_seen_by_one_rank_names_the_whole_group() {
+        let infos: Vec<RankInfo> = ["a", "a", "a"]
+            .iter()
+            .map(|h| RankInfo::fixture(h, &["eth0"]))
+            .collect();
+        let layout = Layout::new(&infos);
+        let plane = Plane {
+            label: None,
+            nic: vec![Some(None)],
+        };
+        let o = opts(Pairing::Quick, 4096, 1, Duration::from_secs(7));
+        let gave_up = failed("remote error: rank 0 aborted");
+        for stopped_rank in 0..2 {
+            let mut all = vec![
+                record(gave_up.clone(), Ended::PeerGaveUp),
+                record(gave_up.clone(), Ended::PeerGaveUp),
+                record(failed("out of memory"), Ended::Ran),
+            ];
+            all[stopped_rank] = record(stopped(&o), Ended::Stopped);
+            let m = merge(&layout, &plane, Group::Alone(0), 0, &all);
+            let Outcome::Failed { reason } = m.outcome else {
+                panic!("{m:?}")
+            };
+            assert!(
+                reason.starts_with("host a (ranks 0-1): did not finish within 7 s"),
+                "{reason}"
+            );
+            assert!(reason.ends_with("; host a (rank 2): out of memory"), "{reason}");
+        }
+        // No stop: a peer's giving up is reported as it was seen.
+        let all = vec![
+            record(gave_up.clone(), Ended::PeerGaveUp),
+            record(failed("out of memory"), Ended::Ran),
+        ];
+        let m = merge(&layout, &plane, Group::Alone(0), 0, &all);
+        assert_eq!(
+            m.outcome,
+            failed("host a (rank 0): remote error: rank 0 aborted; host a (rank 1): out of memory")
+        );
     }
 }

@@ -121,6 +121,24 @@ impl RankInfo {
     }
 }
 
+#[cfg(test)]
+impl RankInfo {
+    /// A CPU rank on `host` (its key too) with socket devices `nics`, for tests.
+    pub(crate) fn fixture(host: &str, nics: &[&str]) -> RankInfo {
+        RankInfo {
+            host: host.into(),
+            key: host.into(),
+            device: "CPU".into(),
+            nics: nics.iter().map(|s| s.to_string()).collect(),
+            ifaces: nics
+                .iter()
+                .map(|s| s.to_string())
+                .chain(["lo".to_string()])
+                .collect(),
+        }
+    }
+}
+
 /// The world's hosts, in order of their first rank.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
@@ -275,17 +293,7 @@ mod tests {
     use super::*;
 
     fn info(host: &str, nics: &[&str]) -> RankInfo {
-        RankInfo {
-            host: host.into(),
-            key: host.into(),
-            device: "CPU".into(),
-            nics: nics.iter().map(|s| s.to_string()).collect(),
-            ifaces: nics
-                .iter()
-                .map(|s| s.to_string())
-                .chain(["lo".to_string()])
-                .collect(),
-        }
+        RankInfo::fixture(host, nics)
     }
 
     #[test]
