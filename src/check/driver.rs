@@ -572,7 +572,10 @@ mod tests {
                 reason.starts_with("host a (ranks 0-1): did not finish within 7 s"),
                 "{reason}"
             );
-            assert!(reason.ends_with("; host a (rank 2): out of memory"), "{reason}");
+            assert!(
+                reason.ends_with("; host a (rank 2): out of memory"),
+                "{reason}"
+            );
         }
         // No stop: a peer's giving up is reported as it was seen.
         let all = vec![
