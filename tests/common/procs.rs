@@ -3,15 +3,31 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// A free TCP port on loopback (bound then released).
+/// A free TCP port on loopback for a rank to listen on, below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`): a port from that range, bound and released, can be handed
+/// to any other socket of the machine (a parallel test's connect or port-0 listener) before the
+/// rank binds it, where a port below it is only ever taken by an explicit bind. Each call in
+/// this process takes the next port of a span that starts where the process id says, and
+/// returns the first one that binds now.
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+        .clamp(2048, 65535);
+    let (first, span) = (low / 2, low - low / 2);
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let port = (first + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port on 127.0.0.1 from {first} to {}", low - 1)
 }
 
 /// Starts `rnccl bench` as rank `rank` of `size` with torchrun-style variables, optionally
