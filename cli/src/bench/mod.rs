@@ -239,8 +239,21 @@ fn run_thread(
     if job.bind {
         bind::bind_local_rank(job.local * s.threads + t, s.procs * s.threads)?;
     }
+    check_roots(opts, s.nranks())?;
     let comms = join_ranks(job, t, knobs)?;
     bench_thread(&comms, args, opts.clone(), knobs, s)
+}
+
+/// Refuses a `-r/--root` that is not one of the job's `n` ranks, before this thread joins the
+/// communicator: every rank refuses it alike, none waits for a rank that already gave up.
+fn check_roots(opts: &BenchOptions, n: usize) -> anyhow::Result<()> {
+    match opts.roots.iter().find(|&&r| r >= n) {
+        Some(r) if opts.coll.rooted() => anyhow::bail!(
+            "-r/--root {r} is not a rank (this run has {n} ranks, 0..{})",
+            n - 1
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Joins the `-g` ranks of thread `t` to the job's communicator, on their GPUs for GPU ranks;
@@ -282,17 +295,6 @@ fn bench_thread(
     let n = shape.nranks();
     if opts.roots.is_empty() {
         opts.roots = (0..n).collect();
-    }
-    if let Some(r) = opts
-        .roots
-        .iter()
-        .find(|&&r| r >= n)
-        .filter(|_| opts.coll.rooted())
-    {
-        anyhow::bail!(
-            "-r/--root {r} is not a rank (this run has {n} ranks, 0..{})",
-            n - 1
-        );
     }
     let start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
