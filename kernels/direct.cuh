@@ -245,12 +245,12 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
   const u32 mode = a.mode;
   const bool rs = mode == DIRECT_REDUCE_SCATTER, bcast = mode == DIRECT_BROADCAST,
              a2a = mode == DIRECT_ALL_TO_ALL;
+  __shared__ LlStart begun;
   const bool active = b < B;
   u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + (active ? b : 0);
-  u64 guard = 0;
+  ll_start(a, begun);
   if (tid == 0) {
     base_round = *rounds_done;
-    guard = ld_volatile((const u64*)a.state + 1);
     status[0] = status[1] = ST_OK;
     if (b == 0 && !offered)
       for (u32 j = 1; j < n; j++) st_volatile(reg_record(a.out[(me + j) % n]) + 2, 2 * key + 1);
@@ -387,7 +387,7 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
     if (active) *rounds_done = base_round + nrounds;
     // Bytes sent to (way 0) and received from (way 1) every peer r.
     const u64 mine = min(shard, total - min(total, me * shard));
-    ll_finish(a, guard, (const u32*)0, key, [&](u32 r, int way) -> u64 {
+    ll_finish(a, begun, (const u32*)0, key, -1, [&](u32 r, int way) -> u64 {
       const u64 theirs = min(shard, total - min(total, r * shard));
       if (bcast) return (way == 0 ? me : r) == a.root ? a.bytes : 0;
       return mode == DIRECT_ALL_REDUCE ? mine + theirs : rs ? theirs : a2a ? shard : mine;

@@ -83,13 +83,13 @@ __device__ void sym_run(const LlArgs& a, u32 mode, const u64* peer_src, const u6
                         u64 unit, bool active, bool enter, u64 key) {
   __shared__ u64 count;
   __shared__ int status;
+  __shared__ LlStart begun;
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x, b = blockIdx.x, n = a.nranks, me = P->rank;
   u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + (active ? b : 0);
-  u64 guard = 0;
+  ll_start(a, begun);
   if (tid == 0) {
     count = *counted;
-    guard = ld_volatile((const u64*)a.state + 1);
     status = active && enter ? sym_barrier(a, b, 2 * count + 1) : ST_OK;
   }
   op_started(P, a.seq);
@@ -126,7 +126,7 @@ __device__ void sym_run(const LlArgs& a, u32 mode, const u64* peer_src, const u6
     // Bytes sent to (way 0) and received from (way 1) every peer r: r loads its shard from
     // this rank and this rank stores its own into r (all-reduce both), and the other way.
     const u64 mine = min(shard, total - min(total, me * shard));
-    ll_finish(a, guard, (const u32*)0, key, [&](u32 r, int way) -> u64 {
+    ll_finish(a, begun, (const u32*)0, key, -1, [&](u32 r, int way) -> u64 {
       const u64 theirs = min(shard, total - min(total, r * shard));
       if (ar) return mine + theirs;
       return (way == 0) == ag ? mine : theirs;
@@ -153,12 +153,12 @@ __device__ __forceinline__ u64 p2p_unit(u64 bytes, u32 blocks) {
 __device__ void p2p_run(const LlArgs& a, u64 key) {
   __shared__ u64 count;
   __shared__ int status;
+  __shared__ LlStart begun;
   const u32 tid = threadIdx.x, b = blockIdx.x;
   u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + b;
-  u64 guard = 0;
+  ll_start(a, begun);
   if (tid == 0) {
     count = *counted;
-    guard = ld_volatile((const u64*)a.state + 1);
     status = sym_barrier(a, b, 2 * count + 1);
   }
   op_started(&a.ctl, a.seq);
@@ -176,7 +176,7 @@ __device__ void p2p_run(const LlArgs& a, u64 key) {
   if (tid == 0) {
     if (status == ST_OK) sym_barrier(a, b, 2 * count + 2);
     *counted = count + 1;
-    ll_finish(a, guard, (const u32*)0, key,
+    ll_finish(a, begun, (const u32*)0, key, -1,
               [&](u32 r, int way) -> u64 { return way == 0 ? a.send_bytes[r] : a.recv_bytes[r]; });
   }
 }

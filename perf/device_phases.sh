@@ -14,7 +14,8 @@
 # (perf/capi_acceptance.sh), torch (its PyTorch part only), dall (nccl-tests `-d all` on rnccl
 # alone: DMODES, ITERS, MAXBYTES, TESTS), fault (perf/torch_fault.sh), rma (perf/capi_rma.sh),
 # sock (perf/gpu_sockets_vs_nccl.sh, SROUNDS), mid (perf/gpu_midsize.sh, MIDARGS), gc (the
-# gpu_collectives test binary alone), floor (perf/launch_floor.cu: one thread's launch floor on 1..N GPUs), kc (the kernel cache as $OUT/kc.tgz: copy it to .kc.tgz
+# gpu_collectives test binary alone), floor (perf/launch_floor.cu: one thread's launch floor on 1..N GPUs),
+# llfloor (perf/ll_floor.sh: rnccl's 8-byte all-reduce against the bare LL exchange), kc (the kernel cache as $OUT/kc.tgz: copy it to .kc.tgz
 # here, `echo /.kc.tgz >> .git/info/exclude`, and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass
 # through the environment.
 #
@@ -54,6 +55,7 @@ for arg in "$@"; do
     mid) run bash perf/gpu_midsize.sh ${MIDARGS:-} ;;
     gc) RNCCL_REQUIRE_GPU=1 run bash -c '.devbin/gpu_collectives-* --test-threads=1' ;;
     floor) run bash -c 'nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); "$nvcc" -O2 -arch=native -Xcompiler -pthread -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor 20000' ;;
+    llfloor) run bash perf/ll_floor.sh ;;
     kc) tar czf "$out/kc.tgz" -C "$RNCCL_KERNEL_CACHE" . && ls -la "$out/kc.tgz" >"$out/kc.txt" 2>&1 ;;
     *) echo "device_phases.sh: unknown phase '$phase' (see the list at the top)" >"$out/$phase.txt"; false ;;
   esac

@@ -1,6 +1,6 @@
 // The host's floor for one thread driving several GPUs (nccl-tests' and `rnccl bench`'s `-g N`):
 // per iteration, make each GPU's context current and launch one kernel on its stream, as a
-// group of collectives does, with a kernel argument block of the LL kernel's size (576 bytes,
+// group of collectives does, with a kernel argument block of the LL kernel's size (848 bytes,
 // kernels/ll.cuh LlArgs). Prints microseconds per iteration and per launch for 1..N GPUs, with
 // an empty kernel; a collective's `-g N` time at 8 B cannot go below this. Then the same with
 // one launcher thread per GPU (the caller launches GPU 0's kernel, a persistent thread each
@@ -18,7 +18,7 @@
 #include <vector>
 
 struct Args {
-  unsigned long long w[72];  // 576 bytes
+  unsigned long long w[106];  // 848 bytes
 };
 
 __global__ void empty(const __grid_constant__ Args a) {
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     CK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
   }
   Args a = {};
-  printf("gpus  us/iteration  us/launch  (%d iterations, one thread, 576-byte arguments)\n", iters);
+  printf("gpus  us/iteration  us/launch  (%d iterations, one thread, 848-byte arguments)\n", iters);
   for (int n = 1; n <= ngpus && n <= 16; n *= 2) {
     for (int warm = 0; warm < 2; warm++) {
       const int k = warm ? iters : 200;
