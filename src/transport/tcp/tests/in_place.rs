@@ -16,6 +16,28 @@ fn failure(mut progress: impl FnMut() -> Result<bool, TransportError>) -> Transp
     }
 }
 
+/// Waits (at most 10 s) until each of `fds` holds at least `bytes` unread bytes.
+fn queued_everywhere(fds: &[std::os::fd::RawFd], bytes: usize) {
+    let start = std::time::Instant::now();
+    for &fd in fds {
+        loop {
+            let mut queued: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one c_int through the pointer, which is valid for it;
+            // `fd` is an open socket the receiver owns for the whole test.
+            let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) };
+            assert_eq!(rc, 0, "FIONREAD on socket {fd}");
+            if queued as usize >= bytes {
+                break;
+            }
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "{queued} of {bytes} bytes queued"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
 /// A header for `size` bytes of slot `seq`.
 fn header(size: u32, seq: u32) -> Vec<u8> {
     [size.to_le_bytes(), seq.to_le_bytes()].concat()
@@ -189,8 +211,9 @@ fn a_pass_stops_after_a_small_frame_and_goes_on_after_a_large_one() {
             peer.write(&header(size as u32, seq as u32));
             peer.write(&vec![seq as u8; size]);
         }
-        // Loopback queues the bytes as they are written; the pause covers a slow machine.
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Loopback may hand the bytes over later (softirq work deferred on a loaded machine):
+        // the pass is only meaningful once every socket holds its whole frame.
+        queued_everywhere(&r.data_sockets(), framing::FRAME_HEADER + size);
         assert!(r.progress().unwrap());
         assert_eq!(
             r.arrived(),
