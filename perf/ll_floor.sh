@@ -2,8 +2,10 @@
 # rnccl's 8-byte all-reduce between two ranks against its floor, interleaved in one run: the
 # bare one-shot LL exchange of perf/ll_floor.cu (no tracking, counters, timeouts) and `rnccl
 # bench all_reduce -b 8 -e 8 -g 2` (one thread, both ranks), launched back to back and inside
-# CUDA graphs (`-G 1`). Per mode, the median over rounds of each one's µs per operation and
-# rnccl ÷ floor: what rnccl's own kernel and launch path add to what the hardware needs.
+# CUDA graphs (`-G 1`, both timed on the graph's first launch, as nccl-tests does). Per mode, the
+# median over rounds of each one's µs per operation and rnccl ÷ floor: what rnccl's own kernel
+# and launch path add to what the hardware needs. Last, the floor's replays of an uploaded graph,
+# which leave out the upload of the nodes' arguments that a first launch pays.
 # On a one-GPU machine both ranks share GPU 0 (`--ranks 2`), each on its own stream.
 #
 #   here:  perf/gpu_build.sh
@@ -40,14 +42,15 @@ done
 python3 - "$out" "${ROUNDS:-5}" <<'EOF'
 import json, re, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-floor = {"launched": [], "graph": []}
+floor = {"launched": [], "graph": [], "replay": []}
 rnccl = {"launched": [], "graph": []}
 for r in range(1, rounds + 1):
     try:
-        m = re.search(r"launched ([\d.]+) us/op, graph ([\d.]+) us/op", open(f"{out}/floor-{r}.txt").read())
+        m = re.search(r"launched ([\d.]+) us/op, graph ([\d.]+) us/op, replay ([\d.]+) us/op",
+                      open(f"{out}/floor-{r}.txt").read())
         if m:
-            floor["launched"].append(float(m.group(1)))
-            floor["graph"].append(float(m.group(2)))
+            for k, key in enumerate(("launched", "graph", "replay")):
+                floor[key].append(float(m.group(k + 1)))
     except OSError:
         pass
     for mode in rnccl:
@@ -67,4 +70,6 @@ for mode in ("launched", "graph"):
         print(f"{mode:>9} {f:8.2f} {x:8.2f} {x / f:12.2f}")
     else:
         print(f"{mode:>9} missing (floor {len(floor[mode])}, rnccl {len(rnccl[mode])} rounds)")
+if floor["replay"]:
+    print(f"{'replay':>9} {statistics.median(floor['replay']):8.2f}  (floor only: graphs uploaded)")
 EOF
