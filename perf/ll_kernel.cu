@@ -1,0 +1,429 @@
+// rnccl's one-shot LL all-reduce kernel alone, 8 bytes between two ranks, against the bare
+// exchange with the same arguments, and with named patches of its source that switch one part
+// off each: where a small operation's time goes inside the kernel, apart from rnccl's host
+// path (perf/ll_floor.sh times the whole `rnccl bench` against perf/ll_floor.cu).
+//
+// Every variant is kernels/ as it stands, patched in memory and built with NVRTC as rnccl
+// builds its modules (src/device/cuda/compile/nvrtc.rs options, RNCCL_DTYPE=7 float and
+// RNCCL_COMBINE=0 sum), so a patch whose text is no longer in kernels/ stops the run naming it.
+// The kernel gets the arguments rnccl gives it (kernels/ll.cuh LlArgs): its LL areas, state and
+// connection counters in device memory, the report, abort flag, operation words and live
+// counters host-mapped. Per variant and round: `iterations` operations launched back to back
+// on both ranks' streams, then captured into one CUDA graph per stream and timed on the graph's
+// first launch (as nccl-tests and `rnccl bench -G 1` time it) and on the best of two replays.
+// Prints the medians over rounds, µs per operation, and each replay against the real kernel's
+// and the bare exchange's. Checks every sum and that no kernel reported a failure.
+//
+// On one H200 with both ranks on it (2026-12-02): replays 2.0 µs bare, 3.9 rnccl; switching
+// ll_finish off saved 0.5 µs, each other part under 0.15.
+//
+//   nvcc -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc
+//   /tmp/ll_kernel [iterations [rounds [gpu0 gpu1]]]     (default 20000 5 0 1; one GPU: 0 0)
+//
+// Run from the repository root (it reads kernels/). CUDA's headers: /usr/local/cuda/include, or
+// CUDA_INC (the nvidia-cuda-runtime wheel's include folder).
+#include <cuda.h>
+#include <dirent.h>
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define CK(x)                                                             \
+  do {                                                                    \
+    CUresult r_ = (x);                                                    \
+    if (r_ != CUDA_SUCCESS) {                                             \
+      const char* s_ = "?";                                               \
+      cuGetErrorString(r_, &s_);                                          \
+      fprintf(stderr, "ll_kernel: %s (line %d): %s\n", #x, __LINE__, s_); \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+
+typedef unsigned long long u64;
+typedef unsigned u32;
+
+// kernels/program.cuh Program and kernels/ll.cuh LlArgs, field for field.
+struct Program {
+  u64 lanes, conns, steps, slot_bytes, report, abort, claim, timeout_ns, ops, finished;
+  double pre_f;
+  long long pre_i;
+  u64 post_div, pre_at;
+  u32 nlanes, nconns, nsteps, rank;
+};
+static_assert(sizeof(Program) == 128, "Program layout");
+struct LlArgs {
+  Program ctl;
+  u64 src, dst, bytes, state, seq, unit;
+  u32 nranks, mode, root, reg_blocks;
+  u64 reg_unit;
+  u32 direct_blocks, pad;
+  u64 out[8], in[8], out_step[8], out_live[8], in_step[8], in_live[8];
+  u64 peer_src[8], peer_dst[8], send_bytes[8], recv_bytes[8];
+};
+static_assert(sizeof(LlArgs) == 848, "LlArgs layout");
+
+// The bare exchange on LlArgs (perf/ll_floor.cu's kernel): thread 0 stores its 8 bytes with
+// the epoch as flags into the peer's area, polls its own, adds, stores the sum and the epoch.
+static const char* FLOOR = R"(
+extern "C" __global__ void __launch_bounds__(512) ll_kernel_floor(const __grid_constant__ rnccl::LlArgs a) {
+  using namespace rnccl;
+  if (threadIdx.x != 0) return;
+  const u32 peer = 1 - a.ctl.rank;
+  const u32 e = ld_volatile32((const u32*)a.state) + 1;
+  const u64 v = *(const u64*)a.src;
+  const u64 half = (e & 1) * (u64)RNCCL_LL_HALF;
+  st_line(a.out[peer] + half, v, e);
+  u32 x, f0, y, f1;
+  do {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(x), "=r"(f0), "=r"(y), "=r"(f1) : "l"(a.in[peer] + half) : "memory");
+  } while (f0 != e || f1 != e);
+  float* d = (float*)a.dst;
+  d[0] = __uint_as_float((u32)v) + __uint_as_float(x);
+  d[1] = __uint_as_float((u32)(v >> 32)) + __uint_as_float(y);
+  st_volatile32((u32*)a.state, e);
+}
+)";
+
+struct Patch {
+  const char* file;
+  const char* from;
+  const char* to;
+};
+struct Variant {
+  const char* name;
+  std::vector<Patch> patches;
+};
+
+// The parts of kernels/ll.cuh a variant switches off (text as of 2026-12-02).
+static const Patch NO_OP_STARTED = {"ll.cuh", "  ll_start(a, begun);\n  op_started(P, a.seq);\n",
+                                    "  ll_start(a, begun);\n"};
+static const Patch NO_LL_START = {"ll.cuh", "  ll_start(a, begun);\n  op_started(P, a.seq);\n",
+                                  "  if (tid < 2 * RNCCL_LL_MAX_RANKS) begun.count[tid] = 0;\n"
+                                  "  if (tid == 0) begun.guard = 0;\n  op_started(P, a.seq);\n"};
+static const Patch NO_START_AT_ALL = {"ll.cuh", "  ll_start(a, begun);\n  op_started(P, a.seq);\n", ""};
+static const Patch EPOCH_ONLY_FINISH = {
+    "ll.cuh", "    ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; });",
+    "    st_volatile32((u32*)a.state, epoch);\n    (void)failed;"};
+static const Patch NO_COUNTERS = {"ll.cuh",
+                                  "  for (u32 r = 0; r < a.nranks; r++) {\n    if (r == a.ctl.rank) continue;\n"
+                                  "    const u64 steps[2]",
+                                  "  for (u32 r = 0; r < 0u; r++) {\n    if (r == a.ctl.rank) continue;\n"
+                                  "    const u64 steps[2]"};
+static const Patch NO_REPORT = {"ll.cuh", "  if (a.seq > s.guard && ok) {", "  if (a.seq > s.guard && ok && false) {"};
+static const Patch NO_SYNC_OR = {"ll.cuh", "  const int failed = __syncthreads_or(status != ST_OK);",
+                                 "  const int failed = status != ST_OK;"};
+static const Patch BARE_POLL = {"ll.cuh", "    if (++spins < 1024) continue;", "    continue;"};
+
+// The real kernel first, then one part off each, then all of them off.
+static std::vector<Variant> all_variants() {
+  return {
+      {"rnccl (kernels/ as built)", {}},
+      {"- op_started", {NO_OP_STARTED}},
+      {"- ll_start", {NO_LL_START}},
+      {"- ll_finish (epoch only)", {EPOCH_ONLY_FINISH}},
+      {"- ll_finish counters", {NO_COUNTERS}},
+      {"- ll_finish report", {NO_REPORT}},
+      {"- __syncthreads_or", {NO_SYNC_OR}},
+      {"- abort/timeout polls", {BARE_POLL}},
+      {"- all of these", {NO_START_AT_ALL, EPOCH_ONLY_FINISH, NO_SYNC_OR, BARE_POLL}},
+  };
+}
+
+static std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) {
+    fprintf(stderr, "ll_kernel: cannot read %s (run from the repository root)\n", path.c_str());
+    exit(2);
+  }
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// kernels/interp.cu and every header of kernels/, by file name.
+static std::map<std::string, std::string> kernel_files() {
+  std::map<std::string, std::string> files;
+  DIR* d = opendir("kernels");
+  if (!d) {
+    fprintf(stderr, "ll_kernel: no kernels/ here (run from the repository root)\n");
+    exit(2);
+  }
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n == "interp.cu" || (n.size() > 4 && n.compare(n.size() - 4, 4, ".cuh") == 0))
+      files[n] = slurp("kernels/" + n);
+  }
+  closedir(d);
+  return files;
+}
+
+// The CUBIN of `files` patched by `v`, or exits naming the patch that no longer applies or
+// NVRTC's log.
+static std::vector<char> build(std::map<std::string, std::string> files, const Variant& v, int arch,
+                               const std::vector<std::string>& includes) {
+  for (const Patch& p : v.patches) {
+    std::string& text = files[p.file];
+    const size_t at = text.find(p.from);
+    if (at == std::string::npos || text.find(p.from, at + 1) != std::string::npos) {
+      fprintf(stderr, "ll_kernel: variant '%s': the text to patch in kernels/%s is not there once:\n%s\n",
+              v.name, p.file, p.from);
+      exit(2);
+    }
+    text.replace(at, strlen(p.from), p.to);
+  }
+  std::vector<const char*> names, texts;
+  for (auto& f : files) {
+    names.push_back(f.first.c_str());
+    texts.push_back(f.second.c_str());
+  }
+  const std::string src = std::string("#include \"interp.cu\"\n") + FLOOR;
+  nvrtcProgram prog;
+  if (nvrtcCreateProgram(&prog, src.c_str(), "ll_kernel.cu", (int)names.size(), texts.data(), names.data()) !=
+      NVRTC_SUCCESS) {
+    fprintf(stderr, "ll_kernel: NVRTC refused variant '%s'\n", v.name);
+    exit(2);
+  }
+  std::vector<std::string> opts = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17",
+                                   "-default-device", "-lineinfo", "--fmad=false", "-DRNCCL_DTYPE=7",
+                                   "-DRNCCL_COMBINE=0"};
+  for (const std::string& inc : includes) opts.push_back("--include-path=" + inc);
+  std::vector<const char*> o;
+  for (auto& s : opts) o.push_back(s.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(prog, (int)o.size(), o.data());
+  if (r != NVRTC_SUCCESS) {
+    size_t n;
+    nvrtcGetProgramLogSize(prog, &n);
+    std::string log(n, 0);
+    nvrtcGetProgramLog(prog, &log[0]);
+    fprintf(stderr, "ll_kernel: variant '%s' does not compile (%s):\n%s\n", v.name, nvrtcGetErrorString(r),
+            log.c_str());
+    exit(2);
+  }
+  size_t n;
+  nvrtcGetCUBINSize(prog, &n);
+  std::vector<char> cubin(n);
+  nvrtcGetCUBIN(prog, cubin.data());
+  nvrtcDestroyProgram(&prog);
+  return cubin;
+}
+
+static u64 device_zeroed(size_t n) {
+  CUdeviceptr p;
+  CK(cuMemAlloc(&p, n));
+  CK(cuMemsetD8(p, 0, n));
+  return p;
+}
+
+// Host-mapped, zeroed: `*host` is the host's view, the return value the device's.
+static u64 mapped_zeroed(size_t n, void** host) {
+  CK(cuMemHostAlloc(host, n, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  memset(*host, 0, n);
+  CUdeviceptr d;
+  CK(cuMemHostGetDevicePointer(&d, *host, 0));
+  return d;
+}
+
+static double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x[x.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? atoi(argv[1]) : 20000, rounds = argc > 2 ? atoi(argv[2]) : 5;
+  const int gpu[2] = {argc > 4 ? atoi(argv[3]) : 0, argc > 4 ? atoi(argv[4]) : 1};
+  const std::vector<Variant> variants = all_variants();
+  CK(cuInit(0));
+  CUdevice dev[2];
+  CUcontext ctx[2];
+  for (int r = 0; r < 2; r++) {
+    CK(cuDeviceGet(&dev[r], gpu[r]));
+    CK(cuDevicePrimaryCtxRetain(&ctx[r], dev[r]));
+  }
+  if (gpu[0] != gpu[1]) {
+    for (int r = 0; r < 2; r++) {
+      CK(cuCtxSetCurrent(ctx[r]));
+      const CUresult e = cuCtxEnablePeerAccess(ctx[1 - r], 0);
+      if (e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) CK(e);
+    }
+  }
+  int major, minor;
+  CK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev[0]));
+  CK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev[0]));
+  std::vector<std::string> includes = {"/usr/local/cuda/include"};
+  if (getenv("CUDA_INC")) includes.push_back(getenv("CUDA_INC"));
+  const auto files = kernel_files();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<char>> cubins(variants.size());
+  std::vector<std::thread> builders;
+  for (size_t v = 0; v < variants.size(); v++)
+    builders.emplace_back([&, v] { cubins[v] = build(files, variants[v], major * 10 + minor, includes); });
+  for (auto& b : builders) b.join();
+  printf("built %zu variants in %.1f s\n", variants.size(),
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+  // Per rank: its kernels (the floor first), stream and arguments.
+  const size_t nk = variants.size() + 1;
+  std::vector<CUfunction> fn[2];
+  CUstream stream[2];
+  LlArgs args[2] = {};
+  u64 dst[2];
+  void* report[2];
+  u64 area[2];
+  for (int r = 0; r < 2; r++) {
+    CK(cuCtxSetCurrent(ctx[r]));
+    for (size_t v = 0; v < variants.size(); v++) {
+      CUmodule m;
+      CK(cuModuleLoadData(&m, cubins[v].data()));
+      CUfunction f;
+      if (v == 0) {
+        CK(cuModuleGetFunction(&f, m, "ll_kernel_floor"));
+        fn[r].push_back(f);
+      }
+      CK(cuModuleGetFunction(&f, m, "rnccl_ll_allreduce_f32_sum"));
+      fn[r].push_back(f);
+    }
+    CK(cuStreamCreate(&stream[r], CU_STREAM_NON_BLOCKING));
+    area[r] = device_zeroed(2u << 20);  // RNCCL_LL_AREA
+  }
+  for (int r = 0; r < 2; r++) {
+    CK(cuCtxSetCurrent(ctx[r]));
+    const int p = 1 - r;
+    LlArgs& a = args[r];
+    void *abort_word, *ops, *live;
+    a.ctl.report = mapped_zeroed(64, &report[r]);
+    a.ctl.abort = mapped_zeroed(64, &abort_word);
+    a.ctl.ops = mapped_zeroed(64, &ops);
+    a.ctl.claim = device_zeroed(64);
+    a.ctl.finished = device_zeroed(64);
+    a.ctl.timeout_ns = 10000000000ull;
+    a.ctl.pre_f = 1.0;
+    a.ctl.pre_i = 1;
+    a.ctl.post_div = 1;
+    a.ctl.rank = r;
+    a.ctl.slot_bytes = 1 << 20;
+    const float in[2] = {1.0f + r, 10.0f * (1 + r)};
+    a.src = device_zeroed(8);
+    CK(cuMemcpyHtoD(a.src, in, 8));
+    a.dst = dst[r] = device_zeroed(8);
+    a.bytes = 8;
+    a.state = device_zeroed(8192);  // more than LL_STATE_BYTES
+    a.nranks = 2;
+    a.out[p] = area[p];
+    a.in[p] = area[r];
+    a.out_step[p] = device_zeroed(16);
+    a.in_step[p] = device_zeroed(16);
+    const u64 l = mapped_zeroed(128, &live);
+    a.out_live[p] = l;
+    a.in_live[p] = l + 64;
+  }
+  u64 seq = 0;  // every operation of every kernel continues the same state, as rnccl's do
+  auto check = [&](const char* what) {
+    for (int r = 0; r < 2; r++) {
+      CK(cuCtxSetCurrent(ctx[r]));
+      float out[2];
+      CK(cuMemcpyDtoH(out, dst[r], 8));
+      CK(cuMemsetD8(dst[r], 0, 8));
+      const u32 code = *(volatile u32*)report[r];
+      if (out[0] != 3.0f || out[1] != 30.0f || code != 0) {
+        fprintf(stderr, "ll_kernel: %s: rank %d got %g %g (want 3 30), report code %u\n", what, r, out[0],
+                out[1], code);
+        exit(1);
+      }
+    }
+  };
+  auto launch = [&](size_t k, int n) {
+    for (int i = 0; i < n; i++) {
+      seq++;
+      for (int r = 0; r < 2; r++) {
+        CK(cuCtxSetCurrent(ctx[r]));
+        LlArgs a = args[r];
+        a.seq = seq;
+        void* params[] = {&a};
+        CK(cuLaunchKernel(fn[r][k], 1, 1, 1, 512, 1, 1, 0, stream[r], params, nullptr));
+      }
+    }
+  };
+  auto sync = [&] {
+    for (int r = 0; r < 2; r++) {
+      CK(cuCtxSetCurrent(ctx[r]));
+      CK(cuStreamSynchronize(stream[r]));
+    }
+  };
+  auto us_since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count() / iters;
+  };
+  std::vector<std::vector<double>> launched(nk), first(nk), replay(nk);
+  auto name = [&](size_t k) { return k == 0 ? "bare exchange (floor)" : variants[k - 1].name; };
+  for (int round = 0; round < rounds; round++) {
+    for (size_t k = 0; k < nk; k++) {
+      launch(k, 200);
+      sync();
+      auto t = std::chrono::steady_clock::now();
+      launch(k, iters);
+      sync();
+      launched[k].push_back(us_since(t));
+      check(name(k));
+      CUgraph g[2];
+      CUgraphExec ex[2];
+      for (int r = 0; r < 2; r++) {
+        CK(cuCtxSetCurrent(ctx[r]));
+        CK(cuStreamBeginCapture(stream[r], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      }
+      launch(k, iters);
+      // Every capture ends before any graph is instantiated, as in perf/ll_floor.cu.
+      for (int r = 0; r < 2; r++) {
+        CK(cuCtxSetCurrent(ctx[r]));
+        CK(cuStreamEndCapture(stream[r], &g[r]));
+      }
+      for (int r = 0; r < 2; r++) {
+        CK(cuCtxSetCurrent(ctx[r]));
+        CK(cuGraphInstantiate(&ex[r], g[r], 0));
+      }
+      sync();
+      double best = 1e30;
+      for (int l = 0; l < 3; l++) {
+        t = std::chrono::steady_clock::now();
+        for (int r = 0; r < 2; r++) {
+          CK(cuCtxSetCurrent(ctx[r]));
+          CK(cuGraphLaunch(ex[r], stream[r]));
+        }
+        sync();
+        const double us = us_since(t);
+        if (l == 0) {
+          first[k].push_back(us);
+        } else {
+          best = std::min(best, us);
+        }
+      }
+      replay[k].push_back(best);
+      check(name(k));
+      for (int r = 0; r < 2; r++) {
+        CK(cuCtxSetCurrent(ctx[r]));
+        CK(cuGraphExecDestroy(ex[r]));
+        CK(cuGraphDestroy(g[r]));
+      }
+    }
+  }
+  printf("8-byte LL all-reduce kernel, 2 ranks on GPUs %d %d, %d operations, median of %d rounds, us/op\n",
+         gpu[0], gpu[1], iters, rounds);
+  printf("%-28s %9s %10s %8s %14s %13s\n", "kernel", "launched", "1st graph", "replay", "replay-rnccl",
+         "replay/floor");
+  const double floor = median(replay[0]), real = median(replay[1]);
+  for (size_t k = 0; k < nk; k++) {
+    const double x = median(replay[k]);
+    printf("%-28s %9.2f %10.2f %8.2f %+14.2f %13.2f\n", name(k), median(launched[k]), median(first[k]), x,
+           x - real, x / floor);
+  }
+  return 0;
+}
