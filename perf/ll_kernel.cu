@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -123,9 +124,30 @@ static const Patch NO_COUNTERS = {"ll.cuh",
 static const Patch NO_REPORT = {"ll.cuh", "  if (a.seq > s.guard && ok) {", "  if (a.seq > s.guard && ok && false) {"};
 static const Patch NO_SYNC_OR = {"ll.cuh", "  const int failed = __syncthreads_or(status != ST_OK);",
                                  "  const int failed = status != ST_OK;"};
+// A candidate, not yet in kernels/: ll_start keeps the connection ends' counter addresses in
+// shared memory as it reads their counts, so ll_finish reads no argument line the kernel had
+// not touched before (its out_live line was one).
+static const Patch ADDRESSES_AT_START[] = {
+    {"ll.cuh", "  u64 count[2 * RNCCL_LL_MAX_RANKS];\n};",
+     "  u64 count[2 * RNCCL_LL_MAX_RANKS];\n  u64 step_at[2 * RNCCL_LL_MAX_RANKS];\n"
+     "  u64 live_at[2 * RNCCL_LL_MAX_RANKS];\n};"},
+    {"ll.cuh",
+     "    if (r != a.ctl.rank) s.count[i] = ((const u64*)(i % 2 ? a.in_step[r] : a.out_step[r]))[1];",
+     "    if (r != a.ctl.rank) {\n      const u64 step = i % 2 ? a.in_step[r] : a.out_step[r];\n"
+     "      s.step_at[i] = step;\n      s.live_at[i] = i % 2 ? a.in_live[r] : a.out_live[r];\n"
+     "      s.count[i] = ((const u64*)step)[1];\n    }"},
+    {"ll.cuh",
+     "    const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};\n"
+     "    for (int k = 0; k < 2; k++) {\n      const u64 b = s.count[2 * r + k] + moved(r, k);\n"
+     "      ((u64*)steps[k])[1] = b;\n      st_volatile((u64*)live[k] + 1, b);\n    }\n"
+     "    st_volatile((u64*)a.in_live[r] + 2, 0);",
+     "    for (int k = 0; k < 2; k++) {\n      const u64 b = s.count[2 * r + k] + moved(r, k);\n"
+     "      ((u64*)s.step_at[2 * r + k])[1] = b;\n      st_volatile((u64*)s.live_at[2 * r + k] + 1, b);\n"
+     "    }\n    st_volatile((u64*)s.live_at[2 * r + 1] + 2, 0);"},
+};
 static const Patch BARE_POLL = {"ll.cuh", "    if (++spins < 1024) continue;", "    continue;"};
 
-// The real kernel first, then one part off each, then all of them off.
+// The real kernel first, then one part off each, then all of them off, then candidates.
 static std::vector<Variant> all_variants() {
   return {
       {"rnccl (kernels/ as built)", {}},
@@ -137,6 +159,8 @@ static std::vector<Variant> all_variants() {
       {"- __syncthreads_or", {NO_SYNC_OR}},
       {"- abort/timeout polls", {BARE_POLL}},
       {"- all of these", {NO_START_AT_ALL, EPOCH_ONLY_FINISH, NO_SYNC_OR, BARE_POLL}},
+      {"+ counter addresses at start",
+       std::vector<Patch>(std::begin(ADDRESSES_AT_START), std::end(ADDRESSES_AT_START))},
   };
 }
 
