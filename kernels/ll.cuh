@@ -156,43 +156,90 @@ __device__ __forceinline__ u64 reduce_unit(u64 acc, u64 x, bool first, bool last
   return a.u;
 }
 
-// What a block of a kernel that ends with ll_finish reads of its state as it starts, so that
-// its end waits for no load: the last operation reported finished (thread 0) and the byte
-// counts of this rank's connection ends with every peer (`count[2 r + way]`, threads 1..2n;
-// only the last block of a kernel changes them, in ll_finish, and a communicator's kernels run
-// in stream order, so no other kernel changes them meanwhile). In shared memory; read after the
-// block's first barrier.
+// What a block of a kernel that ends with ll_finish reads as it starts, so that its end waits
+// for no load: the state's last epoch and last operation reported finished (thread 0), and per
+// connection end `2 r + way` of this rank with every peer r (way 0 the send end, 1 the receive
+// end) its step and live words' addresses and its byte count (one lane each, from
+// ll_conn_lane; only the last block of a kernel changes the counts, in ll_finish, and a
+// communicator's kernels run in stream order, so no other kernel changes them meanwhile). In
+// shared memory; read after the block's first barrier.
 struct LlStart {
+  u32 epoch;
   u64 guard;
   u64 count[2 * RNCCL_LL_MAX_RANKS];
+  u64 step_at[2 * RNCCL_LL_MAX_RANKS];
+  u64 live_at[2 * RNCCL_LL_MAX_RANKS];
 };
+
+// The thread of connection end 0 in ll_start and ll_finish; end i's is i threads later. Warp
+// 1's first lanes where the block has them: each end's loads (two argument words, then the
+// count they point to) then run beside thread 0's loads of the state instead of after them.
+// Lanes of one warp that take different branches run one branch after the other, and each
+// branch here ends by storing what it loaded into shared memory, so it waits for its own loads
+// before the next branch issues any. An 8-byte all-reduce replayed in a CUDA graph took
+// 3.89 µs with both chains in warp 0 and 3.52 apart (perf/ll_kernel.cu, two ranks on one H200,
+// 2026-12-02).
+__device__ __forceinline__ u32 ll_conn_lane() {
+  return blockDim.x >= 32 + 2 * RNCCL_LL_MAX_RANKS ? 32 : 1;
+}
 
 // Every thread of the block, before the block's first barrier: fills `s`.
 __device__ __forceinline__ void ll_start(const LlArgs& a, LlStart& s) {
-  const u32 t = threadIdx.x;
+  const u32 t = threadIdx.x, lane = ll_conn_lane();
   if (t == 0) {
-    s.guard = ld_volatile((const u64*)a.state + 1);
-  } else if (t <= 2 * a.nranks) {
-    const u32 i = t - 1, r = i / 2;
-    if (r != a.ctl.rank) s.count[i] = ((const u64*)(i % 2 ? a.in_step[r] : a.out_step[r]))[1];
+    const u32 e = ld_volatile32((const u32*)a.state);
+    const u64 g = ld_volatile((const u64*)a.state + 1);
+    s.epoch = e;
+    s.guard = g;
+  } else if (t >= lane && t < lane + 2 * a.nranks) {
+    const u32 i = t - lane, r = i / 2;
+    const u64 step = i % 2 ? a.in_step[r] : a.out_step[r];
+    const u64 live = i % 2 ? a.in_live[r] : a.out_live[r];
+    if (r != a.ctl.rank) {
+      const u64 c = ((const u64*)step)[1];
+      s.step_at[i] = step;
+      s.live_at[i] = live;
+      s.count[i] = c;
+    }
   }
 }
 
-// Thread 0 of every block, after the block's last store: the last block to finish sets the
-// epoch to `*epoch` (unless null) and the direct kernels' count to `key` (unless 0), resets
-// the count of blocks, adds `moved(r, way)` bytes to the counters of the connection ends with
-// every peer r (way 0 the send end, 1 the receive end) and, unless this is a CUDA-graph replay
-// of an operation already reported or the kernel failed, says the operation finished. `failed`
-// is whether this block failed, when the caller knows (0 or 1), else -1: a kernel of one block
-// then takes that instead of reading whether any block claimed the report. A kernel of one
-// block is its own last block: it skips the fence and the count of blocks. With the counts read
-// as the kernel starts (ll_start), an 8-byte all-reduce inside a CUDA graph went from 5.86 to
-// 4.98 µs (two ranks on one H200, 2026-12-02; perf/ll_floor.cu's bare exchange: 1.85).
+// Connection end i (2 r + way) of `s` moved `moved` more bytes: its step and live words say
+// so, and a receive end's mark of a wait (ld_line) is cleared.
+__device__ __forceinline__ void ll_count(const LlStart& s, u32 i, u64 moved) {
+  const u64 b = s.count[i] + moved;
+  ((u64*)s.step_at[i])[1] = b;
+  st_volatile((u64*)s.live_at[i] + 1, b);
+  if (i % 2) st_volatile((u64*)s.live_at[i] + 2, 0);
+}
+
+// After the block's last store: the last block to finish sets the epoch to `*epoch` (unless
+// null) and the direct kernels' count to `key` (unless 0), resets the count of blocks, adds
+// `moved(r, way)` bytes to the counters of the connection ends with every peer r (way 0 the
+// send end, 1 the receive end) and, unless this is a CUDA-graph replay of an operation already
+// reported or the kernel failed, says the operation finished. `failed` is whether this block
+// failed, when the caller knows (0 or 1), else -1: a kernel of one block then takes that
+// instead of reading whether any block claimed the report. A kernel of one block is its own
+// last block: it skips the fence and the count of blocks.
+//
+// Called by thread 0 alone, or (`every_thread`) by every thread of the block after a barrier
+// that follows every thread's last store: then a kernel of one block has each connection end's
+// lane (ll_conn_lane) store that end's counters while thread 0 stores the rest: 3.52 µs per
+// 8-byte all-reduce replayed in a CUDA graph, against 3.76 with thread 0 storing them all one
+// after the other (perf/ll_kernel.cu, two ranks on one H200, 2026-12-02). Reading the counts as
+// the kernel starts (ll_start) rather than here had taken it from 5.86 to 4.98 µs.
 template <typename F>
 __device__ void ll_finish(const LlArgs& a, const LlStart& s, const u32* epoch, u64 key,
-                          int failed, F moved) {
+                          int failed, F moved, bool every_thread = false) {
+  const u32 t = threadIdx.x, lane = ll_conn_lane();
   u32* st = (u32*)a.state;
   const bool alone = gridDim.x == 1;
+  if (every_thread && alone && t >= lane && t < lane + 2 * a.nranks) {
+    const u32 i = t - lane, r = i / 2;
+    if (r != a.ctl.rank) ll_count(s, i, moved(r, (int)(i % 2)));
+    return;
+  }
+  if (t != 0) return;
   if (!alone) {
     __threadfence();
     if (atomicAdd(st + 1, 1u) != gridDim.x - 1) return;
@@ -200,16 +247,9 @@ __device__ void ll_finish(const LlArgs& a, const LlStart& s, const u32* epoch, u
   }
   if (epoch) st_volatile32(st, *epoch);
   if (key) st_volatile((u64*)a.state + RNCCL_KEY_WORD, key);
-  for (u32 r = 0; r < a.nranks; r++) {
-    if (r == a.ctl.rank) continue;
-    const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};
-    for (int k = 0; k < 2; k++) {
-      const u64 b = s.count[2 * r + k] + moved(r, k);
-      ((u64*)steps[k])[1] = b;
-      st_volatile((u64*)live[k] + 1, b);
-    }
-    st_volatile((u64*)a.in_live[r] + 2, 0);
-  }
+  if (!(every_thread && alone))
+    for (u32 i = 0; i < 2 * a.nranks; i++)
+      if (i / 2 != a.ctl.rank) ll_count(s, i, moved(i / 2, (int)(i % 2)));
   // Every block ends up here, failed or not: a failure claimed the report first. A replay
   // of a CUDA graph carries an earlier number than the last one reported.
   const bool ok = alone && failed >= 0 ? failed == 0 : ld_volatile32((const u32*)a.ctl.claim) == 0;
@@ -221,7 +261,6 @@ __device__ void ll_finish(const LlArgs& a, const LlStart& s, const u32* epoch, u
 
 template <typename T, int OP>
 __device__ void ll_allreduce(const LlArgs& a) {
-  __shared__ u32 epoch0;
   __shared__ LlStart begun;
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x;
@@ -230,10 +269,10 @@ __device__ void ll_allreduce(const LlArgs& a) {
   // This thread's first line of the first chunk, loaded before the barrier so that its load
   // overlaps the state's.
   const u64 v0 = first < (min(payload, a.bytes) + 7) / 8 ? ld_unit<T>(a.src, first * 8, a.bytes) : 0;
-  if (tid == 0) epoch0 = ld_volatile32((const u32*)a.state);
   ll_start(a, begun);
   op_started(P, a.seq);
   __syncthreads();
+  const u32 epoch0 = begun.epoch;
   const Scalars sc = scalars<T>(P);
   const u64 nchunks = a.bytes == 0 ? 0 : (a.bytes + payload - 1) / payload;
   const u64 me = P->rank;
@@ -270,10 +309,8 @@ __device__ void ll_allreduce(const LlArgs& a) {
     }
   }
   const int failed = __syncthreads_or(status != ST_OK);
-  if (tid == 0) {
-    const u32 epoch = epoch0 + (u32)nchunks;
-    ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; });
-  }
+  const u32 epoch = epoch0 + (u32)nchunks;
+  ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; }, true);
 }
 
 #endif  // RNCCL_ABI_ONLY

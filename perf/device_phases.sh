@@ -13,12 +13,15 @@
 # Phases: suite (perf/gpu_suite.sh), vs (perf/gpu_vs_nccl.sh, ROUNDS, VSARGS), capi
 # (perf/capi_acceptance.sh), torch (its PyTorch part only), dall (nccl-tests `-d all` on rnccl
 # alone: DMODES, ITERS, MAXBYTES, TESTS), fault (perf/torch_fault.sh), rma (perf/capi_rma.sh),
-# sock (perf/gpu_sockets_vs_nccl.sh, SROUNDS), mid (perf/gpu_midsize.sh, MIDARGS), gc (the
-# gpu_collectives test binary alone), floor (perf/launch_floor.cu: one thread's launch floor on 1..N GPUs),
-# llfloor (perf/ll_floor.sh: rnccl's 8-byte all-reduce against the bare LL exchange), llkernel
-# (perf/ll_kernel.cu: the LL kernel alone against that exchange, and with parts of it off), kc (the kernel cache as $OUT/kc.tgz: copy it to .kc.tgz
-# here, `echo /.kc.tgz >> .git/info/exclude`, and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass
-# through the environment.
+# sock (perf/gpu_sockets_vs_nccl.sh, SROUNDS; 2 GPUs), mid (perf/gpu_midsize.sh, MIDARGS), gc
+# (the gpu_collectives test binary alone), gf (the gpu_faults test binary alone), floor
+# (perf/launch_floor.cu: one thread's launch floor on 1..N GPUs), llfloor (perf/ll_floor.sh:
+# rnccl's 8-byte all-reduce against the bare LL exchange), llkernel (perf/ll_kernel.cu: the LL
+# kernel alone against that exchange, and with parts of it off; a carried .llbase/kernels, e.g.
+# `git archive <commit> kernels | tar x -C .llbase`, adds that kernel beside), kc (the kernel
+# cache as $OUT/kc.tgz: copy it to .kc.tgz here, `echo /.kc.tgz >> .git/info/exclude`, and
+# carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass through
+# the environment.
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
 set -u
@@ -55,10 +58,12 @@ for arg in "$@"; do
     sock) ROUNDS=${SROUNDS:-2} run bash perf/gpu_sockets_vs_nccl.sh ;;
     mid) run bash perf/gpu_midsize.sh ${MIDARGS:-} ;;
     gc) RNCCL_REQUIRE_GPU=1 run bash -c '.devbin/gpu_collectives-* --test-threads=1' ;;
+    gf) RNCCL_REQUIRE_GPU=1 run bash -c '.devbin/gpu_faults-* --test-threads=1' ;;
     floor) run bash -c 'nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); "$nvcc" -O2 -arch=native -Xcompiler -pthread -o /tmp/launch_floor perf/launch_floor.cu && /tmp/launch_floor 20000' ;;
     llfloor) run bash perf/ll_floor.sh ;;
     llkernel) run bash -c 'nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); g="0 1"; [ "$(nvidia-smi -L | grep -c ^GPU)" -ge 2 ] || g="0 0"
       export CUDA_INC=$(python3 -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], \"cu13\", \"include\"))" 2>/dev/null)
+      [ -d .llbase/kernels ] && export LL_BASE=.llbase
       "$nvcc" -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc && /tmp/ll_kernel 20000 5 $g' ;;
     kc) tar czf "$out/kc.tgz" -C "$RNCCL_KERNEL_CACHE" . && ls -la "$out/kc.tgz" >"$out/kc.txt" 2>&1 ;;
     *) echo "device_phases.sh: unknown phase '$phase' (see the list at the top)" >"$out/$phase.txt"; false ;;

@@ -16,6 +16,11 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export NCCL_SOCKET_IFNAME=lo NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1
 out=${OUT:-gpu-sockets-out}
 mkdir -p "$out"
+# Two processes on one GPU take turns on it (time slices of milliseconds: on one H200, 8 B took
+# 4.5 ms per call on NCCL and 2.3 ms on rnccl, 2026-12-02), so the run would time the GPU's
+# context switches, not the sockets.
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$ngpus" -ge 2 ] || { echo "gpu_sockets_vs_nccl.sh: needs 2 GPUs (one per rank), this machine has $ngpus" >&2; exit 2; }
 [ -f .devbin/libnccl.so ] || { echo "gpu_sockets_vs_nccl.sh: .devbin/libnccl.so is missing: run perf/gpu_build.sh" >&2; exit 2; }
 for d in /usr/local/cuda/lib64 "$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))' 2>/dev/null)"; do
   [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"

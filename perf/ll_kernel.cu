@@ -14,8 +14,9 @@
 // Prints the medians over rounds, µs per operation, and each replay against the real kernel's
 // and the bare exchange's. Checks every sum and that no kernel reported a failure.
 //
-// On one H200 with both ranks on it (2026-12-02): replays 2.0 µs bare, 3.9 rnccl; switching
-// ll_finish off saved 0.5 µs, each other part under 0.15.
+// On one H200 with both ranks on it (2026-12-02): replays 1.95 µs bare (1.72 with 40 bytes of
+// arguments), 3.52 rnccl (3.82 before ll_start's loads moved to warp 1 and ll_finish's stores
+// to the connection ends' lanes); every part off at once saved 0.36 µs, each alone under 0.16.
 //
 //   nvcc -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc
 //   /tmp/ll_kernel [iterations [rounds [gpu0 gpu1]]]     (default 20000 5 0 1; one GPU: 0 0)
@@ -73,28 +74,44 @@ struct LlArgs {
 };
 static_assert(sizeof(LlArgs) == 848, "LlArgs layout");
 
-// The bare exchange on LlArgs (perf/ll_floor.cu's kernel): thread 0 stores its 8 bytes with
-// the epoch as flags into the peer's area, polls its own, adds, stores the sum and the epoch.
+// The bare exchange (perf/ll_floor.cu's kernel): thread 0 stores its 8 bytes with the epoch as
+// flags into the peer's area, polls its own, adds, stores the sum and the epoch. Once on
+// LlArgs (848 bytes of arguments, as rnccl's kernel) and once on the 40 bytes it reads, to see
+// what the arguments' size costs, above all on a graph's first launch, which uploads them.
 static const char* FLOOR = R"(
-extern "C" __global__ void __launch_bounds__(512) ll_kernel_floor(const __grid_constant__ rnccl::LlArgs a) {
+template <typename A>
+__device__ __forceinline__ void floor_exchange(const A& a, rnccl::u64 out, rnccl::u64 in) {
   using namespace rnccl;
   if (threadIdx.x != 0) return;
-  const u32 peer = 1 - a.ctl.rank;
   const u32 e = ld_volatile32((const u32*)a.state) + 1;
   const u64 v = *(const u64*)a.src;
   const u64 half = (e & 1) * (u64)RNCCL_LL_HALF;
-  st_line(a.out[peer] + half, v, e);
+  st_line(out + half, v, e);
   u32 x, f0, y, f1;
   do {
     asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(x), "=r"(f0), "=r"(y), "=r"(f1) : "l"(a.in[peer] + half) : "memory");
+                 : "=r"(x), "=r"(f0), "=r"(y), "=r"(f1) : "l"(in + half) : "memory");
   } while (f0 != e || f1 != e);
   float* d = (float*)a.dst;
   d[0] = __uint_as_float((u32)v) + __uint_as_float(x);
   d[1] = __uint_as_float((u32)(v >> 32)) + __uint_as_float(y);
   st_volatile32((u32*)a.state, e);
 }
+extern "C" __global__ void __launch_bounds__(512) ll_kernel_floor(const __grid_constant__ rnccl::LlArgs a) {
+  const unsigned peer = 1 - a.ctl.rank;
+  floor_exchange(a, a.out[peer], a.in[peer]);
+}
+struct SmallArgs {
+  rnccl::u64 src, dst, state, out, in;
+};
+extern "C" __global__ void __launch_bounds__(512) ll_kernel_floor_small(const __grid_constant__ SmallArgs a) {
+  floor_exchange(a, a.out, a.in);
+}
 )";
+// FLOOR's SmallArgs.
+struct SmallArgs {
+  u64 src, dst, state, out, in;
+};
 
 struct Patch {
   const char* file;
@@ -104,64 +121,48 @@ struct Patch {
 struct Variant {
   const char* name;
   std::vector<Patch> patches;
+  bool from_base = false;  // built from LL_BASE's kernels/ rather than this one's
 };
 
-// The parts of kernels/ll.cuh a variant switches off (text as of 2026-12-02).
+// The parts of kernels/ll.cuh a variant switches off (text as of 2026-12-02, second version).
 static const Patch NO_OP_STARTED = {"ll.cuh", "  ll_start(a, begun);\n  op_started(P, a.seq);\n",
                                     "  ll_start(a, begun);\n"};
-static const Patch NO_LL_START = {"ll.cuh", "  ll_start(a, begun);\n  op_started(P, a.seq);\n",
-                                  "  if (tid < 2 * RNCCL_LL_MAX_RANKS) begun.count[tid] = 0;\n"
-                                  "  if (tid == 0) begun.guard = 0;\n  op_started(P, a.seq);\n"};
-static const Patch NO_START_AT_ALL = {"ll.cuh", "  ll_start(a, begun);\n  op_started(P, a.seq);\n", ""};
-static const Patch EPOCH_ONLY_FINISH = {
-    "ll.cuh", "    ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; });",
-    "    st_volatile32((u32*)a.state, epoch);\n    (void)failed;"};
+static const Patch NO_COUNT_LOADS = {"ll.cuh", "      const u64 c = ((const u64*)step)[1];",
+                                     "      const u64 c = 0;"};
+static const Patch LANES_IN_WARP_0 = {"ll.cuh", "  return blockDim.x >= 32 + 2 * RNCCL_LL_MAX_RANKS ? 32 : 1;",
+                                      "  return 1;"};
+static const Patch FINISH_ON_THREAD_0 = {
+    "ll.cuh", "  ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; }, true);",
+    "  if (tid == 0) ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; });"};
 static const Patch NO_COUNTERS = {"ll.cuh",
-                                  "  for (u32 r = 0; r < a.nranks; r++) {\n    if (r == a.ctl.rank) continue;\n"
-                                  "    const u64 steps[2]",
-                                  "  for (u32 r = 0; r < 0u; r++) {\n    if (r == a.ctl.rank) continue;\n"
-                                  "    const u64 steps[2]"};
+                                  "  const u64 b = s.count[i] + moved;\n  ((u64*)s.step_at[i])[1] = b;\n"
+                                  "  st_volatile((u64*)s.live_at[i] + 1, b);\n"
+                                  "  if (i % 2) st_volatile((u64*)s.live_at[i] + 2, 0);\n",
+                                  "  (void)s;\n  (void)i;\n  (void)moved;\n"};
 static const Patch NO_REPORT = {"ll.cuh", "  if (a.seq > s.guard && ok) {", "  if (a.seq > s.guard && ok && false) {"};
 static const Patch NO_SYNC_OR = {"ll.cuh", "  const int failed = __syncthreads_or(status != ST_OK);",
                                  "  const int failed = status != ST_OK;"};
-// A candidate, not yet in kernels/: ll_start keeps the connection ends' counter addresses in
-// shared memory as it reads their counts, so ll_finish reads no argument line the kernel had
-// not touched before (its out_live line was one).
-static const Patch ADDRESSES_AT_START[] = {
-    {"ll.cuh", "  u64 count[2 * RNCCL_LL_MAX_RANKS];\n};",
-     "  u64 count[2 * RNCCL_LL_MAX_RANKS];\n  u64 step_at[2 * RNCCL_LL_MAX_RANKS];\n"
-     "  u64 live_at[2 * RNCCL_LL_MAX_RANKS];\n};"},
-    {"ll.cuh",
-     "    if (r != a.ctl.rank) s.count[i] = ((const u64*)(i % 2 ? a.in_step[r] : a.out_step[r]))[1];",
-     "    if (r != a.ctl.rank) {\n      const u64 step = i % 2 ? a.in_step[r] : a.out_step[r];\n"
-     "      s.step_at[i] = step;\n      s.live_at[i] = i % 2 ? a.in_live[r] : a.out_live[r];\n"
-     "      s.count[i] = ((const u64*)step)[1];\n    }"},
-    {"ll.cuh",
-     "    const u64 steps[2] = {a.out_step[r], a.in_step[r]}, live[2] = {a.out_live[r], a.in_live[r]};\n"
-     "    for (int k = 0; k < 2; k++) {\n      const u64 b = s.count[2 * r + k] + moved(r, k);\n"
-     "      ((u64*)steps[k])[1] = b;\n      st_volatile((u64*)live[k] + 1, b);\n    }\n"
-     "    st_volatile((u64*)a.in_live[r] + 2, 0);",
-     "    for (int k = 0; k < 2; k++) {\n      const u64 b = s.count[2 * r + k] + moved(r, k);\n"
-     "      ((u64*)s.step_at[2 * r + k])[1] = b;\n      st_volatile((u64*)s.live_at[2 * r + k] + 1, b);\n"
-     "    }\n    st_volatile((u64*)s.live_at[2 * r + 1] + 2, 0);"},
-};
 static const Patch BARE_POLL = {"ll.cuh", "    if (++spins < 1024) continue;", "    continue;"};
 
-// The real kernel first, then one part off each, then all of them off, then candidates.
+// The real kernel first, then one part off each, then all of them off. LL_BASE (a folder
+// holding another kernels/, e.g. `git archive <commit> kernels | tar x -C <folder>`) adds
+// that kernel unpatched after the real one.
 static std::vector<Variant> all_variants() {
-  return {
-      {"rnccl (kernels/ as built)", {}},
+  std::vector<Variant> v = {{"rnccl (kernels/ as built)", {}}};
+  if (getenv("LL_BASE")) v.push_back({"base (LL_BASE)", {}, true});
+  std::vector<Variant> off = {
       {"- op_started", {NO_OP_STARTED}},
-      {"- ll_start", {NO_LL_START}},
-      {"- ll_finish (epoch only)", {EPOCH_ONLY_FINISH}},
+      {"- count loads in ll_start", {NO_COUNT_LOADS}},
+      {"- lanes in warp 1", {LANES_IN_WARP_0}},
+      {"- finish on the lanes", {FINISH_ON_THREAD_0}},
       {"- ll_finish counters", {NO_COUNTERS}},
       {"- ll_finish report", {NO_REPORT}},
       {"- __syncthreads_or", {NO_SYNC_OR}},
       {"- abort/timeout polls", {BARE_POLL}},
-      {"- all of these", {NO_START_AT_ALL, EPOCH_ONLY_FINISH, NO_SYNC_OR, BARE_POLL}},
-      {"+ counter addresses at start",
-       std::vector<Patch>(std::begin(ADDRESSES_AT_START), std::end(ADDRESSES_AT_START))},
+      {"- all of these", {NO_OP_STARTED, NO_COUNT_LOADS, NO_COUNTERS, NO_REPORT, NO_SYNC_OR, BARE_POLL}},
   };
+  v.insert(v.end(), off.begin(), off.end());
+  return v;
 }
 
 static std::string slurp(const std::string& path) {
@@ -175,18 +176,18 @@ static std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// kernels/interp.cu and every header of kernels/, by file name.
-static std::map<std::string, std::string> kernel_files() {
+// `dir`'s interp.cu and every header in it, by file name.
+static std::map<std::string, std::string> kernel_files(const std::string& dir) {
   std::map<std::string, std::string> files;
-  DIR* d = opendir("kernels");
+  DIR* d = opendir(dir.c_str());
   if (!d) {
-    fprintf(stderr, "ll_kernel: no kernels/ here (run from the repository root)\n");
+    fprintf(stderr, "ll_kernel: no %s/ here (run from the repository root)\n", dir.c_str());
     exit(2);
   }
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
     if (n == "interp.cu" || (n.size() > 4 && n.compare(n.size() - 4, 4, ".cuh") == 0))
-      files[n] = slurp("kernels/" + n);
+      files[n] = slurp(dir + "/" + n);
   }
   closedir(d);
   return files;
@@ -286,18 +287,20 @@ int main(int argc, char** argv) {
   CK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev[0]));
   std::vector<std::string> includes = {"/usr/local/cuda/include"};
   if (getenv("CUDA_INC")) includes.push_back(getenv("CUDA_INC"));
-  const auto files = kernel_files();
+  const auto files = kernel_files("kernels");
+  const auto base = getenv("LL_BASE") ? kernel_files(std::string(getenv("LL_BASE")) + "/kernels") : files;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<char>> cubins(variants.size());
   std::vector<std::thread> builders;
   for (size_t v = 0; v < variants.size(); v++)
-    builders.emplace_back([&, v] { cubins[v] = build(files, variants[v], major * 10 + minor, includes); });
+    builders.emplace_back([&, v] { cubins[v] = build(variants[v].from_base ? base : files, variants[v], major * 10 + minor, includes); });
   for (auto& b : builders) b.join();
   printf("built %zu variants in %.1f s\n", variants.size(),
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
   // Per rank: its kernels (the floor first), stream and arguments.
-  const size_t nk = variants.size() + 1;
+  // The two floors, then the variants.
+  const size_t nk = variants.size() + 2;
   std::vector<CUfunction> fn[2];
   CUstream stream[2];
   LlArgs args[2] = {};
@@ -312,6 +315,8 @@ int main(int argc, char** argv) {
       CUfunction f;
       if (v == 0) {
         CK(cuModuleGetFunction(&f, m, "ll_kernel_floor"));
+        fn[r].push_back(f);
+        CK(cuModuleGetFunction(&f, m, "ll_kernel_floor_small"));
         fn[r].push_back(f);
       }
       CK(cuModuleGetFunction(&f, m, "rnccl_ll_allreduce_f32_sum"));
@@ -373,7 +378,8 @@ int main(int argc, char** argv) {
         CK(cuCtxSetCurrent(ctx[r]));
         LlArgs a = args[r];
         a.seq = seq;
-        void* params[] = {&a};
+        SmallArgs small = {a.src, a.dst, a.state, a.out[1 - r], a.in[1 - r]};
+        void* params[] = {k == 1 ? (void*)&small : (void*)&a};
         CK(cuLaunchKernel(fn[r][k], 1, 1, 1, 512, 1, 1, 0, stream[r], params, nullptr));
       }
     }
@@ -388,7 +394,9 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count() / iters;
   };
   std::vector<std::vector<double>> launched(nk), first(nk), replay(nk);
-  auto name = [&](size_t k) { return k == 0 ? "bare exchange (floor)" : variants[k - 1].name; };
+  auto name = [&](size_t k) {
+    return k == 0 ? "bare exchange (floor)" : k == 1 ? "floor, 40-byte arguments" : variants[k - 2].name;
+  };
   for (int round = 0; round < rounds; round++) {
     for (size_t k = 0; k < nk; k++) {
       launch(k, 200);
@@ -443,7 +451,7 @@ int main(int argc, char** argv) {
          gpu[0], gpu[1], iters, rounds);
   printf("%-28s %9s %10s %8s %14s %13s\n", "kernel", "launched", "1st graph", "replay", "replay-rnccl",
          "replay/floor");
-  const double floor = median(replay[0]), real = median(replay[1]);
+  const double floor = median(replay[0]), real = median(replay[2]);
   for (size_t k = 0; k < nk; k++) {
     const double x = median(replay[k]);
     printf("%-28s %9.2f %10.2f %8.2f %+14.2f %13.2f\n", name(k), median(launched[k]), median(first[k]), x,
