@@ -248,9 +248,11 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
   __shared__ LlStart begun;
   const bool active = b < B;
   u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + (active ? b : 0);
+  // Loaded before ll_start's loads, so that thread 0 waits for them all at once (ll_conn_lane).
+  const u64 round0 = tid == 0 ? *rounds_done : 0;
   ll_start(a, begun);
   if (tid == 0) {
-    base_round = *rounds_done;
+    base_round = round0;
     status[0] = status[1] = ST_OK;
     if (b == 0 && !offered)
       for (u32 j = 1; j < n; j++) st_volatile(reg_record(a.out[(me + j) % n]) + 2, 2 * key + 1);

@@ -87,10 +87,12 @@ __device__ void sym_run(const LlArgs& a, u32 mode, const u64* peer_src, const u6
   const Program* P = &a.ctl;
   const u32 tid = threadIdx.x, b = blockIdx.x, n = a.nranks, me = P->rank;
   u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + (active ? b : 0);
+  // Loaded before ll_start's loads, so that thread 0 waits for them all at once (ll_conn_lane).
+  const u64 count0 = tid == 0 ? *counted : 0;
   ll_start(a, begun);
   if (tid == 0) {
-    count = *counted;
-    status = active && enter ? sym_barrier(a, b, 2 * count + 1) : ST_OK;
+    count = count0;
+    status = active && enter ? sym_barrier(a, b, 2 * count0 + 1) : ST_OK;
   }
   op_started(P, a.seq);
   __syncthreads();
@@ -156,10 +158,11 @@ __device__ void p2p_run(const LlArgs& a, u64 key) {
   __shared__ LlStart begun;
   const u32 tid = threadIdx.x, b = blockIdx.x;
   u64* counted = (u64*)a.state + RNCCL_SYM_COUNT_WORD + b;
+  const u64 count0 = tid == 0 ? *counted : 0;  // before ll_start's loads, as in sym_run
   ll_start(a, begun);
   if (tid == 0) {
-    count = *counted;
-    status = sym_barrier(a, b, 2 * count + 1);
+    count = count0;
+    status = sym_barrier(a, b, 2 * count0 + 1);
   }
   op_started(&a.ctl, a.seq);
   __syncthreads();

@@ -153,7 +153,7 @@ static std::vector<Variant> all_variants() {
   std::vector<Variant> off = {
       {"- op_started", {NO_OP_STARTED}},
       {"- count loads in ll_start", {NO_COUNT_LOADS}},
-      {"- lanes in warp 1", {LANES_IN_WARP_0}},
+      {"- ends' lanes in warp 1", {LANES_IN_WARP_0}},
       {"- finish on the lanes", {FINISH_ON_THREAD_0}},
       {"- ll_finish counters", {NO_COUNTERS}},
       {"- ll_finish report", {NO_REPORT}},
@@ -293,13 +293,14 @@ int main(int argc, char** argv) {
   std::vector<std::vector<char>> cubins(variants.size());
   std::vector<std::thread> builders;
   for (size_t v = 0; v < variants.size(); v++)
-    builders.emplace_back([&, v] { cubins[v] = build(variants[v].from_base ? base : files, variants[v], major * 10 + minor, includes); });
+    builders.emplace_back([&, v] {
+      cubins[v] = build(variants[v].from_base ? base : files, variants[v], major * 10 + minor, includes);
+    });
   for (auto& b : builders) b.join();
   printf("built %zu variants in %.1f s\n", variants.size(),
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
-  // Per rank: its kernels (the floor first), stream and arguments.
-  // The two floors, then the variants.
+  // Per rank: its kernels (the two floors, then the variants), stream and arguments.
   const size_t nk = variants.size() + 2;
   std::vector<CUfunction> fn[2];
   CUstream stream[2];
