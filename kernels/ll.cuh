@@ -234,7 +234,8 @@ __device__ void ll_finish(const LlArgs& a, const LlStart& s, const u32* epoch, u
   const u32 t = threadIdx.x, lane = ll_conn_lane();
   u32* st = (u32*)a.state;
   const bool alone = gridDim.x == 1;
-  if (every_thread && alone && t >= lane && t < lane + 2 * a.nranks) {
+  const bool lanes_count = every_thread && alone;  // the ends' lanes store their counters
+  if (lanes_count && t >= lane && t < lane + 2 * a.nranks) {
     const u32 i = t - lane, r = i / 2;
     if (r != a.ctl.rank) ll_count(s, i, moved(r, (int)(i % 2)));
     return;
@@ -247,7 +248,7 @@ __device__ void ll_finish(const LlArgs& a, const LlStart& s, const u32* epoch, u
   }
   if (epoch) st_volatile32(st, *epoch);
   if (key) st_volatile((u64*)a.state + RNCCL_KEY_WORD, key);
-  if (!(every_thread && alone))
+  if (!lanes_count)
     for (u32 i = 0; i < 2 * a.nranks; i++)
       if (i / 2 != a.ctl.rank) ll_count(s, i, moved(i / 2, (int)(i % 2)));
   // Every block ends up here, failed or not: a failure claimed the report first. A replay
