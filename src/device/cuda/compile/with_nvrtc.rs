@@ -14,12 +14,15 @@ const ARCHS: [u32; 2] = [80, 90];
 
 /// Whether `every_program_compiles_to_a_cubin_with_its_kernels` compiles `program` whole (every
 /// data type and reduction): every program but the interpreter, whose whole build takes NVRTC
-/// minutes per architecture on one core. Its kernels are compiled as the loader builds them
-/// instead, a module per data type: for the newest architecture every type, split over two
-/// tests that run side by side (`interp_modules_of_*_types_compile`); for older ones one
-/// module (`a_module_holds_its_types_kernels_for_its_reduction`), since the interpreter differs
-/// between architectures only in the FP8 types that sm_90 adds (`__CUDA_ARCH__ >= 900` in
-/// interp.cu, which `entry_points` follows).
+/// minutes per architecture on one core. Its kernels are compiled a module per data type
+/// instead: for the newest architecture every type with every reduction, unoptimised (`-G`,
+/// [`nvrtc::compile_unoptimized`]: the same front end and kernels, a quarter of the time;
+/// optimised, these two tests took 4 of CI's minutes), split over two tests that run side by
+/// side (`interp_modules_of_*_types_compile`); and optimised, exactly as the loader builds
+/// them, three modules of one type and one reduction, one of them for the older architecture
+/// (`a_module_holds_its_types_kernels_for_its_reduction`), since the interpreter differs between
+/// architectures only in the FP8 types that sm_90 adds (`__CUDA_ARCH__ >= 900` in interp.cu,
+/// which `entry_points` follows).
 fn compiled_whole(program: &Source) -> bool {
     program.name != "interp.cu"
 }
@@ -86,8 +89,8 @@ fn every_program_compiles_to_a_cubin_with_its_kernels() {
 }
 
 /// The interpreter's module of each data type whose place in `DataType::ALL` has parity
-/// `parity`, built for the newest architecture with every reduction (`RNCCL_DTYPE` alone), holds
-/// the kernels the loader looks up in it.
+/// `parity`, built unoptimised for the newest architecture with every reduction (`RNCCL_DTYPE`
+/// alone), holds the kernels the loader looks up in it.
 fn interp_modules_compile(parity: usize) {
     use crate::device::cuda::compile::entry::{
         COMBINES, FP8_MIN_ARCH, RMA_KERNEL, direct_kernel, interp_kernel, ll_kernel,
@@ -105,7 +108,7 @@ fn interp_modules_compile(parity: usize) {
     let program = sources::programs().find(|p| p.name == "interp.cu").unwrap();
     for &dtype in DataType::ALL.iter().skip(parity).step_by(2) {
         let defines = [format!("RNCCL_DTYPE={}", dtype as u32)];
-        let cubin = nvrtc::compile(program, arch, &defines).unwrap();
+        let cubin = nvrtc::compile_unoptimized(program, arch, &defines).unwrap();
         let mut expected: Vec<String> = COMBINES
             .iter()
             .flat_map(|&c| {
