@@ -203,6 +203,37 @@ fn env_export_applies_host_sections() {
     );
 }
 
+#[test]
+fn host_globs_match_names_and_first_labels_ignoring_case() {
+    let y = parse(
+        "hosts:\n  \"GPU-a?\":\n    NCCL_DEBUG: INFO\n  \"node[0-3]\":\n    NCCL_DEBUG: WARN\n  \"node[!0-3]*\":\n    NCCL_DEBUG: TRACE\n  \"*.ib.example\":\n    NCCL_DEBUG: VERSION\n",
+    )
+    .unwrap();
+    let matched =
+        |host: &str| -> Vec<String> { y.sections_for(host).map(|s| s.pattern.clone()).collect() };
+    assert_eq!(matched("gpu-a7"), ["GPU-a?"]);
+    assert_eq!(
+        matched("gpu-A7.cluster.local"),
+        ["GPU-a?"],
+        "the first label"
+    );
+    assert!(matched("gpu-a17").is_empty(), "? is one character");
+    assert_eq!(matched("node2"), ["node[0-3]"]);
+    assert_eq!(matched("node7"), ["node[!0-3]*"]);
+    assert_eq!(matched("nodex.ib.example"), ["node[!0-3]*", "*.ib.example"]);
+
+    // Other dialects' syntax would be taken literally and match nothing, or the wrong hosts.
+    for (pattern, says) in [
+        ("node{1,2}", "alternatives"),
+        ("node[^0-3]", "[!...]"),
+        ("node[0-3", "valid host-name glob"),
+    ] {
+        let e = err(&format!("hosts:\n  \"{pattern}\":\n    NCCL_DEBUG: INFO\n"));
+        assert!(e.contains(says) && e.contains(pattern), "{pattern}: {e}");
+        assert!(e.contains("test.yaml:3:"), "{pattern}: names the line: {e}");
+    }
+}
+
 proptest! {
     #[test]
     fn any_text_value_survives_export_and_import(v in "\\PC{0,40}") {

@@ -19,7 +19,7 @@ mod scalar;
 
 use std::path::{Path, PathBuf};
 
-use globset::{GlobBuilder, GlobMatcher};
+use glob::{MatchOptions, Pattern};
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -52,7 +52,7 @@ pub struct HostSection {
     /// The glob as written (`gpu-a*`, `node[0-9]`); matched case-insensitively against the full
     /// host name and against its first label.
     pub pattern: String,
-    matcher: GlobMatcher,
+    matcher: Pattern,
     /// The knobs, in file order.
     pub knobs: Vec<YamlKnob>,
 }
@@ -61,8 +61,36 @@ impl HostSection {
     /// True when this section applies to `host`.
     pub fn matches(&self, host: &str) -> bool {
         let short = host.split('.').next().unwrap_or(host);
-        self.matcher.is_match(host) || self.matcher.is_match(short)
+        [host, short]
+            .iter()
+            .any(|name| self.matcher.matches_with(name, HOST_MATCH))
     }
+}
+
+/// Host names match ignoring case; `*` and `?` cross dots (a host name has no path
+/// separators, so the options about `/` and leading dots change nothing).
+const HOST_MATCH: MatchOptions = MatchOptions {
+    case_sensitive: false,
+    require_literal_separator: false,
+    require_literal_leading_dot: false,
+};
+
+/// `pattern` as a host-name glob: `*`, `?`, `[a-z]` and `[!a-z]` classes.
+///
+/// Errors: a message saying what is wrong, for a pattern the glob crate refuses (an unclosed
+/// `[`), and for the syntax of other glob dialects that would otherwise be taken literally and
+/// silently match nothing, or the wrong hosts: `{a,b}` alternatives (no host name holds a
+/// brace) and `[^...]` classes (which the glob crate reads as holding `^`).
+fn host_glob(pattern: &str) -> Result<Pattern, String> {
+    if pattern.contains(['{', '}']) {
+        return Err(
+            "{a,b} alternatives are not supported; give each pattern its own section".into(),
+        );
+    }
+    if pattern.contains("[^") {
+        return Err("write a negated class as [!...], not [^...]".into());
+    }
+    Pattern::new(pattern).map_err(|e| e.to_string())
 }
 
 /// A parsed YAML config.
@@ -154,17 +182,13 @@ impl YamlConfig {
                 .push(convert(path, &format!("knobs.{name}"), &name, v)?);
         }
         for (pattern, knobs) in raw.hosts {
-            let matcher = GlobBuilder::new(&pattern)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| ConfigError::Yaml {
-                    path: path.to_path_buf(),
-                    line: knobs.values().next().map(|v| v.referenced.line() as usize),
-                    message: format!(
-                        "hosts: {pattern:?} is not a valid host-name glob ({e}); use *, ? and [a-z] classes"
-                    ),
-                })?
-                .compile_matcher();
+            let matcher = host_glob(&pattern).map_err(|e| ConfigError::Yaml {
+                path: path.to_path_buf(),
+                line: knobs.values().next().map(|v| v.referenced.line() as usize),
+                message: format!(
+                    "hosts: {pattern:?} is not a valid host-name glob ({e}); use *, ? and [a-z] or [!a-z] classes"
+                ),
+            })?;
             let mut section = HostSection {
                 pattern: pattern.clone(),
                 matcher,
