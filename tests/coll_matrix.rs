@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{FUNCS, TElem, all_ok, compare, input, on_threads, ops_for, reduce_at};
+use common::{
+    FUNCS, TElem, all_ok, all_reduce_reference, compare, input, on_threads, ops_for, reduce_at,
+};
 use rnccl::Func;
 use rnccl::{Communicator, DataType, RedOp};
 
@@ -38,7 +40,8 @@ fn run_case<T: TElem>(
                 c.all_reduce(&inp, &mut o, op).map_err(err)?;
                 o
             };
-            compare(&what, &out, n, |i| reduce_at::<T>(n, i, seed, op))
+            let want = all_reduce_reference::<T>(n, count, seed, op);
+            compare(&what, &out, n, |i| want[i])
         }
         Func::Broadcast => {
             let inp = input::<T>(r, count, seed, op);

@@ -51,7 +51,9 @@ pub(crate) fn all_ok(results: Vec<Result<(), String>>) {
 }
 
 /// A test element type.
-pub(crate) trait TElem: Element + PartialEq + std::fmt::Debug + Default {
+pub(crate) trait TElem:
+    Element + PartialEq + std::fmt::Debug + Default + Send + Sync + 'static
+{
     /// A deterministic input value for (`rank`, `idx`, `seed`); `op` shapes the range so
     /// products stay finite.
     fn value(rank: usize, idx: usize, seed: u64, op: RedOp) -> Self;
@@ -275,6 +277,38 @@ pub(crate) fn reduce_at<T: TElem>(n: usize, idx: usize, seed: u64, op: RedOp) ->
         acc = T::combine(acc, v, op);
     }
     (T::post(acc, op, n), mag)
+}
+
+/// Every rank's expected AllReduce output on `n` ranks (`reduce_at` of each of `count`
+/// elements), computed by the first rank thread of a case to ask and shared with the others:
+/// each rank computing its own took n² input values per element, most of the time of the 16 MiB
+/// cases on 8 ranks. Keyed by everything the values depend on; holds the last two cases (tests
+/// run side by side).
+pub(crate) fn all_reduce_reference<T: TElem>(
+    n: usize,
+    count: usize,
+    seed: u64,
+    op: RedOp,
+) -> Arc<Vec<(T, f64)>> {
+    type Entry = (String, Arc<dyn std::any::Any + Send + Sync>);
+    static CASES: std::sync::Mutex<Vec<Entry>> = std::sync::Mutex::new(Vec::new());
+    let key = format!("{} {op:?} n={n} count={count} seed={seed}", T::DTYPE);
+    let mut cases = CASES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, v)) = cases.iter().find(|(k, _)| *k == key)
+        && let Ok(v) = v.clone().downcast::<Vec<(T, f64)>>()
+    {
+        return v;
+    }
+    let v = Arc::new(
+        (0..count)
+            .map(|i| reduce_at::<T>(n, i, seed, op))
+            .collect::<Vec<_>>(),
+    );
+    if cases.len() == 2 {
+        cases.remove(0);
+    }
+    cases.push((key, v.clone()));
+    v
 }
 
 /// Compares `got` with `want(i)` element by element; returns the first mismatch in words.
