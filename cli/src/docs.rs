@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
+use crate::atomic_write::write_whole;
 use crate::{Cli, GlobalOpts};
 
 /// Options of `rnccl completions`.
@@ -72,7 +73,7 @@ pub fn run_man(args: ManArgs, _global: &GlobalOpts) -> anyhow::Result<std::proce
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     for (name, page) in man_pages()? {
         let path = args.dir.join(&name);
-        std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        write_whole(&path, &page).with_context(|| format!("cannot write {}", path.display()))?;
         println!("{}", path.display());
     }
     Ok(std::process::ExitCode::SUCCESS)

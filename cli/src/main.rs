@@ -1,5 +1,6 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
+mod atomic_write;
 mod bench;
 mod check;
 mod config_load;

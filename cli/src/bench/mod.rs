@@ -37,6 +37,7 @@ use shape::Shape;
 pub use spawn::report_to_launcher;
 
 use crate::GlobalOpts;
+use crate::atomic_write::write_whole;
 
 /// Runs `rnccl bench`.
 pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
@@ -402,7 +403,7 @@ fn bench_thread(
             writeln!(out, "{body}")?;
         }
         if let Some(path) = &args.output_file {
-            std::fs::write(path, body + "\n")
+            write_whole(path, (body + "\n").as_bytes())
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             if text {
                 writeln!(out, "# Writing JSON output to {}", path.display())?;

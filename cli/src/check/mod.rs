@@ -29,6 +29,7 @@ use rnccl::bench::parse_size;
 use rnccl::check::{CheckReport, Pairing, Rails, Rule};
 
 use crate::GlobalOpts;
+use crate::atomic_write::write_whole;
 use plan::Plan;
 
 /// Output format.
@@ -282,7 +283,7 @@ fn finish(report: &CheckReport, args: &Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     if let Some(path) = &args.output_file {
-        std::fs::write(path, &json)
+        write_whole(path, json.as_bytes())
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
     let measured = !report.alone.is_empty() || report.rails.iter().any(|r| !r.pairs.is_empty());

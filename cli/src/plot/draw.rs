@@ -13,6 +13,8 @@ use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::atomic_write::write_whole;
+
 use super::axis::{Axis, linear_axis, linear_label, log_axis, log_label, size_axis, size_label};
 use super::curve::Metric;
 
@@ -291,7 +293,7 @@ pub fn write(fig: &Figure, path: &Path, size: ImageSize) -> anyhow::Result<Drawn
             encode_png(&rgb, size).map_err(|e| fail(e.to_string()))?
         }
     };
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    write_whole(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(drawn)
 }
 

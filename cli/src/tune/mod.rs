@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::GlobalOpts;
+use crate::atomic_write::write_whole;
 use model::{COLLS, Field, Run, Status};
 use sweep::Sweep;
 use view::App;
@@ -106,8 +107,8 @@ fn save(app: &App, out: &std::path::Path) -> String {
         return format!("no finished {coll} run to save yet: press Enter to run one");
     };
     let (y, s) = (out.join("rnccl-tune.yaml"), out.join("rnccl-tune.sh"));
-    let r = std::fs::write(&y, model::yaml(best))
-        .and_then(|()| std::fs::write(&s, model::exports(best)));
+    let r = write_whole(&y, model::yaml(best).as_bytes())
+        .and_then(|()| write_whole(&s, model::exports(best).as_bytes()));
     match r {
         Ok(()) => format!(
             "wrote {} and {} ({}: {:.2} GB/s mean busbw)",
