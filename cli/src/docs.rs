@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::atomic_write::write_whole;
+use crate::output_file::write_whole;
 use crate::{Cli, GlobalOpts};
 
 /// Options of `rnccl completions`.

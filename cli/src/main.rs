@@ -1,6 +1,5 @@
 //! `rnccl`: run and measure collectives, inspect topology and channels, explain NCCL knobs.
 
-mod atomic_write;
 mod bench;
 mod check;
 mod config_load;
@@ -8,6 +7,7 @@ mod docs;
 mod env_explain;
 mod ibcheck;
 mod output;
+mod output_file;
 mod plot;
 mod render;
 mod rings;

@@ -47,28 +47,3 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
-
-/// Checks before a run that `path` (given as `flag`) can be written at its end: opens it for
-/// writing without truncating it (an existing file keeps its contents until the run succeeds)
-/// and removes it again if it did not exist.
-///
-/// Errors: the path, the flag and the system's reason (a missing folder, no permission, a
-/// folder in the way).
-pub fn check_writable(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "{flag} {}: cannot be written ({e}); give a path in a folder you can write, \
-                 before the run rather than after it",
-                path.display()
-            )
-        })?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
-    }
-    Ok(())
-}

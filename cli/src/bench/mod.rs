@@ -37,7 +37,7 @@ use shape::Shape;
 pub use spawn::report_to_launcher;
 
 use crate::GlobalOpts;
-use crate::atomic_write::write_whole;
+use crate::output_file::write_whole;
 
 /// Runs `rnccl bench`.
 pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
@@ -85,7 +85,7 @@ pub fn run(args: Args, global: &GlobalOpts) -> anyhow::Result<ExitCode> {
             (&args.plot, "--plot"),
         ] {
             if let Some(p) = path {
-                crate::output::check_writable(p, flag)?;
+                crate::output_file::check_writable(p, flag)?;
             }
         }
         Ok(())

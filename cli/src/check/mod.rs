@@ -29,7 +29,7 @@ use rnccl::bench::parse_size;
 use rnccl::check::{CheckReport, Pairing, Rails, Rule};
 
 use crate::GlobalOpts;
-use crate::atomic_write::write_whole;
+use crate::output_file::write_whole;
 use plan::Plan;
 
 /// Output format.

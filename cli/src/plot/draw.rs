@@ -13,7 +13,7 @@ use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::atomic_write::write_whole;
+use crate::output_file::write_whole;
 
 use super::axis::{Axis, linear_axis, linear_label, log_axis, log_label, size_axis, size_label};
 use super::curve::Metric;

@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::GlobalOpts;
-use crate::atomic_write::write_whole;
+use crate::output_file::write_whole;
 use model::{COLLS, Field, Run, Status};
 use sweep::Sweep;
 use view::App;

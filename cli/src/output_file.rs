@@ -1,9 +1,35 @@
-//! Writing the files a user names (`--output-file`, `--plot`, `rnccl tune`'s results, man
-//! pages) whole or not at all.
+//! The files a user names (`--output-file`, `--plot`, `rnccl tune`'s results, man pages):
+//! checked before a run that they can be written ([`check_writable`]), then written whole or not
+//! at all ([`write_whole`]).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+/// Checks before a run that `path` (given as `flag`) can be written at its end: opens it for
+/// writing without truncating it (an existing file keeps its contents until the run succeeds)
+/// and removes it again if it did not exist.
+///
+/// Errors: the path, the flag and the system's reason (a missing folder, no permission, a
+/// folder in the way).
+pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{flag} {}: cannot be written ({e}); give a path in a folder you can write, \
+                 before the run rather than after it",
+                path.display()
+            )
+        })?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
 
 /// Writes `bytes` to `path` whole or not at all: into a temporary file in the same folder, then
 /// renamed over `path` (tempfile's `persist`). A write that fails or is interrupted (a full
