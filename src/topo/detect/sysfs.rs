@@ -36,9 +36,9 @@ impl Root {
         (!s.is_empty()).then_some(s)
     }
 
-    /// The raw bytes of host path `p`.
-    pub fn read_bytes(&self, p: &str) -> Option<Vec<u8>> {
-        std::fs::read(self.at(p)).ok()
+    /// Host path `p` opened for reading (for reads at offsets); `None` when it cannot be.
+    pub fn open(&self, p: &str) -> Option<std::fs::File> {
+        std::fs::File::open(self.at(p)).ok()
     }
 
     /// Names in directory `p`, sorted.
