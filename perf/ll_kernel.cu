@@ -17,6 +17,12 @@
 // On one H200 with both ranks on it (2026-12-02): replays 1.95 µs bare (1.72 with 40 bytes of
 // arguments), 3.52 rnccl (3.82 before ll_start's loads moved to warp 1 and ll_finish's stores
 // to the connection ends' lanes); every part off at once saved 0.36 µs, each alone under 0.16.
+// 2026-12-04: the bare exchange inside rnccl's kernel replays as the floor (2.21 against 2.14:
+// its module, arguments and shared memory cost nothing), 2.36 behind a first barrier; every
+// part off 3.17, and 2.77 without the connection ends' lanes in ll_start as well. Prefetching
+// the argument lines, launching 64 threads, and 8-byte loads and stores of the units changed
+// nothing; the lanes keeping their loads in registers until the end (stored to shared memory
+// before the last barrier instead of the first) read 3.73 against 3.52, worse.
 //
 //   nvcc -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc
 //   /tmp/ll_kernel [iterations [rounds [gpu0 gpu1]]]     (default 20000 5 0 1; one GPU: 0 0)
@@ -143,7 +149,46 @@ static const Patch NO_REPORT = {"ll.cuh", "  if (a.seq > s.guard && ok) {", "  i
 static const Patch NO_SYNC_OR = {"ll.cuh", "  const int failed = __syncthreads_or(status != ST_OK);",
                                  "  const int failed = status != ST_OK;"};
 static const Patch BARE_POLL = {"ll.cuh", "    if (++spins < 1024) continue;", "    continue;"};
+// The bare exchange inside rnccl's kernel (same module, arguments, shared memory declared),
+// taken at an early return; with `SYNC`, after thread 0 loads the epoch into shared memory and
+// the block meets at a barrier, as rnccl's kernel does before its exchange.
+#define BARE_AT "  __shared__ LlStart begun;\n  const Program* P = &a.ctl;\n"
+#define BARE_BODY(SYNC)                                                                          \
+  BARE_AT                                                                                        \
+  "  if (a.bytes == 8) {\n"                                                                      \
+  "    u32 e;\n"                                                                                 \
+  "    if (" SYNC ") {\n"                                                                        \
+  "      if (threadIdx.x == 0) begun.epoch = ld_volatile32((const u32*)a.state);\n"              \
+  "      __syncthreads();\n"                                                                     \
+  "      e = begun.epoch + 1;\n"                                                                 \
+  "    }\n"                                                                                      \
+  "    if (threadIdx.x != 0) return;\n"                                                          \
+  "    if (!(" SYNC ")) e = ld_volatile32((const u32*)a.state) + 1;\n"                           \
+  "    const u64 v = *(const u64*)a.src;\n"                                                      \
+  "    const u64 half = (e & 1) * (u64)RNCCL_LL_HALF;\n"                                         \
+  "    const u32 peer = 1 - a.ctl.rank;\n"                                                       \
+  "    st_line(a.out[peer] + half, v, e);\n"                                                     \
+  "    u32 x, f0, y, f1;\n"                                                                      \
+  "    do {\n"                                                                                   \
+  "      asm volatile(\"ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\"\n"                   \
+  "                   : \"=r\"(x), \"=r\"(f0), \"=r\"(y), \"=r\"(f1) : \"l\"(a.in[peer] + half) : \"memory\");\n" \
+  "    } while (f0 != e || f1 != e);\n"                                                          \
+  "    float* d = (float*)a.dst;\n"                                                              \
+  "    d[0] = __uint_as_float((u32)v) + __uint_as_float(x);\n"                                   \
+  "    d[1] = __uint_as_float((u32)(v >> 32)) + __uint_as_float(y);\n"                           \
+  "    st_volatile32((u32*)a.state, e);\n"                                                       \
+  "    return;\n"                                                                                \
+  "  }\n"
+static const Patch BARE_INSIDE = {"ll.cuh", BARE_AT, BARE_BODY("false")};
+static const Patch BARE_INSIDE_SYNC = {"ll.cuh", BARE_AT, BARE_BODY("true")};
 
+// Bisecting what "all of these" leaves above the bare exchange (2026-12-04): the finish
+// reduced to thread 0's epoch store, and no connection-end lanes in ll_start.
+static const Patch MIN_FINISH = {
+    "ll.cuh", "  ll_finish(a, begun, &epoch, 0, failed, [&](u32, int) { return a.bytes; }, true);",
+    "  if (tid == 0) st_volatile32((u32*)a.state, epoch);\n  (void)failed;"};
+static const Patch NO_START_LANES = {"ll.cuh", "  } else if (t >= lane && t < lane + 2 * a.nranks) {",
+                                     "  } else if (false) {"};
 // The real kernel first, then one part off each, then all of them off. LL_BASE (a folder
 // holding another kernels/, e.g. `git archive <commit> kernels | tar x -C <folder>`) adds
 // that kernel unpatched after the real one.
@@ -160,6 +205,10 @@ static std::vector<Variant> all_variants() {
       {"- __syncthreads_or", {NO_SYNC_OR}},
       {"- abort/timeout polls", {BARE_POLL}},
       {"- all of these", {NO_OP_STARTED, NO_COUNT_LOADS, NO_COUNTERS, NO_REPORT, NO_SYNC_OR, BARE_POLL}},
+      {"bare inside rnccl's kernel", {BARE_INSIDE}},
+      {"  + barrier first", {BARE_INSIDE_SYNC}},
+      {"all off, finish: epoch only", {NO_OP_STARTED, NO_COUNT_LOADS, NO_REPORT, NO_SYNC_OR, BARE_POLL, MIN_FINISH}},
+      {"- counters and ends' lanes", {NO_COUNTERS, NO_START_LANES}},
   };
   v.insert(v.end(), off.begin(), off.end());
   return v;
