@@ -22,7 +22,9 @@
 // part off 3.17, and 2.77 without the connection ends' lanes in ll_start as well. Prefetching
 // the argument lines, launching 64 threads, and 8-byte loads and stores of the units changed
 // nothing; the lanes keeping their loads in registers until the end (stored to shared memory
-// before the last barrier instead of the first) read 3.73 against 3.52, worse.
+// before the last barrier instead of the first) read 3.73 against 3.52, worse. Thread 0 alone
+// with every duty (ll_allreduce_line, now what 8 bytes take): 2.91 against the block path's
+// 3.53, first graph launch 4.03 against 4.53.
 //
 //   nvcc -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc
 //   /tmp/ll_kernel [iterations [rounds [gpu0 gpu1]]]     (default 20000 5 0 1; one GPU: 0 0)
@@ -182,6 +184,10 @@ static const Patch BARE_POLL = {"ll.cuh", "    if (++spins < 1024) continue;", "
 static const Patch BARE_INSIDE = {"ll.cuh", BARE_AT, BARE_BODY("false")};
 static const Patch BARE_INSIDE_SYNC = {"ll.cuh", BARE_AT, BARE_BODY("true")};
 
+// The block path for 8 bytes too: what an operation of one line took before ll_allreduce_line.
+static const Patch NO_LINE_PATH = {"ll.cuh", "  if (gridDim.x == 1 && a.bytes > 0 && a.bytes <= 8) {",
+                                   "  if (false) {"};
+
 // Bisecting what "all of these" leaves above the bare exchange (2026-12-04): the finish
 // reduced to thread 0's epoch store, and no connection-end lanes in ll_start.
 static const Patch MIN_FINISH = {
@@ -189,13 +195,15 @@ static const Patch MIN_FINISH = {
     "  if (tid == 0) st_volatile32((u32*)a.state, epoch);\n  (void)failed;"};
 static const Patch NO_START_LANES = {"ll.cuh", "  } else if (t >= lane && t < lane + 2 * a.nranks) {",
                                      "  } else if (false) {"};
-// The real kernel first, then one part off each, then all of them off. LL_BASE (a folder
-// holding another kernels/, e.g. `git archive <commit> kernels | tar x -C <folder>`) adds
-// that kernel unpatched after the real one.
+// The real kernel first (an 8-byte operation takes ll_allreduce_line), then the block path
+// that 8 bytes took before it, with one part off each, then all of them off, and the bare
+// exchange inside the kernel. LL_BASE (a folder holding another kernels/, e.g. `git archive
+// <commit> kernels | tar x -C <folder>`) adds that kernel unpatched after the real one.
 static std::vector<Variant> all_variants() {
   std::vector<Variant> v = {{"rnccl (kernels/ as built)", {}}};
   if (getenv("LL_BASE")) v.push_back({"base (LL_BASE)", {}, true});
-  std::vector<Variant> off = {
+  std::vector<Variant> block = {
+      {"block path", {}},
       {"- op_started", {NO_OP_STARTED}},
       {"- count loads in ll_start", {NO_COUNT_LOADS}},
       {"- ends' lanes in warp 1", {LANES_IN_WARP_0}},
@@ -205,12 +213,13 @@ static std::vector<Variant> all_variants() {
       {"- __syncthreads_or", {NO_SYNC_OR}},
       {"- abort/timeout polls", {BARE_POLL}},
       {"- all of these", {NO_OP_STARTED, NO_COUNT_LOADS, NO_COUNTERS, NO_REPORT, NO_SYNC_OR, BARE_POLL}},
-      {"bare inside rnccl's kernel", {BARE_INSIDE}},
-      {"  + barrier first", {BARE_INSIDE_SYNC}},
       {"all off, finish: epoch only", {NO_OP_STARTED, NO_COUNT_LOADS, NO_REPORT, NO_SYNC_OR, BARE_POLL, MIN_FINISH}},
       {"- counters and ends' lanes", {NO_COUNTERS, NO_START_LANES}},
   };
-  v.insert(v.end(), off.begin(), off.end());
+  for (Variant& b : block) b.patches.push_back(NO_LINE_PATH);
+  v.insert(v.end(), block.begin(), block.end());
+  v.push_back({"bare inside rnccl's kernel", {BARE_INSIDE}});
+  v.push_back({"  + barrier first", {BARE_INSIDE_SYNC}});
   return v;
 }
 
