@@ -112,9 +112,10 @@ fn read_device(root: &Root, path: &str) -> PciDevice {
 
 /// A bridge's ACS control register from its `config` file, read 4 bytes at a time along the
 /// capability chain: each word the kernel reads there is a config cycle (a trap to the
-/// hypervisor in a VM, ~4 µs), so the whole 4096-byte file costs ~4 ms per device (26 ms of
-/// a 6-function VM's startup, measured with strace). Other functions are not read: ACS matters
-/// where it redirects peer-to-peer traffic, on switch and root ports.
+/// hypervisor in a VM, ~4 µs), so the whole 4096-byte file costs 4-6 ms per function (26 ms
+/// for this CI VM's 6 functions, 43 ms for a one-H200 VM's 7, read whole as root on
+/// 2026-12-04). Other functions are not read: ACS matters where it redirects peer-to-peer
+/// traffic, on switch and root ports.
 fn acs_ctl(root: &Root, path: &str, class: Option<&str>) -> Option<u16> {
     use std::os::unix::fs::FileExt;
     if !class.is_some_and(is_bridge_class) {
