@@ -319,8 +319,14 @@ fn wait_for_exit(children: &mut [Running], limit: Duration) {
         .map(|&i| PollFd::new(children[i].report.as_fd(), PollFlags::POLLIN))
         .collect();
     let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
-    if poll(&mut fds, PollTimeout::from(ms)).is_err() {
-        return; // a signal: the caller looks at it now
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return, // a signal: the caller looks at it now
+        Err(_) => {
+            // Not expected of pipes; waiting as before keeps the loop from spinning.
+            std::thread::sleep(limit);
+            return;
+        }
     }
     let events: Vec<PollFlags> = fds
         .iter()
