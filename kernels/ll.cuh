@@ -10,11 +10,11 @@
 // rank stores epoch e+2's line i only after reading epoch e+1's line i from the peer, which the
 // peer stored only after reading epoch e's line i: the same thread handles line i in every
 // chunk on both ranks, and kernels of one communicator run in stream order. Inputs larger
-// than a half's payload (`RNCCL_LL_HALF / 2`) go in chunks, one epoch each; an input of one
-// line (at most 8 bytes) in a kernel of one block is thread 0's alone (ll_allreduce_line), as
-// line 0 always is. The epoch lives in device memory (`state[0]`, the last epoch used),
-// advanced by the last block to finish, so back-to-back kernels and CUDA-graph replays
-// continue from it.
+// than a half's payload (`RNCCL_LL_HALF / 2`) go in chunks, one epoch each; an input of at
+// most 32 lines in a kernel of one block is warp 0's alone (ll_allreduce_warp), whose lane i
+// takes line i as thread i of block 0 does in the block path. The epoch lives in device
+// memory (`state[0]`, the last epoch used), advanced by the last block to finish, so
+// back-to-back kernels and CUDA-graph replays continue from it.
 //
 // Mirrored by src/device/cuda/abi.rs (LlArgs layout and the constants), whose test compiles
 // this header with RNCCL_ABI_ONLY (its types alone) against the Rust offsets; change both
@@ -262,59 +262,69 @@ __device__ void ll_finish(const LlArgs& a, const LlStart& s, const u32* epoch, u
   }
 }
 
-// An all-reduce of one line (1 to 8 bytes) in a kernel of one block: thread 0 alone does what
-// ll_allreduce's block does, without its barriers and connection-end lanes. It issues every
-// load it needs at once (the state, its input, each connection end's byte count), stores its
-// line into every peer's area, reduces the peers' lines in rank order, and ends as ll_finish
-// does for a kernel of one block. An 8-byte all-reduce replayed in a CUDA graph took 2.91 µs
-// this way against 3.53 through the block, whose bare exchange alone takes 2.20 (perf/
-// ll_kernel.cu, two ranks on one H200, 2026-12-04).
+// An all-reduce of at most one line per lane of a warp (1 to RNCCL_LL_WARP_BYTES bytes) in a
+// kernel of one block: warp 0 alone does what ll_allreduce's block does, lane i with line i
+// (the line thread i of block 0 takes in the block path), without the block's barriers, shared
+// memory or separate loads of the state. Every lane issues every load it needs at once: the
+// state (one word for the whole warp), its input line, and lane i < 2 nranks connection end i's
+// byte count (end 2 r + way, as ll_start numbers them); it stores its line into every peer's
+// area and reduces the peers' lines in rank order; the warp ends as ll_finish does for a kernel
+// of one block, lane 0 storing the epoch and the finished report, each end's lane its counters.
+// Replayed in a CUDA graph (perf/ll_kernel.cu, two ranks on one H200, 2026-12-04, bare 8-byte
+// exchange 1.69 µs): 256 bytes took 2.47 µs against 3.02 through the block (first graph launch
+// 3.71 against 4.38), 64 bytes 2.52 against 3.08; 8 bytes 2.51 against 2.44 on thread 0 alone,
+// which this path replaced (an earlier run: thread 0 2.91, block 3.53).
+#define RNCCL_LL_WARP_BYTES 256
 template <typename T, int OP>
-__device__ void ll_allreduce_line(const LlArgs& a) {
-  if (threadIdx.x != 0) return;
+__device__ void ll_allreduce_warp(const LlArgs& a) {
+  const u32 lane = threadIdx.x;
+  if (lane >= 32) return;
   const Program* P = &a.ctl;
   const u32 flag = ld_volatile32((const u32*)a.state) + 1;
   const u64 guard = ld_volatile((const u64*)a.state + 1);
-  const u64 v = ld_unit<T>(a.src, 0, a.bytes);
+  const u64 v = ld_unit<T>(a.src, (u64)lane * 8, a.bytes);  // 0 past the input's end
   const u32 me = P->rank, n = a.nranks;
-  u64 sent[RNCCL_LL_MAX_RANKS], got[RNCCL_LL_MAX_RANKS];
-#pragma unroll
-  for (u32 r = 0; r < RNCCL_LL_MAX_RANKS; r++)
-    if (r < n && r != me) {
-      sent[r] = ((const u64*)a.out_step[r])[1];
-      got[r] = ((const u64*)a.in_step[r])[1];
-    }
-  op_started(P, a.seq);
-  const u64 half = (flag & 1) * (u64)RNCCL_LL_HALF;
-#pragma unroll
-  for (u32 r = 0; r < RNCCL_LL_MAX_RANKS; r++)
-    if (r < n && r != me) st_line(a.out[r] + half, v, flag);
-  const Scalars sc = scalars<T>(P);
-  int status = ST_OK;
-  u64 acc = 0;
-  for (u32 r = 0; r < n; r++) {
-    const u64 x = r == me ? v : ld_line(a.in[r] + half, flag, P, status, (u64*)a.in_live[r] + 2);
-    if (status != ST_OK) {
-      Conn c = {};
-      c.peer = r;
-      report(P, status, 0, c, flag, 1);
-      break;
-    }
-    acc = reduce_unit<T, OP>(acc, x, r == 0, r + 1 == n, sc);
+  const u32 er = lane / 2;
+  const bool end = lane < 2 * n && er != me;
+  u64 step_at = 0, live_at = 0, count = 0;
+  if (end) {
+    step_at = lane % 2 ? a.in_step[er] : a.out_step[er];
+    live_at = lane % 2 ? a.in_live[er] : a.out_live[er];
+    count = ((const u64*)step_at)[1];
   }
-  if (status == ST_OK) st_unit<T>(a.dst, 0, a.bytes, acc);
-  st_volatile32((u32*)a.state, flag);
-  // The connection ends' counters, as ll_count: bytes sent to and received from every peer.
-#pragma unroll
-  for (u32 r = 0; r < RNCCL_LL_MAX_RANKS; r++)
-    if (r < n && r != me) {
-      ((u64*)a.out_step[r])[1] = sent[r] + a.bytes;
-      st_volatile((u64*)a.out_live[r] + 1, sent[r] + a.bytes);
-      ((u64*)a.in_step[r])[1] = got[r] + a.bytes;
-      st_volatile((u64*)a.in_live[r] + 1, got[r] + a.bytes);
-      st_volatile((u64*)a.in_live[r] + 2, 0);
+  op_started(P, a.seq);
+  const bool mine = lane < (a.bytes + 7) / 8;
+  const u64 half = (flag & 1) * (u64)RNCCL_LL_HALF + (u64)lane * 16;
+  if (mine)
+    for (u32 r = 0; r < n; r++)
+      if (r != me) st_line(a.out[r] + half, v, flag);
+  int status = ST_OK;
+  if (mine) {
+    const Scalars sc = scalars<T>(P);
+    u64 acc = 0;
+    for (u32 r = 0; r < n; r++) {
+      const u64 x = r == me ? v : ld_line(a.in[r] + half, flag, P, status, (u64*)a.in_live[r] + 2);
+      if (status != ST_OK) {
+        Conn c = {};
+        c.peer = r;
+        report(P, status, 0, c, flag, 1);
+        break;
+      }
+      acc = reduce_unit<T, OP>(acc, x, r == 0, r + 1 == n, sc);
     }
-  if (a.seq > guard && status == ST_OK) {
+    if (status == ST_OK) st_unit<T>(a.dst, (u64)lane * 8, a.bytes, acc);
+  }
+  const bool failed = __any_sync(~0u, status != ST_OK);
+  __syncwarp();  // orders every lane's waits' marks before the ends' lanes clear them
+  if (end) {
+    const u64 b = count + a.bytes;
+    ((u64*)step_at)[1] = b;
+    st_volatile((u64*)live_at + 1, b);
+    if (lane % 2) st_volatile((u64*)live_at + 2, 0);
+  }
+  if (lane != 0) return;
+  st_volatile32((u32*)a.state, flag);
+  if (a.seq > guard && !failed) {
     st_volatile((u64*)a.state + 1, a.seq);
     st_volatile((u64*)a.ctl.ops + 1, a.seq);
   }
@@ -324,8 +334,8 @@ template <typename T, int OP>
 __device__ void ll_allreduce(const LlArgs& a) {
   __shared__ LlStart begun;
   const Program* P = &a.ctl;
-  if (gridDim.x == 1 && a.bytes > 0 && a.bytes <= 8) {
-    ll_allreduce_line<T, OP>(a);
+  if (gridDim.x == 1 && a.bytes > 0 && a.bytes <= RNCCL_LL_WARP_BYTES) {
+    ll_allreduce_warp<T, OP>(a);
     return;
   }
   const u32 tid = threadIdx.x;

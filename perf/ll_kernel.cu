@@ -1,4 +1,4 @@
-// rnccl's one-shot LL all-reduce kernel alone, 8 bytes between two ranks, against the bare
+// rnccl's one-shot LL all-reduce kernel alone, 8 bytes (LL_BYTES) between two ranks, against the bare
 // exchange with the same arguments, and with named patches of its source that switch one part
 // off each: where a small operation's time goes inside the kernel, apart from rnccl's host
 // path (perf/ll_floor.sh times the whole `rnccl bench` against perf/ll_floor.cu).
@@ -23,11 +23,17 @@
 // the argument lines, launching 64 threads, and 8-byte loads and stores of the units changed
 // nothing; the lanes keeping their loads in registers until the end (stored to shared memory
 // before the last barrier instead of the first) read 3.73 against 3.52, worse. Thread 0 alone
-// with every duty (ll_allreduce_line, now what 8 bytes take): 2.91 against the block path's
-// 3.53, first graph launch 4.03 against 4.53.
+// with every duty (ll_allreduce_line): 2.91 against the block path's 3.53, first graph launch
+// 4.03 against 4.53. Warp 0 alone, lane i with line i, for up to 256 bytes (ll_allreduce_warp,
+// which replaced it; LL_SHORT, 10 000 operations, 3 rounds, floor 1.69): 256 bytes 2.47 against
+// the block's 3.02, 64 bytes 2.52 against 3.08, 8 bytes 2.51 against thread 0's 2.44.
 //
 //   nvcc -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc
 //   /tmp/ll_kernel [iterations [rounds [gpu0 gpu1]]]     (default 20000 5 0 1; one GPU: 0 0)
+//
+// LL_SHORT=1 times the real kernel (and LL_BASE's) beside the floors alone, no patched variant.
+// LL_BYTES (a multiple of 8, 8 to 8192; default 8) sets the bytes per rank of rnccl's kernels;
+// the floors stay at 8, and the bare variants take their exchange at 8 only (the kernel else).
 //
 // Run from the repository root (it reads kernels/). CUDA's headers: /usr/local/cuda/include, or
 // CUDA_INC (the nvidia-cuda-runtime wheel's include folder).
@@ -184,8 +190,8 @@ static const Patch BARE_POLL = {"ll.cuh", "    if (++spins < 1024) continue;", "
 static const Patch BARE_INSIDE = {"ll.cuh", BARE_AT, BARE_BODY("false")};
 static const Patch BARE_INSIDE_SYNC = {"ll.cuh", BARE_AT, BARE_BODY("true")};
 
-// The block path for 8 bytes too: what an operation of one line took before ll_allreduce_line.
-static const Patch NO_LINE_PATH = {"ll.cuh", "  if (gridDim.x == 1 && a.bytes > 0 && a.bytes <= 8) {",
+// The block path for up to 256 bytes too: what they took before ll_allreduce_warp.
+static const Patch NO_WARP_PATH = {"ll.cuh", "  if (gridDim.x == 1 && a.bytes > 0 && a.bytes <= RNCCL_LL_WARP_BYTES) {",
                                    "  if (false) {"};
 
 // Bisecting what "all of these" leaves above the bare exchange (2026-12-04): the finish
@@ -195,13 +201,14 @@ static const Patch MIN_FINISH = {
     "  if (tid == 0) st_volatile32((u32*)a.state, epoch);\n  (void)failed;"};
 static const Patch NO_START_LANES = {"ll.cuh", "  } else if (t >= lane && t < lane + 2 * a.nranks) {",
                                      "  } else if (false) {"};
-// The real kernel first (an 8-byte operation takes ll_allreduce_line), then the block path
-// that 8 bytes took before it, with one part off each, then all of them off, and the bare
+// The real kernel first (up to 256 bytes take ll_allreduce_warp), then the block path that
+// they took before it, with one part off each, then all of them off, and the bare
 // exchange inside the kernel. LL_BASE (a folder holding another kernels/, e.g. `git archive
 // <commit> kernels | tar x -C <folder>`) adds that kernel unpatched after the real one.
 static std::vector<Variant> all_variants() {
   std::vector<Variant> v = {{"rnccl (kernels/ as built)", {}}};
   if (getenv("LL_BASE")) v.push_back({"base (LL_BASE)", {}, true});
+  if (getenv("LL_SHORT")) return v;
   std::vector<Variant> block = {
       {"block path", {}},
       {"- op_started", {NO_OP_STARTED}},
@@ -216,7 +223,7 @@ static std::vector<Variant> all_variants() {
       {"all off, finish: epoch only", {NO_OP_STARTED, NO_COUNT_LOADS, NO_REPORT, NO_SYNC_OR, BARE_POLL, MIN_FINISH}},
       {"- counters and ends' lanes", {NO_COUNTERS, NO_START_LANES}},
   };
-  for (Variant& b : block) b.patches.push_back(NO_LINE_PATH);
+  for (Variant& b : block) b.patches.push_back(NO_WARP_PATH);
   v.insert(v.end(), block.begin(), block.end());
   v.push_back({"bare inside rnccl's kernel", {BARE_INSIDE}});
   v.push_back({"  + barrier first", {BARE_INSIDE_SYNC}});
@@ -325,6 +332,11 @@ static double median(std::vector<double> x) {
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 20000, rounds = argc > 2 ? atoi(argv[2]) : 5;
   const int gpu[2] = {argc > 4 ? atoi(argv[3]) : 0, argc > 4 ? atoi(argv[4]) : 1};
+  const size_t bytes = getenv("LL_BYTES") ? strtoull(getenv("LL_BYTES"), nullptr, 10) : 8;
+  if (bytes < 8 || bytes % 8 || bytes > 8192) {
+    fprintf(stderr, "ll_kernel: LL_BYTES=%zu: give a multiple of 8 from 8 to 8192 (one block of 512 threads)\n", bytes);
+    return 2;
+  }
   const std::vector<Variant> variants = all_variants();
   CK(cuInit(0));
   CUdevice dev[2];
@@ -400,11 +412,14 @@ int main(int argc, char** argv) {
     a.ctl.post_div = 1;
     a.ctl.rank = r;
     a.ctl.slot_bytes = 1 << 20;
-    const float in[2] = {1.0f + r, 10.0f * (1 + r)};
-    a.src = device_zeroed(8);
-    CK(cuMemcpyHtoD(a.src, in, 8));
-    a.dst = dst[r] = device_zeroed(8);
-    a.bytes = 8;
+    // Element j: (1 + r) (j / 2 + 1), times 10 when j is odd (the floors' first two: 1 + r,
+    // 10 (1 + r)).
+    std::vector<float> in(bytes / 4);
+    for (size_t j = 0; j < in.size(); j++) in[j] = (1.0f + r) * (j % 2 ? 10.0f : 1.0f) * (float)(j / 2 + 1);
+    a.src = device_zeroed(bytes);
+    CK(cuMemcpyHtoD(a.src, in.data(), bytes));
+    a.dst = dst[r] = device_zeroed(bytes);
+    a.bytes = bytes;
     a.state = device_zeroed(8192);  // more than LL_STATE_BYTES
     a.nranks = 2;
     a.out[p] = area[p];
@@ -416,17 +431,21 @@ int main(int argc, char** argv) {
     a.in_live[p] = l + 64;
   }
   u64 seq = 0;  // every operation of every kernel continues the same state, as rnccl's do
-  auto check = [&](const char* what) {
+  // The floors (k < 2) sum the first 8 bytes only.
+  auto check = [&](const char* what, size_t k) {
     for (int r = 0; r < 2; r++) {
       CK(cuCtxSetCurrent(ctx[r]));
-      float out[2];
-      CK(cuMemcpyDtoH(out, dst[r], 8));
-      CK(cuMemsetD8(dst[r], 0, 8));
+      std::vector<float> out(k < 2 ? 2 : bytes / 4);
+      CK(cuMemcpyDtoH(out.data(), dst[r], out.size() * 4));
+      CK(cuMemsetD8(dst[r], 0, bytes));
       const u32 code = *(volatile u32*)report[r];
-      if (out[0] != 3.0f || out[1] != 30.0f || code != 0) {
-        fprintf(stderr, "ll_kernel: %s: rank %d got %g %g (want 3 30), report code %u\n", what, r, out[0],
-                out[1], code);
-        exit(1);
+      for (size_t j = 0; j < out.size(); j++) {
+        const float want = 3.0f * (j % 2 ? 10.0f : 1.0f) * (float)(j / 2 + 1);
+        if (out[j] != want || code != 0) {
+          fprintf(stderr, "ll_kernel: %s: rank %d element %zu is %g (want %g), report code %u\n", what, r, j,
+                  out[j], want, code);
+          exit(1);
+        }
       }
     }
   };
@@ -464,7 +483,7 @@ int main(int argc, char** argv) {
       launch(k, iters);
       sync();
       launched[k].push_back(us_since(t));
-      check(name(k));
+      check(name(k), k);
       CUgraph g[2];
       CUgraphExec ex[2];
       for (int r = 0; r < 2; r++) {
@@ -498,7 +517,7 @@ int main(int argc, char** argv) {
         }
       }
       replay[k].push_back(best);
-      check(name(k));
+      check(name(k), k);
       for (int r = 0; r < 2; r++) {
         CK(cuCtxSetCurrent(ctx[r]));
         CK(cuGraphExecDestroy(ex[r]));
@@ -506,8 +525,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  printf("8-byte LL all-reduce kernel, 2 ranks on GPUs %d %d, %d operations, median of %d rounds, us/op\n",
-         gpu[0], gpu[1], iters, rounds);
+  printf("%zu-byte LL all-reduce kernel (floors: 8), 2 ranks on GPUs %d %d, %d operations, median of %d rounds, "
+         "us/op\n", bytes, gpu[0], gpu[1], iters, rounds);
   printf("%-28s %9s %10s %8s %14s %13s\n", "kernel", "launched", "1st graph", "replay", "replay-rnccl",
          "replay/floor");
   const double floor = median(replay[0]), real = median(replay[2]);

@@ -21,8 +21,10 @@ use common::gpu::*;
 use cudarc::driver::CudaStream;
 use rnccl::{Communicator, Func, RedOp};
 
-/// Counts: empty, one element, primes, not multiples of nranks, several FIFO slots.
-const COUNTS: [usize; 6] = [0, 1, 7, 1021, 65_537, 1_000_003];
+/// Counts: empty, one element, primes, not multiples of nranks, several FIFO slots; 61
+/// elements take the one-warp LL all-reduce at 1, 2 and 4 bytes each (61 to 244 bytes) and
+/// the block path at 8.
+const COUNTS: [usize; 7] = [0, 1, 7, 61, 1021, 65_537, 1_000_003];
 
 /// The matrix on `n` GPU ranks as threads of this process.
 fn threads_matrix(n: usize) {
@@ -617,7 +619,7 @@ fn every_collective_on_two_gpu_processes() {
     process_matrix(
         "every_collective_on_two_gpu_processes",
         "matrix",
-        &[0, 1, 7, 1021, 65_537, 1_000_003],
+        &COUNTS,
     );
 }
 
