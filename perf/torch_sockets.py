@@ -19,7 +19,8 @@ import torch.distributed as dist
 def main():
     rank = int(os.environ["RANK"])
     os.environ["NCCL_HOSTID"] = f"h{rank}"
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    # One GPU (gpu_sockets_vs_nccl.sh under CUDA MPS): every rank on it.
+    local = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     world = dist.get_world_size()

@@ -48,6 +48,9 @@ impl TransportParams {
         // kernel's per-socket work over the cores. With CUBIC instead of the VM's BBR
         // (RNCCL_SOCKET_CC, 2026-12-01) one, two, four and eight sockets all read 2.4-2.8 GB/s
         // on the 2-vCPU VM: four stays for hosts whose NIC spreads flows over more cores.
+        // Helper threads stay off by default on many cores too: GPU ranks' proxies over
+        // loopback on the 16-core one-H200 machine (perf/gpu_sockets_vs_nccl.sh under MPS,
+        // 2026-12-04) moved 16-128 MiB within 3% with NCCL_SOCKET_NTHREADS 0, 2 or 4.
         let per = if per_knob < 0 {
             AUTO_SOCKETS.div_ceil(nthreads.max(1))
         } else {
