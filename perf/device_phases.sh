@@ -12,17 +12,16 @@
 #
 # Phases: suite (perf/gpu_suite.sh), vs (perf/gpu_vs_nccl.sh, ROUNDS, VSARGS), capi
 # (perf/capi_acceptance.sh), torch (its PyTorch part only), dall (nccl-tests `-d all` on rnccl
-# alone: DMODES, ITERS, MAXBYTES, TESTS), fault (perf/torch_fault.sh), rma (perf/capi_rma.sh),
-# sock (perf/gpu_sockets_vs_nccl.sh, SROUNDS, RNCCL_VARIANTS; 2 GPUs, or one under MPS), mid
-# (perf/gpu_midsize.sh, MIDARGS), gc (the gpu_collectives test binary alone), gf (the
-# gpu_faults test binary alone), floor (perf/launch_floor.cu: one thread's launch floor on 1..N
-# GPUs), llfloor (perf/ll_floor.sh: rnccl's 8-byte all-reduce against the bare LL exchange),
-# llkernel (perf/ll_kernel.cu: the LL
-# kernel alone against that exchange, and with parts of it off; a carried .llbase/kernels, e.g.
-# `git archive <commit> kernels | tar x -C .llbase`, adds that kernel beside), kc (the kernel
-# cache as $OUT/kc.tgz: copy it to .kc.tgz here, `echo /.kc.tgz >> .git/info/exclude`, and
-# carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass through
-# the environment.
+# alone: DMODES, ITERS, MAXBYTES, TESTS), fault (perf/torch_fault.sh), rma (perf/capi_rma.sh), sock
+# (perf/gpu_sockets_vs_nccl.sh, SROUNDS, RNCCL_VARIANTS; 2 GPUs, or one under MPS), mid
+# (perf/gpu_midsize.sh, MIDARGS), gc (the gpu_collectives test binary alone), gf (the gpu_faults
+# test binary alone), floor (perf/launch_floor.cu: one thread's launch floor on 1..N GPUs), llfloor
+# (perf/ll_floor.sh: rnccl's 8-byte all-reduce against the bare LL exchange), llkernel
+# (perf/ll_kernel.cu: the LL kernel alone against that exchange, and with parts of it off; a carried
+# .llbase/kernels, e.g. `git archive <commit> kernels | tar x -C .llbase`, adds that kernel beside),
+# kc (the kernel cache as $OUT/kc.tgz: copy it to .kc.tgz here, `echo /.kc.tgz >>
+# .git/info/exclude`, and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other
+# knobs pass through the environment.
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
 set -u
