@@ -1,7 +1,7 @@
-// rnccl's one-shot LL all-reduce kernel alone, 8 bytes (LL_BYTES) between two ranks, against the bare
-// exchange with the same arguments, and with named patches of its source that switch one part
-// off each: where a small operation's time goes inside the kernel, apart from rnccl's host
-// path (perf/ll_floor.sh times the whole `rnccl bench` against perf/ll_floor.cu).
+// rnccl's one-shot LL all-reduce kernel alone, 8 bytes (LL_BYTES) between two ranks, against
+// the bare exchange with the same arguments, and with named patches of its source that switch
+// one part off each: where a small operation's time goes inside the kernel, apart from rnccl's
+// host path (perf/ll_floor.sh times the whole `rnccl bench` against perf/ll_floor.cu).
 //
 // Every variant is kernels/ as it stands, patched in memory and built with NVRTC as rnccl
 // builds its modules (src/device/cuda/compile/nvrtc.rs options, RNCCL_DTYPE=7 float and
