@@ -14,7 +14,7 @@
 # under CUDA MPS (below), which times both libraries' socket paths the same way but not their
 # PCIe staging to two cards. Measured so on one H200 (2026-12-04, 3 rounds, best each), rnccl's
 # time ÷ NCCL's: 8 B 0.94, 64 KiB 0.33, 1 MiB 0.83, 16 MiB 0.96, 128 MiB 0.96 (43.8 ms NCCL);
-# RNCCL_VARIANTS NCCL_SOCKET_NTHREADS=2 and =4 moved 16-128 MiB by under 3% either way.
+# RNCCL_VARIANTS NCCL_SOCKET_NTHREADS=2 and =4 moved 16-128 MiB by at most 4% either way.
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 set -uo pipefail

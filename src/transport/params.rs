@@ -50,7 +50,7 @@ impl TransportParams {
         // on the 2-vCPU VM: four stays for hosts whose NIC spreads flows over more cores.
         // Helper threads stay off by default on many cores too: GPU ranks' proxies over
         // loopback on the 16-core one-H200 machine (perf/gpu_sockets_vs_nccl.sh under MPS,
-        // 2026-12-04) moved 16-128 MiB within 3% with NCCL_SOCKET_NTHREADS 0, 2 or 4.
+        // 2026-12-04) moved 16-128 MiB within 4% with NCCL_SOCKET_NTHREADS 0, 2 or 4.
         let per = if per_knob < 0 {
             AUTO_SOCKETS.div_ceil(nthreads.max(1))
         } else {
