@@ -616,11 +616,7 @@ fn process_matrix(test: &str, role: &str, counts: &[usize]) {
 
 /// One process per rank: FIFOs in GPU memory shared through CUDA IPC handles.
 fn every_collective_on_two_gpu_processes() {
-    process_matrix(
-        "every_collective_on_two_gpu_processes",
-        "matrix",
-        &COUNTS,
-    );
+    process_matrix("every_collective_on_two_gpu_processes", "matrix", &COUNTS);
 }
 
 /// One process per rank with NCCL_P2P_DISABLE=1: FIFOs in shared host memory both processes
