@@ -26,12 +26,18 @@
 // with every duty (ll_allreduce_line): 2.91 against the block path's 3.53, first graph launch
 // 4.03 against 4.53. Warp 0 alone, lane i with line i, for up to 256 bytes (ll_allreduce_warp,
 // which replaced it; LL_SHORT, 10 000 operations, 3 rounds, floor 1.69): 256 bytes 2.47 against
-// the block's 3.02, 64 bytes 2.52 against 3.08, 8 bytes 2.51 against thread 0's 2.44.
+// the block's 3.02, 64 bytes 2.52 against 3.08, 8 bytes 2.51 against thread 0's 2.44. Its parts
+// (LL_WARP=1, 5 rounds, floor 1.67; 8 / 256 bytes, real 2.49 / 2.44): off, the count loads save
+// 0.12 / 0.10, the counter stores 0.24 / 0.22, the warp vote nothing, the polls nothing, all at
+// once 0.50 / 0.43; without op_started or the finished report it is 0.13-0.18 slower. The send
+// ends' counters stored right after the lines (under the waits) instead of at the end read 0.16
+// slower in four runs out of four (2.61-2.66 against 2.45-2.50): not kept.
 //
 //   nvcc -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc
 //   /tmp/ll_kernel [iterations [rounds [gpu0 gpu1]]]     (default 20000 5 0 1; one GPU: 0 0)
 //
-// LL_SHORT=1 times the real kernel (and LL_BASE's) beside the floors alone, no patched variant.
+// LL_SHORT=1 times the real kernel (and LL_BASE's) beside the floors alone, no patched variant;
+// LL_WARP=1 adds ll_allreduce_warp with one part off each, then all of them.
 // LL_BYTES (a multiple of 8, 8 to 8192; default 8) sets the bytes per rank of rnccl's kernels;
 // the floors stay at 8, and the bare variants take their exchange at 8 only (the kernel else).
 //
@@ -201,6 +207,16 @@ static const Patch MIN_FINISH = {
     "  if (tid == 0) st_volatile32((u32*)a.state, epoch);\n  (void)failed;"};
 static const Patch NO_START_LANES = {"ll.cuh", "  } else if (t >= lane && t < lane + 2 * a.nranks) {",
                                      "  } else if (false) {"};
+// The parts of ll_allreduce_warp a variant of LL_WARP=1 switches off (text as of 2026-12-04).
+static const Patch W_NO_OP_STARTED = {"ll.cuh", "  }\n  op_started(P, a.seq);\n  const bool mine",
+                                      "  }\n  const bool mine"};
+static const Patch W_NO_COUNT_LOAD = {"ll.cuh", "    count = ((const u64*)step_at)[1];", "    count = 0;"};
+static const Patch W_NO_COUNTERS = {"ll.cuh", "  if (end) {\n    const u64 b = count + a.bytes;",
+                                    "  if (false) {\n    const u64 b = count + a.bytes;"};
+static const Patch W_NO_REPORT = {"ll.cuh", "  if (a.seq > guard && !failed) {", "  if (false) {"};
+static const Patch W_NO_SYNC = {"ll.cuh", "  const bool failed = __any_sync(~0u, status != ST_OK);\n  __syncwarp();",
+                                "  const bool failed = status != ST_OK;"};
+
 // The real kernel first (up to 256 bytes take ll_allreduce_warp), then the block path that
 // they took before it, with one part off each, then all of them off, and the bare
 // exchange inside the kernel. LL_BASE (a folder holding another kernels/, e.g. `git archive
@@ -209,6 +225,19 @@ static std::vector<Variant> all_variants() {
   std::vector<Variant> v = {{"rnccl (kernels/ as built)", {}}};
   if (getenv("LL_BASE")) v.push_back({"base (LL_BASE)", {}, true});
   if (getenv("LL_SHORT")) return v;
+  if (getenv("LL_WARP")) {
+    std::vector<Variant> w = {
+        {"- op_started", {W_NO_OP_STARTED}},
+        {"- count loads", {W_NO_COUNT_LOAD}},
+        {"- counter stores", {W_NO_COUNTERS}},
+        {"- finished report", {W_NO_REPORT}},
+        {"- __any_sync, __syncwarp", {W_NO_SYNC}},
+        {"- abort/timeout polls", {BARE_POLL}},
+        {"- all of these", {W_NO_OP_STARTED, W_NO_COUNT_LOAD, W_NO_COUNTERS, W_NO_REPORT, W_NO_SYNC, BARE_POLL}},
+    };
+    v.insert(v.end(), w.begin(), w.end());
+    return v;
+  }
   std::vector<Variant> block = {
       {"block path", {}},
       {"- op_started", {NO_OP_STARTED}},
