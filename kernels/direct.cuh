@@ -248,9 +248,23 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
   __shared__ LlStart begun;
   const bool active = b < B;
   u64* rounds_done = (u64*)a.state + RNCCL_DIRECT_ROUNDS_WORD + (active ? b : 0);
-  // Loaded before ll_start's loads, so that thread 0 waits for them all at once (ll_conn_lane).
+  // Loaded before ll_start's loads, so that thread 0 waits for them all at once (ll_conn_lane),
+  // and so are the peers' gather flags of block b: the kernel's first scatter waits for them to
+  // reach a round of an earlier kernel, which they almost always have by the time it starts,
+  // and then needs no load of its own (`scatter`). Unrolled, so that they stay in registers.
+  // Two ranks as threads on one H200 (2026-12-04, perf/gpu_ab.sh, 4 rounds): reduce-scatter
+  // 1-16 MB 0.91-0.94x the time with the wait, all-reduce 0.97-0.99x.
   const u64 round0 = tid == 0 ? *rounds_done : 0;
+  u64 flags[RNCCL_LL_MAX_RANKS];
+#pragma unroll
+  for (u32 r = 0; r < RNCCL_LL_MAX_RANKS; r++)
+    flags[r] = tid == 0 && active && r < n && r != me
+                   ? ld_volatile(direct_flag(a.in[r] + RNCCL_LL_AREA, 1, b))
+                   : ~0ull;
   ll_start(a, begun);
+  u64 gathered = ~0ull;  // thread 0: the least of those flags
+#pragma unroll
+  for (u32 r = 0; r < RNCCL_LL_MAX_RANKS; r++) gathered = min(gathered, flags[r]);
   if (tid == 0) {
     base_round = round0;
     status[0] = status[1] = ST_OK;
@@ -289,12 +303,16 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
   };
   const bool scatters = mode == DIRECT_ALL_REDUCE || rs;
   // Stores this rank's scatter of round k into the peers' slots and raises its flags, with the
-  // `nt` threads of barrier `bar` (this one number `t`); false once `st` holds a failure. A
-  // slot's parity was last used two rounds before: first the peers' gather flags of that round
-  // (raised once they read it, in any mode).
+  // `nt` threads of barrier `bar` (this one number `t`, thread 0 of the block); false once `st`
+  // holds a failure. A slot's parity was last used two rounds before: first the peers' gather
+  // flags of that round (raised once they read it, in any mode). Round 0 needs no wait when
+  // the flags loaded as the kernel began reached it (flags only grow; the stores it permits
+  // follow that load on control and a barrier, as the stores after the waits of NCCL's Simple
+  // protocol follow its `ld.volatile` of the peer's step).
   auto scatter = [&](u64 k, u32 t, u32 nt, u32 bar, int* st) {
     const u64 round = base_round + k + 1;
-    if (t == 0 && round > 2) direct_need(a, 1, b, round - 2, st);
+    if (t == 0 && round > 2 && !(k == 0 && gathered >= round - 2))
+      direct_need(a, 1, b, round - 2, st);
     group_sync(bar, nt);
     if (*(volatile int*)st != ST_OK) return false;
     const u32 par = (u32)(round & 1);
