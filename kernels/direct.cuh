@@ -252,8 +252,9 @@ __device__ void direct_run(const LlArgs& a, u64 key, bool offered) {
   // and so are the peers' gather flags of block b: the kernel's first scatter waits for them to
   // reach a round of an earlier kernel, which they almost always have by the time it starts,
   // and then needs no load of its own (`scatter`). Unrolled, so that they stay in registers.
-  // Two ranks as threads on one H200 (2026-12-04, perf/gpu_ab.sh, 4 rounds): reduce-scatter
-  // 1-16 MB 0.91-0.94x the time with the wait, all-reduce 0.97-0.99x.
+  // Two ranks as threads on one H200 (2026-12-04, perf/op_spans.sh's stamps, 4 rounds in ABBA
+  // order, CUDA graphs): the kernel's span against the wait's, all-reduce 1 / 8 MB 0.97 /
+  // 0.99x (10.27 to 9.98 us at 1 MB), reduce-scatter 8 / 16 MB 0.91 / 1.00x.
   const u64 round0 = tid == 0 ? *rounds_done : 0;
   u64 flags[RNCCL_LL_MAX_RANKS];
 #pragma unroll
