@@ -83,17 +83,17 @@ fi
 python3 - "$out" "$tests" "$modes" "$gpus" "${LIBS:-nccl rnccl}" <<'PY'
 import json, math, os, sys
 out, tests, modes, world, libs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5].split()
+sys.path.insert(0, "perf")
+from bench_rows import result_rows
 def table(path):
     rows, wrong, lines = {}, 0, 0
-    for line in open(path, errors="replace"):
-        f = line.split()
-        if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-            # busbw, or algbw where busbw is 0 (a one-rank communicator moves nothing between
-            # ranks, so only the local copy's speed compares).
-            rows[int(f[0])] = float(f[7]) if float(f[7]) > 0 else float(f[6])
-            for w in (f[8], f[12]):
-                wrong += int(w) if w.isdigit() else 0
-            lines += 1
+    for f in result_rows(path):
+        # busbw, or algbw where busbw is 0 (a one-rank communicator moves nothing between
+        # ranks, so only the local copy's speed compares).
+        rows[int(f[0])] = float(f[7]) if float(f[7]) > 0 else float(f[6])
+        for w in (f[8], f[12]):
+            wrong += int(w) if w.isdigit() else 0
+        lines += 1
     return rows, wrong, lines
 print(f"{'test':<16}{'mode':<7}{'rc nccl/rnccl':>14}{'#wrong':>8}{'rows':>6}  busbw (algbw on one rank) rnccl/NCCL by size")
 for t in tests:

@@ -13,6 +13,8 @@ import argparse
 import statistics
 import sys
 
+from bench_rows import result_rows
+
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -27,12 +29,10 @@ def points(paths, lo, hi):
     """Per size from lo to hi, the median out-of-place time over the logs."""
     times = {}
     for path in paths:
-        for line in open(path, errors="replace"):
-            f = line.split()
-            if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-                b = int(f[0])
-                if lo <= b <= hi:
-                    times.setdefault(b, []).append(float(f[5]))
+        for f in result_rows(path):
+            b = int(f[0])
+            if lo <= b <= hi:
+                times.setdefault(b, []).append(float(f[5]))
     return sorted((b, statistics.median(ts)) for b, ts in times.items())
 
 

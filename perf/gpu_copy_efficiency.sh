@@ -90,17 +90,11 @@ PY
 done
 python3 - "$out" "$rounds" "${variants[@]}" <<'EOF'
 import os, statistics, sys
+sys.path.insert(0, "perf")
+from bench_rows import result_rows
 out, rounds, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def table(path):
-    rows = {}
-    try:
-        for line in open(path, errors="replace"):
-            f = line.split()
-            if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-                rows[int(f[0])] = float(f[5])
-    except OSError:
-        pass
-    return rows
+    return {int(f[0]): float(f[5]) for f in result_rows(path)}
 copy, runs = {}, [{} for _ in variants]
 for r in range(1, rounds + 1):
     try:

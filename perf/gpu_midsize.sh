@@ -49,17 +49,11 @@ for r in $(seq 1 "$rounds"); do
 done
 python3 - "$out" "$rounds" <<'EOF'
 import statistics, sys
+sys.path.insert(0, "perf")
+from bench_rows import result_rows
 out, rounds = sys.argv[1], int(sys.argv[2])
 def table(path):
-    rows = {}
-    try:
-        for line in open(path, errors="replace"):
-            f = line.split()
-            if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-                rows[int(f[0])] = (float(f[5]), float(f[7]))
-    except OSError:
-        pass
-    return rows
+    return {int(f[0]): (float(f[5]), float(f[7])) for f in result_rows(path)}
 paths = ["nccl", "g", "ranks", "ring"]
 t = {p: {} for p in paths}
 for p in paths:

@@ -84,14 +84,11 @@ done
 python3 - "$out" <<'EOF'
 import glob, os, re, statistics, sys
 out = sys.argv[1]
+sys.path.insert(0, "perf")
+from bench_rows import result_rows
 def table(path):
-    rows = {}
-    for line in open(path, errors="replace"):
-        f = line.split()
-        if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-            # out-of-place time (us), and busbw (algbw on one rank, whose busbw is 0)
-            rows[int(f[0])] = (float(f[5]), float(f[7]) or float(f[6]))
-    return rows
+    # out-of-place time (us), and busbw (algbw on one rank, whose busbw is 0)
+    return {int(f[0]): (float(f[5]), float(f[7]) or float(f[6])) for f in result_rows(path)}
 ratios = {}
 for p in glob.glob(os.path.join(out, "rnccl.*.log")):
     q = p.replace("/rnccl.", "/nccl.")

@@ -70,13 +70,12 @@ for mode in ${MODES:-threads group}; do
 done
 python3 - "$out" <<'PY'
 import glob, os, statistics as st, sys
+sys.path.insert(0, "perf")
+from bench_rows import result_rows
 out = sys.argv[1]
 def bench_us(path):
-    for line in open(path, errors="replace"):
-        f = line.split()
-        if len(f) >= 13 and not line.startswith("#") and f[0].isdigit():
-            return f[5]
-    return "-"
+    rows = result_rows(path)
+    return rows[0][5] if rows else "-"
 print("all_reduce, medians in µs: GPU start to start, span, gap, rank skew; bench = uninstrumented")
 print(f"{'run':>20} {'bench':>8} {'start>start':>11} {'span':>7} {'gap':>7} {'skew':>7}")
 for path in sorted(glob.glob(f"{out}/*.rnccl-op-spans.log")):
