@@ -10,7 +10,8 @@
 # Where start to start exceeds span + about 1.6 µs (the gap in a CUDA graph), the host's
 # launches set the pace, not the kernel.
 #
-#   here:  perf/gpu_build.sh; perf/op_spans.sh --build      (adds .devbin/rnccl-op-spans)
+#   here:  perf/gpu_build.sh; perf/op_spans.sh --build      (adds .devbin/rnccl-op-spans; the
+#          kernels are restored after the build, and the next cargo build rebuilds target/)
 #   there: perf/op_spans.sh                                   (carry .devbin)
 #
 # Knobs: SIZES (bench sizes, "1M 8M"), MODES ("threads group"), ITERS (300: at least 256, the
