@@ -19,9 +19,11 @@
 # (perf/ll_floor.sh: rnccl's 8-byte all-reduce against the bare LL exchange), llkernel
 # (perf/ll_kernel.cu: the LL kernel alone against that exchange, and with parts of it off; a carried
 # .llbase/kernels, e.g. `git archive <commit> kernels | tar x -C .llbase`, adds that kernel beside),
-# kc (the kernel cache as $OUT/kc.tgz: copy it to .kc.tgz here, `echo /.kc.tgz >>
-# .git/info/exclude`, and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other
-# knobs pass through the environment.
+# spans (perf/op_spans.sh: each operation's GPU span and gap; needs .devbin/rnccl-op-spans from
+# `perf/op_spans.sh --build`), eff (perf/gpu_copy_efficiency.sh on GPU 0: MODE, EXTRA), kc (the
+# kernel cache as $OUT/kc.tgz: copy it to .kc.tgz here, `echo /.kc.tgz >> .git/info/exclude`,
+# and carry it). A phase without :SECONDS gets 600. GPUS and the scripts' other knobs pass
+# through the environment.
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs down.
 set -u
@@ -65,6 +67,8 @@ for arg in "$@"; do
       export CUDA_INC=$(python3 -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], \"cu13\", \"include\"))" 2>/dev/null)
       [ -d .llbase/kernels ] && export LL_BASE=.llbase
       "$nvcc" -O2 -o /tmp/ll_kernel perf/ll_kernel.cu -lcuda -lnvrtc && /tmp/ll_kernel 20000 5 $g' ;;
+    spans) run bash perf/op_spans.sh ;;
+    eff) run bash perf/gpu_copy_efficiency.sh ;;
     kc) tar czf "$out/kc.tgz" -C "$RNCCL_KERNEL_CACHE" . && ls -la "$out/kc.tgz" >"$out/kc.txt" 2>&1 ;;
     *) echo "device_phases.sh: unknown phase '$phase' (see the list at the top)" >"$out/$phase.txt"; false ;;
   esac
